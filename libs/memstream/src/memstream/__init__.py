@@ -1,0 +1,1 @@
+"""memstream: agent memory as a stream-processing pipeline on Kafka."""

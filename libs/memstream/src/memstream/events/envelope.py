@@ -1,0 +1,190 @@
+"""The event envelope: one frozen model per type, discriminated by ``type``."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter
+
+from memstream.events.payloads import (
+    FactAssertedPayload,
+    JsonScalar,
+    MemoryFeedbackPayload,
+    MemoryInvalidatePayload,
+    MemoryPurgePayload,
+    MessagePayload,
+    ObservationPayload,
+    PreferenceSetPayload,
+    TaskOutcomePayload,
+    TaskStartedPayload,
+    ToolCallPayload,
+    ToolResultPayload,
+)
+
+SCHEMA_VERSION = 1
+# Tenants and streams become Kafka keys ("tenant/stream") and file names.
+TENANT_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
+STREAM_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$"
+ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@/-]{0,127}$"
+
+Tenant = Annotated[str, Field(pattern=TENANT_PATTERN)]
+StreamName = Annotated[str, Field(pattern=STREAM_PATTERN)]
+EventId = Annotated[str, Field(pattern=ID_PATTERN)]
+
+
+class Security(BaseModel):
+    """Sensitivity label and dotted payload paths redacted before hashing and storage."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    sensitivity: Literal["public", "internal", "confidential", "secret"] = "internal"
+    redacted_paths: list[Annotated[str, Field(pattern=r"^payload(\.[A-Za-z0-9_-]+)+$")]] = Field(
+        default_factory=list
+    )
+
+
+class Envelope(BaseModel):
+    """Fields common to every event (DESIGN.md §3.1)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    id: EventId
+    tenant: Tenant
+    stream: StreamName
+    agent: str = Field(min_length=1, max_length=200)
+    occurred_at: AwareDatetime
+    parent_id: EventId | None = None
+    caused_by: list[EventId] = Field(default_factory=list)
+    security: Security = Field(default_factory=Security)
+    metadata: dict[str, JsonScalar] = Field(default_factory=dict)
+    schema_version: Literal[1] = SCHEMA_VERSION
+
+    @property
+    def key(self) -> str:
+        """Kafka key: per-stream order holds within one partition."""
+        return f"{self.tenant}/{self.stream}"
+
+
+class MessageUser(Envelope):
+    type: Literal["message.user"]
+    payload: MessagePayload
+
+
+class MessageAssistant(Envelope):
+    type: Literal["message.assistant"]
+    payload: MessagePayload
+
+
+class ToolCall(Envelope):
+    type: Literal["tool.call"]
+    payload: ToolCallPayload
+
+
+class ToolResult(Envelope):
+    type: Literal["tool.result"]
+    payload: ToolResultPayload
+
+
+class Observation(Envelope):
+    type: Literal["observation"]
+    payload: ObservationPayload
+
+
+class FactAsserted(Envelope):
+    type: Literal["fact.asserted"]
+    payload: FactAssertedPayload
+
+
+class PreferenceSet(Envelope):
+    type: Literal["preference.set"]
+    payload: PreferenceSetPayload
+
+
+class TaskStarted(Envelope):
+    type: Literal["task.started"]
+    payload: TaskStartedPayload
+
+
+class TaskOutcome(Envelope):
+    type: Literal["task.outcome"]
+    payload: TaskOutcomePayload
+
+
+class MemoryFeedback(Envelope):
+    type: Literal["memory.feedback"]
+    payload: MemoryFeedbackPayload
+
+
+class MemoryInvalidate(Envelope):
+    type: Literal["memory.invalidate"]
+    payload: MemoryInvalidatePayload
+
+
+class MemoryPurge(Envelope):
+    type: Literal["memory.purge"]
+    payload: MemoryPurgePayload
+
+
+Event = Annotated[
+    MessageUser
+    | MessageAssistant
+    | ToolCall
+    | ToolResult
+    | Observation
+    | FactAsserted
+    | PreferenceSet
+    | TaskStarted
+    | TaskOutcome
+    | MemoryFeedback
+    | MemoryInvalidate
+    | MemoryPurge,
+    Field(discriminator="type"),
+]
+EVENT_TYPES: tuple[str, ...] = (
+    "message.user",
+    "message.assistant",
+    "tool.call",
+    "tool.result",
+    "observation",
+    "fact.asserted",
+    "preference.set",
+    "task.started",
+    "task.outcome",
+    "memory.feedback",
+    "memory.invalidate",
+    "memory.purge",
+)
+EventAdapter: TypeAdapter[Event] = TypeAdapter(Event)
+EventListAdapter: TypeAdapter[list[Event]] = TypeAdapter(list[Event])
+
+
+def parse_event(raw: bytes | str) -> Event:
+    """Validate one JSON envelope; raises ``pydantic.ValidationError`` with the reason."""
+    return EventAdapter.validate_json(raw)
+
+
+class EventIn(BaseModel):
+    """What clients send: ``id``, ``tenant``, ``occurred_at`` and ``agent`` may be left out."""
+
+    model_config = ConfigDict(extra="forbid")
+    id: EventId | None = None
+    tenant: Tenant | None = None
+    stream: StreamName
+    agent: str | None = None
+    type: str
+    occurred_at: AwareDatetime | None = None
+    payload: dict[str, Any]
+    parent_id: EventId | None = None
+    caused_by: list[EventId] = Field(default_factory=list)
+    security: Security = Field(default_factory=Security)
+    metadata: dict[str, JsonScalar] = Field(default_factory=dict)
+    schema_version: Literal[1] = SCHEMA_VERSION
+
+    def complete(self, tenant: str, now: datetime | None = None, agent: str = "unknown") -> Event:
+        """Fill defaults and validate into a typed envelope (raises ValidationError)."""
+        data = self.model_dump(mode="python")
+        data["tenant"] = self.tenant or tenant
+        data["id"] = self.id or str(uuid.uuid4())
+        data["occurred_at"] = self.occurred_at or now or datetime.now(UTC)
+        data["agent"] = self.agent or agent
+        return EventAdapter.validate_python(data)

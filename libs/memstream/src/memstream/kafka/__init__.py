@@ -1,0 +1,1 @@
+"""Kafka topics, client configuration and small helpers over confluent-kafka."""

@@ -1,0 +1,48 @@
+"""Producer/consumer configuration shared by every process."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from confluent_kafka import Consumer, Producer
+
+from memstream.settings import Settings
+
+# murmur2 matches the Java clients, so every producer maps a tenant/stream to one partition.
+PARTITIONER = "murmur2_random"
+
+
+def producer_config(bootstrap: str, **extra: Any) -> dict[str, Any]:
+    conf: dict[str, Any] = {
+        "bootstrap.servers": bootstrap,
+        "enable.idempotence": True,
+        "acks": "all",
+        "linger.ms": 5,
+        "partitioner": PARTITIONER,
+        "message.timeout.ms": 30000,
+    }
+    conf.update(extra)
+    return conf
+
+
+def consumer_config(bootstrap: str, group: str, settings: Settings, **extra: Any) -> dict[str, Any]:
+    conf: dict[str, Any] = {
+        "bootstrap.servers": bootstrap,
+        "group.id": group,
+        "auto.offset.reset": "earliest",
+        "enable.auto.commit": False,
+        "enable.partition.eof": False,
+        "session.timeout.ms": settings.consumer_session_timeout_ms,
+        "heartbeat.interval.ms": max(500, settings.consumer_session_timeout_ms // 4),
+        "partition.assignment.strategy": "range",
+    }
+    conf.update(extra)
+    return conf
+
+
+def make_producer(bootstrap: str, **extra: Any) -> Producer:
+    return Producer(producer_config(bootstrap, **extra))
+
+
+def make_consumer(bootstrap: str, group: str, settings: Settings, **extra: Any) -> Consumer:
+    return Consumer(consumer_config(bootstrap, group, settings, **extra))

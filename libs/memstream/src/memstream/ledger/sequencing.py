@@ -1,0 +1,96 @@
+"""Pure sequencing: raw record + stream heads -> ledger entry, duplicate, or dead letter."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from pydantic import ValidationError
+
+from memstream.events import parse_event
+from memstream.ledger.canonical import GENESIS_HASH
+from memstream.ledger.entry import build_entry
+from memstream.ledger.redact import redact
+
+
+@dataclass
+class StreamHead:
+    seq: int = 0
+    hash: str = GENESIS_HASH
+    seen: set[str] = field(default_factory=set)
+
+
+@dataclass
+class SequencerState:
+    """Heads of the streams owned by one raw partition, rebuilt from the ledger on start."""
+
+    heads: dict[str, StreamHead] = field(default_factory=dict)
+
+    def observe(self, key: str, event_id: str, seq: int, hash_: str) -> None:
+        """Account for an entry already in the ledger (state rebuild)."""
+        head = self.heads.setdefault(key, StreamHead())
+        head.seen.add(event_id)
+        if seq > head.seq:
+            head.seq, head.hash = seq, hash_
+
+
+@dataclass(frozen=True)
+class RawRecord:
+    value: bytes | None
+    partition: int
+    offset: int
+    topic: str
+
+
+@dataclass(frozen=True)
+class Sequenced:
+    key: str
+    entry: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Duplicate:
+    key: str
+    event_id: str
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    reason: str
+
+
+Outcome = Sequenced | Duplicate | DeadLetter
+
+
+def _reason(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors()[:5]:
+        loc = ".".join(str(p) for p in err["loc"])
+        parts.append(f"{loc}: {err['msg']}" if loc else err["msg"])
+    return "invalid envelope: " + "; ".join(parts)
+
+
+def sequence(record: RawRecord, state: SequencerState, now: datetime) -> Outcome:
+    """Assign the next seq of the record's stream, or say why it cannot enter the ledger.
+
+    Mutates ``state`` only when an entry is produced, so a dead letter changes nothing.
+    """
+    if record.value is None:
+        return DeadLetter("empty record (no value)")
+    try:
+        event = parse_event(record.value)
+    except ValidationError as exc:
+        return DeadLetter(_reason(exc))
+    except ValueError as exc:  # not JSON at all
+        return DeadLetter(f"undecodable: {exc}")
+    key = event.key
+    head = state.heads.setdefault(key, StreamHead())
+    if event.id in head.seen:
+        return Duplicate(key, event.id)
+    body = redact(event.model_dump(mode="json"), event.security.redacted_paths)
+    kafka = {"topic": record.topic, "partition": record.partition, "offset": record.offset}
+    entry = build_entry(body, head.seq + 1, head.hash, now, kafka)
+    head.seq, head.hash = entry["seq"], entry["hash"]
+    head.seen.add(event.id)
+    return Sequenced(key, entry)

@@ -1,0 +1,45 @@
+"""Frozen settings read from ``MEMSTREAM_*`` environment variables."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """Every knob of every memstream process; the same names drive embedded and distributed."""
+
+    model_config = SettingsConfigDict(env_prefix="MEMSTREAM_", frozen=True, extra="ignore")
+
+    data_dir: Path = Field(default=Path(".memstream"), description="embedded stack state")
+    api_host: str = "127.0.0.1"
+    api_port: int = Field(default=8080, ge=0, le=65535)
+    metrics_port: int = Field(default=0, ge=0, le=65535, description="0 = pick a free port")
+
+    kafka_bootstrap: str | None = Field(default=None, description="external Kafka; None = embedded")
+    neo4j_uri: str | None = Field(default=None, description="external Neo4j; None = FalkorDB")
+    neo4j_user: str = "neo4j"
+    neo4j_password: str = ""
+    falkordb_url: str | None = Field(default=None, description="external FalkorDB redis:// URL")
+    qdrant_url: str | None = Field(default=None, description="external Qdrant; None = Edge")
+
+    topic_partitions: int = Field(default=4, ge=1)
+    topic_replication: int = Field(default=1, ge=1)
+    raw_retention_ms: int = 7 * 24 * 3600 * 1000
+    dlq_retention_ms: int = 30 * 24 * 3600 * 1000
+
+    keys_file: Path | None = Field(default=None, description="API key store; default in data dir")
+    consumer_session_timeout_ms: int = 6000
+    batch_size: int = Field(default=2000, ge=1)
+    batch_wait_s: float = Field(default=0.05, gt=0)
+    log_level: str = "INFO"
+
+    def resolved_keys_file(self) -> Path:
+        """The key store path: explicit setting or ``<data_dir>/keys.json``."""
+        return self.keys_file if self.keys_file is not None else self.data_dir / "keys.json"
+
+    @property
+    def archive_dir(self) -> Path:
+        return self.data_dir / "archive"

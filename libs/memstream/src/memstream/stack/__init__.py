@@ -1,0 +1,1 @@
+"""The embedded stack: binaries, child processes, restore and the stack file."""

@@ -1,0 +1,100 @@
+"""Starting and health-checking the embedded broker and graph server."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from confluent_kafka.admin import AdminClient
+
+from memstream.stack.binaries import falkordb_binaries, tansu_binary
+from memstream.stack.children import spawn
+from memstream.stack.net import wait_for_port
+
+
+class ServerStartError(RuntimeError):
+    """A server did not come up; the message names it and points at its log."""
+
+
+@dataclass
+class Server:
+    name: str
+    proc: subprocess.Popen[bytes]
+    port: int
+    log: Path
+
+    def stop(self, timeout: float = 10.0) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+
+
+def _fail(name: str, proc: subprocess.Popen[bytes], log: Path, why: str) -> ServerStartError:
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait(5)
+    tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
+    return ServerStartError(f"{name} did not come up: {why}; log {log}:\n{tail}")
+
+
+def start_tansu(port: int, log_dir: Path, timeout: float = 30.0) -> Server:
+    """Tansu with memory storage on 127.0.0.1:port; returns once metadata answers."""
+    log = log_dir / "tansu.log"
+    url = f"tcp://127.0.0.1:{port}"
+    proc = spawn(
+        [tansu_binary(), "broker", "--listener-url", url, "--advertised-listener-url", url],
+        log,
+    )
+    if not wait_for_port(port, timeout):
+        raise _fail("Tansu broker", proc, log, f"port {port} not listening after {timeout}s")
+    deadline = time.monotonic() + timeout
+    admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{port}"})
+    while True:
+        try:
+            admin.list_topics(timeout=2)
+            break
+        except Exception as exc:
+            if time.monotonic() > deadline or proc.poll() is not None:
+                raise _fail("Tansu broker", proc, log, f"metadata request failed: {exc}") from exc
+            time.sleep(0.2)
+    return Server("tansu", proc, port, log)
+
+
+def start_falkordb(port: int, data_dir: Path, log_dir: Path, timeout: float = 30.0) -> Server:
+    """FalkorDB (redis-server + module) with AOF persistence in ``data_dir``."""
+    import redis
+
+    server, module = falkordb_binaries()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    log = log_dir / "falkordb.log"
+    proc = spawn(
+        [
+            server,
+            "--port", str(port),
+            "--bind", "127.0.0.1",
+            "--dir", str(data_dir.resolve()),
+            "--appendonly", "yes",
+            "--appendfsync", "everysec",
+            "--save", "",
+            "--protected-mode", "no",
+            "--loadmodule", module,
+        ],
+        log,
+    )
+    deadline = time.monotonic() + timeout
+    client = redis.Redis(host="127.0.0.1", port=port, socket_timeout=2)
+    while True:
+        try:
+            if client.ping():
+                break
+        except Exception as exc:
+            if time.monotonic() > deadline or proc.poll() is not None:
+                raise _fail("FalkorDB", proc, log, f"PING failed: {exc}") from exc
+            time.sleep(0.1)
+    return Server("falkordb", proc, port, log)

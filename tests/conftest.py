@@ -1,0 +1,33 @@
+"""Shared fixtures: real servers started by the test suite."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from memstream.stack.net import free_port
+from memstream.stack.servers import Server, start_falkordb, start_tansu
+
+
+@pytest.fixture(scope="session")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real Tansu broker for the session; yields its bootstrap address."""
+    logs = tmp_path_factory.mktemp("tansu")
+    server = start_tansu(free_port(), logs)
+    try:
+        yield f"127.0.0.1:{server.port}"
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def falkordb_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """A real FalkorDB server (AOF on) for the session."""
+    root: Path = tmp_path_factory.mktemp("falkordb")
+    server = start_falkordb(free_port(), root / "data", root)
+    try:
+        yield server
+    finally:
+        server.stop()
