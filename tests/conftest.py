@@ -6,7 +6,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
 from memstream.stack.net import free_port
 from memstream.stack.servers import Server, start_falkordb, start_tansu
 

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from falkordb import FalkorDB
 from confluent_kafka.admin import AdminClient
-
+from falkordb import FalkorDB
 from memstream.stack.servers import Server
 
 

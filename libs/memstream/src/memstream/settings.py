@@ -7,6 +7,8 @@ from pathlib import Path
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+LOG_FORMAT = "%(asctime)s %(name)s %(levelname)s %(message)s"
+
 
 class Settings(BaseSettings):
     """Every knob of every memstream process; the same names drive embedded and distributed."""
@@ -16,6 +18,7 @@ class Settings(BaseSettings):
     data_dir: Path = Field(default=Path(".memstream"), description="embedded stack state")
     api_host: str = "127.0.0.1"
     api_port: int = Field(default=8080, ge=0, le=65535)
+    metrics_host: str = Field(default="127.0.0.1", description="0.0.0.0 in containers")
     metrics_port: int = Field(default=0, ge=0, le=65535, description="0 = pick a free port")
 
     kafka_bootstrap: str | None = Field(default=None, description="external Kafka; None = embedded")

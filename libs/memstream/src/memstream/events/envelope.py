@@ -23,7 +23,7 @@ from memstream.events.payloads import (
     ToolResultPayload,
 )
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION: Literal[1] = 1
 # Tenants and streams become Kafka keys ("tenant/stream") and file names.
 TENANT_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
 STREAM_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$"

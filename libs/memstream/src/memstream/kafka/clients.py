@@ -20,6 +20,8 @@ def producer_config(bootstrap: str, **extra: Any) -> dict[str, Any]:
         "linger.ms": 5,
         "partitioner": PARTITIONER,
         "message.timeout.ms": 30000,
+        # Tansu would create a missing topic with its own defaults on first use.
+        "allow.auto.create.topics": False,
     }
     conf.update(extra)
     return conf
@@ -35,6 +37,8 @@ def consumer_config(bootstrap: str, group: str, settings: Settings, **extra: Any
         "session.timeout.ms": settings.consumer_session_timeout_ms,
         "heartbeat.interval.ms": max(500, settings.consumer_session_timeout_ms // 4),
         "partition.assignment.strategy": "range",
+        # An idle fetch returns after this long; it bounds the pipeline's added latency.
+        "fetch.wait.max.ms": 50,
     }
     conf.update(extra)
     return conf

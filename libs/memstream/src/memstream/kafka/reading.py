@@ -1,97 +1,137 @@
-"""Reading whole partitions to their end (state rebuilds, stats, tests)."""
+"""Reading partitions to their end (state rebuilds, stats, lag, tests).
+
+Tansu answers ListOffsets(latest) with the *base offset of the last batch + 1*, not the
+log end, so ``get_watermark_offsets`` undercounts after any batched produce. The end of a
+partition is therefore always taken from a fetch (partition EOF / the fetch's high
+watermark), which is exact on Tansu and on Apache Kafka alike.
+"""
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, TopicPartition
 
+# Short-lived clients here answer CLI commands: their errors surface as exceptions, so
+# librdkafka's own connection chatter on stderr is silenced.
+QUIET: dict[str, Any] = {"log_level": 2, "log.connection.close": False}
+
+
+def _reader(bootstrap: str, group: str | None = None) -> Consumer:
+    return Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group or f"reader-{uuid.uuid4()}",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "auto.offset.reset": "earliest",
+            "fetch.wait.max.ms": 10,
+            **QUIET,
+        }
+    )
+
+
+def headers_of(m: Message) -> dict[str, bytes]:
+    """A record's headers as a dict (bytes values only)."""
+    raw: Any = m.headers() or []
+    items = raw.items() if isinstance(raw, dict) else raw
+    return {str(k): v for k, v in items if isinstance(v, bytes)}
+
+
+def _partitions(c: Consumer, topic: str, timeout: float) -> list[int]:
+    md = c.list_topics(topic, timeout=timeout).topics.get(topic)
+    if md is None or md.error is not None:
+        return []
+    return sorted(md.partitions)
+
 
 def partition_count(bootstrap: str, topic: str, timeout: float = 10.0) -> int:
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"probe-{uuid.uuid4()}"})
+    c = _reader(bootstrap)
     try:
-        md = c.list_topics(topic, timeout=timeout).topics.get(topic)
-        return 0 if md is None or md.error is not None else len(md.partitions)
+        return len(_partitions(c, topic, timeout))
     finally:
         c.close()
+
+
+def _drain(c: Consumer, topic: str, starts: dict[int, int], timeout: float) -> Iterator[Message]:
+    """Yield records from ``starts`` until every partition reports EOF."""
+    if not starts:
+        return
+    c.assign([TopicPartition(topic, p, off) for p, off in starts.items()])
+    remaining = set(starts)
+    deadline = time.monotonic() + timeout
+    while remaining:
+        # consume() waits for a full batch or its timeout, so poll in short slices.
+        msgs = c.consume(5000, timeout=0.05)
+        if not msgs:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"reading {topic}: no data for {timeout}s, {remaining} left")
+            continue
+        deadline = time.monotonic() + timeout
+        for m in msgs:
+            err = m.error()
+            if err is not None:
+                if err.code() == KafkaError._PARTITION_EOF:
+                    remaining.discard(m.partition() or 0)
+                    continue
+                raise RuntimeError(f"reading {topic}: {err}")
+            yield m
 
 
 def read_to_end(
     bootstrap: str, topic: str, partitions: list[int] | None = None, timeout: float = 10.0
 ) -> Iterator[Message]:
-    """Yield every record of the partitions, from the beginning to the end seen at the start."""
-    c = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"reader-{uuid.uuid4()}",
-            "enable.auto.commit": False,
-            "enable.partition.eof": False,
-        }
-    )
+    """Yield every record of the partitions, from the beginning to the end."""
+    c = _reader(bootstrap)
     try:
-        if partitions is None:
-            md = c.list_topics(topic, timeout=timeout).topics[topic]
-            partitions = sorted(md.partitions)
+        parts = partitions if partitions is not None else _partitions(c, topic, timeout)
+        yield from _drain(c, topic, dict.fromkeys(parts, OFFSET_BEGINNING), timeout)
+    finally:
+        c.close()
+
+
+def end_offsets(bootstrap: str, topic: str, timeout: float = 10.0) -> dict[int, int]:
+    """The true log-end offset of every partition (see the module note on Tansu)."""
+    c = _reader(bootstrap)
+    try:
         ends: dict[int, int] = {}
-        for p in partitions:
-            low, high = c.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout)
-            if high > low:
-                ends[p] = high
-        if not ends:
-            return
-        c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in ends])
-        remaining = dict(ends)
-        while remaining:
-            msgs = c.consume(5000, timeout=timeout)
-            if not msgs:
-                raise TimeoutError(f"reading {topic}: no data for {timeout}s, {remaining} left")
-            for m in msgs:
-                err = m.error()
-                if err is not None:
-                    if err.code() == KafkaError._PARTITION_EOF:
-                        continue
-                    raise RuntimeError(f"reading {topic}: {err}")
-                p, off = m.partition(), m.offset()
-                if p not in remaining or off is None:
-                    continue
-                yield m
-                if off + 1 >= remaining[p]:
-                    del remaining[p]
+        starts: dict[int, int] = {}
+        for p in _partitions(c, topic, timeout):
+            low, listed = c.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout)
+            ends[p] = listed
+            if listed > low:
+                starts[p] = max(low, listed - 1)  # inside the last batch
+        for m in _drain(c, topic, starts, timeout):
+            part, off = m.partition(), m.offset()
+            if part is not None and off is not None:
+                ends[part] = max(ends[part], off + 1)
+        for p in starts:
+            _low, fetched = c.get_watermark_offsets(TopicPartition(topic, p), cached=True)
+            ends[p] = max(ends[p], fetched or 0)
+        return ends
     finally:
         c.close()
 
 
 def high_watermarks(bootstrap: str, topic: str, timeout: float = 10.0) -> dict[int, int]:
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"probe-{uuid.uuid4()}"})
-    try:
-        md = c.list_topics(topic, timeout=timeout).topics.get(topic)
-        if md is None or md.error is not None:
-            return {}
-        return {
-            p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout)[1]
-            for p in md.partitions
-        }
-    finally:
-        c.close()
+    """Alias of :func:`end_offsets`: records ever written per partition (offsets start at 0)."""
+    return end_offsets(bootstrap, topic, timeout)
 
 
 def group_lag(bootstrap: str, group: str, topic: str, timeout: float = 10.0) -> dict[int, int]:
     """Per-partition lag of a consumer group (end offset minus committed, or all if none)."""
-    c = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False}
-    )
+    ends = end_offsets(bootstrap, topic, timeout)
+    c = _reader(bootstrap, group)
     try:
-        md = c.list_topics(topic, timeout=timeout).topics.get(topic)
-        if md is None or md.error is not None:
-            return {}
-        tps = [TopicPartition(topic, p) for p in sorted(md.partitions)]
-        committed = c.committed(tps, timeout=timeout)
+        committed = c.committed([TopicPartition(topic, p) for p in ends], timeout=timeout)
         lag = {}
         for tp in committed:
-            low, high = c.get_watermark_offsets(TopicPartition(topic, tp.partition), timeout)
+            low, _ = c.get_watermark_offsets(TopicPartition(topic, tp.partition), timeout)
             done = tp.offset if tp.offset >= 0 else low
-            lag[tp.partition] = max(0, high - done)
+            lag[tp.partition] = max(0, ends[tp.partition] - done)
         return lag
     finally:
         c.close()

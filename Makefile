@@ -1,0 +1,48 @@
+# memstream: `make run` serves the embedded stack with sample data; `make test` runs everything.
+PY ?= python3.11
+UV_VERSION := 0.13.8
+UV := .tools/bin/uv
+export UV_PYTHON_DOWNLOADS := never
+export UV_PROJECT_ENVIRONMENT := .venv
+
+.PHONY: install run test system-deps lint typecheck schemas bench-ingest clean
+
+$(UV):
+	$(PY) -m venv .tools
+	.tools/bin/pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
+
+## install: build .venv at the repo root from uv.lock
+install: $(UV)
+	$(UV) sync --frozen --python $(PY)
+
+## run: the embedded stack (broker, graph server, workers, API) with sample data
+run: install
+	.venv/bin/memstream up --sample-data
+
+## system-deps: Debian's Prometheus (promtool and the server) for the tests
+system-deps:
+	@command -v promtool >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >/dev/null; \
+	  else echo "promtool missing: run 'sudo apt-get install prometheus'" >&2; exit 1; fi; }
+
+## test: lint, type-check and the whole suite against real servers
+test: install system-deps lint typecheck
+	.venv/bin/pytest
+
+lint: install
+	.venv/bin/ruff check .
+	.venv/bin/ruff format --check .
+
+typecheck: install
+	.venv/bin/mypy
+
+## schemas: regenerate schemas/ from the pydantic models
+schemas: install
+	.venv/bin/python -m memstream.schemas schemas
+
+## bench-ingest: the ingest benchmark (a measurement, not a test)
+bench-ingest: install
+	.venv/bin/memstream bench ingest --events 100000
+
+clean:
+	rm -rf .venv .tools .mypy_cache .ruff_cache .pytest_cache

@@ -1,0 +1,1 @@
+"""Benchmarks through the real pipeline, each in its own throw-away stack."""

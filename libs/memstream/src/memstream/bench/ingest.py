@@ -1,0 +1,169 @@
+"""``bench ingest``: SDK and HTTP into the ledger, beside the raw broker produce rate.
+
+The raw rate produces the same pre-serialised envelopes to a scratch topic with the same
+partition count and producer settings, so the ratio isolates what the pipeline costs.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+
+from memstream.events import EventIn
+from memstream.kafka.clients import make_producer
+from memstream.kafka.reading import high_watermarks
+from memstream.kafka.topics import LEDGER
+from memstream.sdk import MemoryClient
+from memstream.settings import Settings
+from memstream.stack.net import free_port
+from memstream.stack.supervisor import EmbeddedStack
+
+Progress = Callable[[str], None]
+
+
+def make_events(n: int, tenant: str, streams: int = 64) -> list[Any]:
+    """Synthetic agent chatter: messages, tool calls/results, observations, facts."""
+    now = datetime.now(UTC)
+    kinds: list[tuple[str, dict[str, Any]]] = [
+        ("message.user", {"text": "Please check the order status for customer {i}."}),
+        ("message.assistant", {"text": "Order {i} shipped on Monday; tracking is updated."}),
+        ("tool.call", {"tool": "orders.lookup", "arguments": {"order": "{i}"}}),
+        ("tool.result", {"tool": "orders.lookup", "output": {"status": "shipped"}}),
+        ("observation", {"text": "Customer {i} prefers email over phone."}),
+        ("fact.asserted", {"subject": "order-{i}", "predicate": "status", "object": "shipped"}),
+    ]
+    out = []
+    run = uuid.uuid4().hex[:8]
+    for i in range(n):
+        type_, payload = kinds[i % len(kinds)]
+        body = {k: (v.format(i=i) if isinstance(v, str) else v) for k, v in payload.items()}
+        out.append(
+            EventIn(
+                id=f"{run}-{i}",
+                stream=f"stream-{i % streams}",
+                agent=f"agent-{i % 8}",
+                type=type_,
+                occurred_at=now,
+                payload=body,
+            ).complete(tenant)
+        )
+    return out
+
+
+def _ledger_total(bootstrap: str) -> int:
+    return sum(high_watermarks(bootstrap, LEDGER).values())
+
+
+def _wait_ledger(bootstrap: str, target: int, timeout: float) -> float:
+    deadline = time.monotonic() + timeout
+    while _ledger_total(bootstrap) < target:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"ledger did not reach {target} entries in {timeout}s")
+        time.sleep(0.02)
+    return time.perf_counter()
+
+
+def raw_produce_rate(bootstrap: str, payloads: list[tuple[str, bytes]], partitions: int) -> float:
+    topic = f"bench.raw-baseline-{uuid.uuid4().hex[:6]}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result()
+    producer = make_producer(bootstrap)
+    t0 = time.perf_counter()
+    for key, value in payloads:
+        while True:
+            try:
+                producer.produce(topic, value, key=key)
+                break
+            except BufferError:
+                producer.poll(0.01)
+    producer.flush(120)
+    return len(payloads) / (time.perf_counter() - t0)
+
+
+def run_ingest_bench(n: int, http_events: int, progress: Progress) -> dict[str, Any]:
+    settings = Settings()
+    with tempfile.TemporaryDirectory(prefix="memstream-bench-") as tmp:
+        stack = EmbeddedStack(
+            settings.model_copy(update={"data_dir": Path(tmp)}), Path(tmp), free_port()
+        )
+        progress("starting a throw-away embedded stack")
+        info = stack.start()
+        try:
+            return _measure(stack, info.kafka_bootstrap, info.api_url, n, http_events, progress)
+        finally:
+            progress("stopping the stack")
+            stack.stop(drain=False)
+
+
+def _measure(
+    stack: EmbeddedStack, bootstrap: str, api_url: str, n: int, http_n: int, progress: Progress
+) -> dict[str, Any]:
+    progress(f"building {n} synthetic events")
+    events = make_events(n, "bench")
+    payloads = [(e.key, e.model_dump_json().encode()) for e in events]
+    progress("raw broker produce rate (same envelopes, scratch topic)")
+    raw_rate = raw_produce_rate(bootstrap, payloads, stack.settings.topic_partitions)
+
+    progress(f"SDK: emitting {n} events and waiting for the ledger")
+    base = _ledger_total(bootstrap)
+    t0 = time.perf_counter()
+    with MemoryClient(bootstrap, "bench") as client:
+        client.emit_many(events)
+    t_emit = time.perf_counter()
+    t_done = _wait_ledger(bootstrap, base + n, timeout=600)
+    sdk = {
+        "events": n,
+        "emit_events_per_s": round(n / (t_emit - t0)),
+        "ledger_events_per_s": round(n / (t_done - t0)),
+        "seconds": round(t_done - t0, 3),
+    }
+
+    result: dict[str, Any] = {
+        "events": n,
+        "raw_broker_produce_events_per_s": round(raw_rate),
+        "sdk": sdk,
+    }
+    if http_n:
+        progress(f"HTTP: posting {http_n} events in batches of 1000")
+        key = stack.dev_key
+        http_events = make_events(http_n, "dev")
+        batches = [http_events[i : i + 1000] for i in range(0, http_n, 1000)]
+        bodies = [{"events": [e.model_dump(mode="json") for e in batch]} for batch in batches]
+        base = _ledger_total(bootstrap)
+        t0 = time.perf_counter()
+        with httpx.Client(base_url=api_url, headers={"Authorization": f"Bearer {key}"}) as http:
+            for body in bodies:
+                resp = http.post("/v1/events", json=body, timeout=60)
+                resp.raise_for_status()
+        t_post = time.perf_counter()
+        t_done = _wait_ledger(bootstrap, base + http_n, timeout=600)
+        result["http"] = {
+            "events": http_n,
+            "post_events_per_s": round(http_n / (t_post - t0)),
+            "ledger_events_per_s": round(http_n / (t_done - t0)),
+            "seconds": round(t_done - t0, 3),
+        }
+    result["sdk_ledger_vs_raw"] = round(sdk["ledger_events_per_s"] / raw_rate, 3)
+    if "http" in result:
+        result["http_ledger_vs_raw"] = round(result["http"]["ledger_events_per_s"] / raw_rate, 3)
+    result["machine"] = _machine()
+    return result
+
+
+def _machine() -> dict[str, Any]:
+    import os
+    import platform
+
+    return {
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "date": datetime.now(UTC).date().isoformat(),
+    }

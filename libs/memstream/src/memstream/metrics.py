@@ -1,0 +1,63 @@
+"""Prometheus metrics shared by every process (names ``memstream_*``, label ``component``)."""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Gauge, Histogram, start_http_server
+
+EVENTS_RECEIVED = Counter(
+    "memstream_events_received_total",
+    "Events accepted by an ingest surface (HTTP, SDK) before producing",
+    ["component"],
+)
+EVENTS_PRODUCED = Counter(
+    "memstream_events_produced_total",
+    "Records delivered to a topic (delivery report received)",
+    ["component", "topic"],
+)
+EVENTS_REJECTED = Counter(
+    "memstream_events_rejected_total",
+    "Events refused at an ingest surface, by reason class",
+    ["component", "reason"],
+)
+EVENTS_LEDGERED = Counter(
+    "memstream_events_ledgered_total", "Events appended to the ledger", ["component"]
+)
+EVENTS_DUPLICATE = Counter(
+    "memstream_events_duplicate_total", "Events dropped as resends of a known id", ["component"]
+)
+EVENTS_DEAD_LETTERED = Counter(
+    "memstream_events_dead_lettered_total", "Records sent to the DLQ", ["component", "topic"]
+)
+ENTRIES_ARCHIVED = Counter(
+    "memstream_entries_archived_total", "Ledger entries fsync'd to archive segments", ["component"]
+)
+CONSUMER_LAG = Gauge(
+    "memstream_consumer_lag",
+    "Records behind the end of a partition, as seen by the consumer",
+    ["component", "group", "topic", "partition"],
+)
+BATCH_SECONDS = Histogram(
+    "memstream_batch_seconds",
+    "Time to handle, write and commit one consumer batch",
+    ["component"],
+    buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
+)
+BATCH_SIZE = Histogram(
+    "memstream_batch_records",
+    "Records per consumer batch",
+    ["component"],
+    buckets=(1, 10, 50, 100, 250, 500, 1000, 2000, 5000),
+)
+REQUEST_SECONDS = Histogram(
+    "memstream_http_request_seconds",
+    "HTTP request latency",
+    ["component", "route", "method", "status"],
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5),
+)
+UP = Gauge("memstream_up", "1 while the process runs its main loop", ["component"])
+
+
+def serve_metrics(port: int, host: str = "127.0.0.1") -> int:
+    """Expose ``/metrics`` on ``port`` (0 = any free port); returns the bound port."""
+    server, _thread = start_http_server(port, addr=host)
+    return int(server.server_port)

@@ -1,0 +1,261 @@
+"""Python SDK: emit memory events to ``memory.events.raw`` through an idempotent producer."""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from types import TracebackType
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException, Message, Producer
+from pydantic import ValidationError
+
+from memstream.events import Event, EventIn, Security
+from memstream.events.envelope import TENANT_PATTERN
+from memstream.kafka.clients import producer_config
+from memstream.kafka.topics import RAW
+from memstream.metrics import EVENTS_PRODUCED, EVENTS_RECEIVED, EVENTS_REJECTED
+
+COMPONENT = "sdk"
+log = logging.getLogger(__name__)
+
+
+class MemstreamSdkError(RuntimeError):
+    """Base class of the SDK's errors."""
+
+
+class BrokerUnavailableError(MemstreamSdkError):
+    """The Kafka bootstrap address did not answer a metadata request in time."""
+
+
+class TopicMissingError(MemstreamSdkError):
+    """The broker answers but ``memory.events.raw`` does not exist (the stack is not set up)."""
+
+
+@dataclass(frozen=True)
+class DeliveryFailure:
+    event_id: str
+    key: str
+    error: str
+
+
+class DeliveryError(MemstreamSdkError):
+    """Some events were not acknowledged by Kafka; ``failures`` names each one."""
+
+    def __init__(self, message: str, failures: Sequence[DeliveryFailure], undelivered: int = 0):
+        super().__init__(message)
+        self.failures = list(failures)
+        self.undelivered = undelivered
+
+
+class MemoryClient:
+    """Emits events for one tenant. Not a context for reads: see the checkout API for that.
+
+    ``producer_overrides`` are librdkafka settings, e.g. ``**{"linger.ms": 20}``.
+    """
+
+    def __init__(
+        self,
+        bootstrap: str,
+        tenant: str,
+        agent: str = "sdk",
+        *,
+        connect_timeout: float = 5.0,
+        check_topic: bool = True,
+        max_block: float = 30.0,
+        **producer_overrides: Any,
+    ) -> None:
+        if not re.match(TENANT_PATTERN, tenant):
+            raise ValueError(f"invalid tenant {tenant!r}: must match {TENANT_PATTERN}")
+        self.bootstrap = bootstrap
+        self.tenant = tenant
+        self.agent = agent
+        self.max_block = max_block
+        self.delivered = 0
+        self.failed = 0
+        self._failures: list[DeliveryFailure] = []
+        self._lock = threading.Lock()
+        self._closed = False
+        overrides: dict[str, Any] = {
+            # Tansu and Kafka would otherwise create the raw topic with the wrong partition count.
+            "allow.auto.create.topics": False,
+            # Route librdkafka's logs through logging instead of raw lines on stderr.
+            "logger": logging.getLogger("memstream.sdk.kafka"),
+        }
+        overrides.update(producer_overrides)
+        self._producer = Producer(producer_config(bootstrap, **overrides))
+        try:
+            self._check_broker(connect_timeout, check_topic)
+        except MemstreamSdkError:
+            self._producer.close()
+            raise
+
+    def _check_broker(self, timeout: float, check_topic: bool) -> None:
+        try:
+            # No topic argument: asking for RAW by name may auto-create it on some brokers.
+            md = self._producer.list_topics(timeout=timeout)
+        except KafkaException as exc:
+            raise BrokerUnavailableError(
+                f"Kafka broker at {self.bootstrap} is unreachable "
+                f"(no metadata within {timeout:g}s): {exc.args[0] if exc.args else exc}"
+            ) from exc
+        if check_topic and RAW not in md.topics:
+            raise TopicMissingError(
+                f"topic {RAW} does not exist on {self.bootstrap}; start the stack "
+                "(`memstream up`) or create the topics first"
+            )
+
+    def emit(
+        self,
+        stream: str,
+        type: str,
+        payload: Mapping[str, Any],
+        *,
+        id: str | None = None,
+        occurred_at: datetime | None = None,
+        agent: str | None = None,
+        parent_id: str | None = None,
+        caused_by: Sequence[str] = (),
+        metadata: Mapping[str, Any] | None = None,
+        security: Security | Mapping[str, Any] | None = None,
+    ) -> str:
+        """Validate and queue one event; returns its id. Raises ValidationError before producing."""
+        fields: dict[str, Any] = {
+            "id": id,
+            "stream": stream,
+            "type": type,
+            "payload": dict(payload),
+            "occurred_at": occurred_at,
+            "agent": agent,
+            "parent_id": parent_id,
+            "caused_by": list(caused_by),
+            "metadata": dict(metadata or {}),
+        }
+        if security is not None:
+            fields["security"] = security
+        try:
+            event = EventIn.model_validate(fields).complete(self.tenant, agent=self.agent)
+        except ValidationError:
+            EVENTS_REJECTED.labels(component=COMPONENT, reason="invalid").inc()
+            raise
+        return self._produce(event)
+
+    def emit_event(self, event: Event | EventIn) -> str:
+        """Queue a prebuilt envelope (or an ``EventIn`` to complete); returns its id."""
+        return self._produce(self._complete(event))
+
+    def emit_many(self, events: Iterable[Event | EventIn]) -> list[str]:
+        """Validate every event first, then queue them all; nothing is produced on a bad one."""
+        completed = [self._complete(e) for e in events]
+        return [self._produce(e) for e in completed]
+
+    def _complete(self, event: Event | EventIn) -> Event:
+        try:
+            done = (
+                event.complete(self.tenant, agent=self.agent)
+                if isinstance(event, EventIn)
+                else event
+            )
+        except ValidationError:
+            EVENTS_REJECTED.labels(component=COMPONENT, reason="invalid").inc()
+            raise
+        if done.tenant != self.tenant:
+            EVENTS_REJECTED.labels(component=COMPONENT, reason="tenant").inc()
+            raise ValueError(
+                f"event {done.id} names tenant {done.tenant!r}; this client emits for "
+                f"{self.tenant!r}"
+            )
+        return done
+
+    def _produce(self, event: Event) -> str:
+        if self._closed:
+            raise MemstreamSdkError("MemoryClient is closed")
+        key = event.key
+        value = event.model_dump_json().encode()
+        EVENTS_RECEIVED.labels(component=COMPONENT).inc()
+
+        def on_delivery(err: KafkaError | None, _msg: Message) -> None:
+            self._on_delivery(event.id, key, err)
+
+        deadline = time.monotonic() + self.max_block
+        while True:
+            try:
+                self._producer.produce(RAW, value=value, key=key.encode(), on_delivery=on_delivery)
+                break
+            except KafkaException as exc:
+                # Refused locally (e.g. larger than message.max.bytes): nothing was queued.
+                raise DeliveryError(
+                    f"event {event.id} refused by the producer: {exc.args[0] if exc.args else exc}",
+                    [DeliveryFailure(event.id, key, str(exc))],
+                ) from exc
+            except BufferError:
+                # Local queue full: serve delivery reports to make room, but never forever.
+                if time.monotonic() > deadline:
+                    raise DeliveryError(
+                        f"producer queue to {self.bootstrap} stayed full for {self.max_block:g}s",
+                        [DeliveryFailure(event.id, key, "local queue full")],
+                    ) from None
+                self._producer.poll(0.05)
+        self._producer.poll(0)
+        return event.id
+
+    def _on_delivery(self, event_id: str, key: str, err: KafkaError | None) -> None:
+        with self._lock:
+            if err is None:
+                self.delivered += 1
+                EVENTS_PRODUCED.labels(component=COMPONENT, topic=RAW).inc()
+            else:
+                self.failed += 1
+                self._failures.append(DeliveryFailure(event_id, key, err.str()))
+
+    def flush(self, timeout: float = 30.0) -> None:
+        """Wait for every queued event; raise DeliveryError naming failed or pending events."""
+        remaining = self._producer.flush(timeout)
+        with self._lock:
+            failures, self._failures = self._failures, []
+        if failures or remaining:
+            parts = []
+            if failures:
+                shown = "; ".join(f"{f.event_id} ({f.key}): {f.error}" for f in failures[:5])
+                more = f" and {len(failures) - 5} more" if len(failures) > 5 else ""
+                parts.append(f"{len(failures)} event(s) failed: {shown}{more}")
+            if remaining:
+                parts.append(f"{remaining} still undelivered after {timeout:g}s")
+            raise DeliveryError(
+                f"delivery to {RAW} at {self.bootstrap}: " + "; ".join(parts),
+                failures,
+                remaining,
+            )
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Flush and release the producer; raises DeliveryError if anything was lost."""
+        if self._closed:
+            return
+        try:
+            self.flush(timeout)
+        finally:
+            self._closed = True
+            self._producer.close()
+
+    def __enter__(self) -> MemoryClient:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc is None:
+            self.close()
+            return
+        # Do not mask the body's exception with a delivery error raised on the way out.
+        try:
+            self.close()
+        except DeliveryError as delivery:
+            log.error("while handling %r: %s", exc, delivery)

@@ -1,0 +1,29 @@
+"""Sample events loaded once by ``memstream up --sample-data`` (tenant ``dev``)."""
+
+from __future__ import annotations
+
+from importlib import resources
+
+from memstream.events import EventIn
+from memstream.sdk import MemoryClient
+from memstream.settings import Settings
+from memstream.stack.stackfile import StackInfo
+
+SAMPLE_TENANT = "dev"
+
+
+def load_sample_data(info: StackInfo, settings: Settings) -> int:
+    """Emit the bundled sample events unless this data dir already has them."""
+    marker = settings.data_dir / "sample-loaded"
+    if marker.exists():
+        return 0
+    text = resources.files("memstream.stack").joinpath("sample_events.jsonl").read_text()
+    events = [
+        EventIn.model_validate_json(line).complete(SAMPLE_TENANT)
+        for line in text.splitlines()
+        if line.strip()
+    ]
+    with MemoryClient(info.kafka_bootstrap, SAMPLE_TENANT) as client:
+        client.emit_many(events)
+    marker.write_text(f"{len(events)}\n")
+    return len(events)

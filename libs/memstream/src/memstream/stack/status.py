@@ -1,0 +1,82 @@
+"""Health of every component and consumer lag per group."""
+
+from __future__ import annotations
+
+import urllib.request
+from typing import Any
+
+import redis
+from confluent_kafka.admin import AdminClient
+
+from memstream.kafka.reading import group_lag
+from memstream.kafka.topics import ARCHIVER_GROUP, LEDGER, RAW, SEQUENCER_GROUP
+from memstream.stack.locate import Endpoints
+
+GROUPS = {SEQUENCER_GROUP: RAW, ARCHIVER_GROUP: LEDGER}
+
+
+def _http_ok(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as resp:
+            return bool(resp.status == 200)
+    except Exception:
+        return False
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        import os
+
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+
+
+def collect_status(ep: Endpoints) -> dict[str, Any]:
+    """``{"kafka": {...}, "metrics_endpoints": [...], "components": {...}, "lag": {...}}``."""
+    components: dict[str, Any] = {}
+    try:
+        md = AdminClient({"bootstrap.servers": ep.kafka_bootstrap}).list_topics(timeout=3)
+        kafka_ok, topics = True, sorted(t for t in md.topics if not t.startswith("__"))
+    except Exception:
+        kafka_ok, topics = False, []
+    components["kafka"] = {"healthy": kafka_ok, "topics": topics}
+    lag: dict[str, Any] = {}
+    if kafka_ok:
+        for group, topic in GROUPS.items():
+            try:
+                parts = group_lag(ep.kafka_bootstrap, group, topic, 5)
+                lag[group] = {"topic": topic, "total": sum(parts.values()), "partitions": parts}
+            except Exception as exc:
+                lag[group] = {"topic": topic, "error": str(exc)}
+    metrics: list[str] = []
+    if ep.stack is not None:
+        metrics = list(ep.stack.metrics_endpoints)
+        try:
+            graph_ok = bool(redis.Redis.from_url(ep.stack.falkordb_url, socket_timeout=2).ping())
+        except Exception:
+            graph_ok = False
+        components["falkordb"] = {"healthy": graph_ok, "url": ep.stack.falkordb_url}
+        for name, c in ep.stack.components.items():
+            if name in ("tansu", "falkordb"):
+                components.setdefault(name, {})["pid"] = c.pid
+                continue
+            healthy = _pid_alive(c.pid) and (c.metrics_url is None or _http_ok(c.metrics_url))
+            components[name] = {"healthy": healthy, "pid": c.pid, "metrics_url": c.metrics_url}
+        components["tansu"] = components.pop("kafka") | components.get("tansu", {})
+        kafka_key = "tansu"
+    else:
+        kafka_key = "kafka"
+    if ep.api_url:
+        components.setdefault("api", {})["healthy"] = _http_ok(f"{ep.api_url}/healthz")
+        components["api"]["url"] = ep.api_url
+    return {
+        "kafka": {"bootstrap": ep.kafka_bootstrap, "healthy": components[kafka_key]["healthy"]},
+        "metrics_endpoints": metrics,
+        "components": components,
+        "lag": lag,
+        "healthy": all(bool(c.get("healthy", True)) for c in components.values()),
+    }

@@ -1,0 +1,253 @@
+"""The embedded stack: broker, graph server, workers and API as supervised children."""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import IO
+
+from prometheus_client import Counter
+
+from memstream.kafka.reading import group_lag
+from memstream.kafka.topics import ARCHIVER_GROUP, LEDGER, RAW, SEQUENCER_GROUP, ensure_topics
+from memstream.keys import KeyStore
+from memstream.metrics import UP, serve_metrics
+from memstream.settings import Settings
+from memstream.stack.children import spawn
+from memstream.stack.net import free_port, port_in_use, wait_for_port
+from memstream.stack.restore import ledger_is_empty, restore_ledger
+from memstream.stack.servers import Server, start_falkordb, start_tansu
+from memstream.stack.stackfile import ComponentInfo, StackInfo, stack_file, write_stack
+
+log = logging.getLogger("memstream.stack")
+RESTARTS = Counter(
+    "memstream_child_restarts_total", "Worker restarts by the supervisor", ["component", "child"]
+)
+DEV_TENANT = "dev"
+
+
+class StackError(RuntimeError):
+    """The stack cannot start; the message says why and what to do."""
+
+
+@dataclass
+class Worker:
+    name: str
+    module: str
+    metrics_port: int | None
+    log: Path
+    env: dict[str, str]
+    proc: subprocess.Popen[bytes] | None = None
+    restarts: int = 0
+    next_start: float = 0.0
+
+    def start(self) -> None:
+        self.proc = spawn([sys.executable, "-m", self.module], self.log, self.env)
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self, timeout: float = 15.0) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(5)
+
+
+@dataclass
+class EmbeddedStack:
+    settings: Settings
+    data_dir: Path
+    api_port: int
+    servers: list[Server] = field(default_factory=list)
+    workers: list[Worker] = field(default_factory=list)
+    bootstrap: str = ""
+    lock_fh: IO[str] | None = None
+    stopping: threading.Event = field(default_factory=threading.Event)
+    dev_key: str = ""
+    restored: int = 0
+    info: StackInfo | None = None
+
+    @property
+    def logs(self) -> Path:
+        return self.data_dir / "logs"
+
+    def _lock(self) -> None:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        fh = open(self.data_dir / "stack.lock", "a+")  # noqa: SIM115 - held for the stack's life
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError as exc:
+            fh.close()
+            raise StackError(
+                f"another memstream stack is running on {self.data_dir} "
+                "(stop it, or pass a different --data-dir)"
+            ) from exc
+        self.lock_fh = fh
+
+    def _dev_key(self) -> str:
+        key_file = self.data_dir / "dev-api-key"
+        if key_file.exists():
+            return key_file.read_text().strip()
+        key = KeyStore(self.settings.resolved_keys_file()).create(DEV_TENANT)
+        key_file.write_text(key + "\n")
+        key_file.chmod(0o600)
+        return key
+
+    def start(self) -> StackInfo:
+        """Start everything in dependency order; raises StackError with the reason."""
+        if port_in_use(self.api_port, self.settings.api_host):
+            raise StackError(
+                f"API port {self.api_port} is already in use (choose another with --api-port)"
+            )
+        self._lock()
+        self.logs.mkdir(parents=True, exist_ok=True)
+        try:
+            return self._start()
+        except Exception:
+            self.stop(drain=False)
+            raise
+
+    def _start(self) -> StackInfo:
+        broker = start_tansu(free_port(), self.logs)
+        self.servers.append(broker)
+        self.bootstrap = f"127.0.0.1:{broker.port}"
+        graph = start_falkordb(free_port(), self.data_dir / "graph", self.logs)
+        self.servers.append(graph)
+        ensure_topics(self.bootstrap, self.settings)
+        if ledger_is_empty(self.bootstrap):
+            self.restored = restore_ledger(self.bootstrap, self.settings.archive_dir)
+            if self.restored:
+                log.info("restored %d ledger entries from the archive", self.restored)
+        self.dev_key = self._dev_key()
+        env = dict(os.environ)
+        env.update(
+            MEMSTREAM_DATA_DIR=str(self.data_dir.resolve()),
+            MEMSTREAM_KAFKA_BOOTSTRAP=self.bootstrap,
+            MEMSTREAM_FALKORDB_URL=f"redis://127.0.0.1:{graph.port}",
+            MEMSTREAM_API_HOST=self.settings.api_host,
+            MEMSTREAM_API_PORT=str(self.api_port),
+        )
+        for name, module in (
+            ("sequencer", "memstream_sequencer.main"),
+            ("archiver", "memstream_archiver.main"),
+        ):
+            port = free_port()
+            wenv = dict(env, MEMSTREAM_METRICS_PORT=str(port))
+            self.workers.append(Worker(name, module, port, self.logs / f"{name}.log", wenv))
+        self.workers.append(Worker("api", "memstream_api.main", None, self.logs / "api.log", env))
+        for w in self.workers:
+            w.start()
+        if not wait_for_port(self.api_port, 60, self.settings.api_host):
+            raise StackError(
+                f"API did not come up on port {self.api_port}; see {self.logs}/api.log"
+            )
+        sup_port = serve_metrics(0)
+        UP.labels("supervisor").set(1)
+        return self._write_info(graph, sup_port)
+
+    def _write_info(self, graph: Server, sup_port: int) -> StackInfo:
+        host = self.settings.api_host
+        api_url = f"http://{host}:{self.api_port}"
+        components = {s.name: ComponentInfo(pid=s.proc.pid, log=str(s.log)) for s in self.servers}
+        metrics = [f"http://127.0.0.1:{sup_port}/metrics"]
+        components["supervisor"] = ComponentInfo(pid=os.getpid(), log="", metrics_url=metrics[0])
+        for w in self.workers:
+            url = f"http://127.0.0.1:{w.metrics_port}/metrics" if w.metrics_port else None
+            if w.name == "api":
+                url = f"{api_url}/metrics"
+            assert w.proc is not None
+            components[w.name] = ComponentInfo(pid=w.proc.pid, log=str(w.log), metrics_url=url)
+            if url:
+                metrics.append(url)
+        info = StackInfo(
+            pid=os.getpid(),
+            started_at=datetime.now(UTC).isoformat(),
+            data_dir=str(self.data_dir.resolve()),
+            kafka_bootstrap=self.bootstrap,
+            falkordb_url=f"redis://127.0.0.1:{graph.port}",
+            api_url=api_url,
+            metrics_endpoints=metrics,
+            components=components,
+            dev_key_file=str((self.data_dir / "dev-api-key").resolve()),
+        )
+        write_stack(info)
+        self.info = info
+        return info
+
+    def supervise(self) -> None:
+        """Restart crashed workers (with backoff) until ``stopping`` is set."""
+        while not self.stopping.wait(0.5):
+            for s in self.servers:
+                if s.proc.poll() is not None:
+                    log.error("%s exited (code %s); stopping the stack", s.name, s.proc.returncode)
+                    self.stopping.set()
+            for w in self.workers:
+                if not w.alive() and time.monotonic() >= w.next_start:
+                    code = w.proc.returncode if w.proc else None
+                    w.restarts += 1
+                    RESTARTS.labels("supervisor", w.name).inc()
+                    log.warning("%s exited (code %s); restart #%d", w.name, code, w.restarts)
+                    w.next_start = time.monotonic() + min(30.0, 0.5 * 2 ** min(w.restarts, 6))
+                    w.start()
+                    self._record_pid(w)
+
+    def _record_pid(self, w: Worker) -> None:
+        if self.info is not None and w.proc is not None and w.name in self.info.components:
+            self.info.components[w.name].pid = w.proc.pid
+            write_stack(self.info)
+
+    def drain(self, timeout: float = 30.0) -> bool:
+        """Wait until the sequencer and the archiver have consumed everything."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                raw = sum(group_lag(self.bootstrap, SEQUENCER_GROUP, RAW, 5).values())
+                led = sum(group_lag(self.bootstrap, ARCHIVER_GROUP, LEDGER, 5).values())
+            except Exception as exc:  # broker gone: nothing left to drain
+                log.warning("drain: %s", exc)
+                return False
+            if raw == 0 and led == 0:
+                return True
+            time.sleep(0.2)
+        return False
+
+    def stop(self, drain: bool = True) -> None:
+        """API first (no new events), drain the pipeline, workers, then the servers."""
+        self.stopping.set()
+        by_name = {w.name: w for w in self.workers}
+        if "api" in by_name:
+            by_name["api"].stop()
+        pipeline_up = all(w.alive() for w in self.workers if w.name != "api")
+        if drain and self.bootstrap and pipeline_up and not self.drain():
+            log.warning("pipeline not drained before stop; events may remain in the broker")
+        for w in reversed(self.workers):
+            w.stop()
+        for s in reversed(self.servers):
+            s.stop()
+        UP.labels("supervisor").set(0)
+        if self.lock_fh is not None:
+            stack_file(self.data_dir).unlink(missing_ok=True)
+            self.lock_fh.close()
+            self.lock_fh = None
+
+
+def install_stop_signals(stack: EmbeddedStack) -> None:
+    def _handler(_sig: int, _frame: object) -> None:
+        stack.stopping.set()
+
+    signal.signal(signal.SIGINT, _handler)
+    signal.signal(signal.SIGTERM, _handler)

@@ -1,0 +1,92 @@
+"""The FastAPI application factory; clients are created in the lifespan, never at import."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.openapi.utils import get_openapi
+from fastapi.responses import JSONResponse, Response
+from memstream.events import EventIn
+from memstream.keys import KeyStore
+from memstream.metrics import UP
+from memstream.settings import Settings
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
+from pydantic.json_schema import models_json_schema
+from starlette.concurrency import run_in_threadpool
+
+from memstream_api import ingest
+from memstream_api.http_metrics import HttpMetrics
+from memstream_api.producing import BatchProducer
+
+COMPONENT = "api"
+DESCRIPTION = (
+    "memstream HTTP API. Authenticate with `Authorization: Bearer <key>`; the key decides "
+    "the tenant. Errors carry a human-readable `detail`."
+)
+
+
+def create_app(
+    settings: Settings,
+    bootstrap: str,
+    *,
+    max_batch: int = ingest.MAX_BATCH,
+    max_body_bytes: int = ingest.MAX_BODY_BYTES,
+    producer_overrides: dict[str, Any] | None = None,
+) -> FastAPI:
+    """Build the API for ``settings`` producing to the Kafka cluster at ``bootstrap``."""
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        producer = BatchProducer(bootstrap, COMPONENT, **(producer_overrides or {}))
+        app.state.producer = producer
+        UP.labels(component=COMPONENT).set(1)
+        try:
+            yield
+        finally:
+            UP.labels(component=COMPONENT).set(0)
+            await run_in_threadpool(producer.close)
+
+    app = FastAPI(title="memstream", version="0.1.0", description=DESCRIPTION, lifespan=lifespan)
+    app.state.settings = settings
+    app.state.bootstrap = bootstrap
+    app.state.keys = KeyStore.from_settings(settings)
+    app.state.max_batch = max_batch
+    app.state.max_body_bytes = max_body_bytes
+    app.add_middleware(HttpMetrics, component=COMPONENT)
+    app.include_router(ingest.router)
+
+    @app.get("/healthz", tags=["ops"], summary="Liveness and Kafka reachability")
+    async def healthz() -> JSONResponse:
+        producer: BatchProducer = app.state.producer
+        problem = await run_in_threadpool(producer.reachable)
+        if problem is not None:
+            return JSONResponse({"status": "unavailable", "reason": problem}, status_code=503)
+        return JSONResponse({"status": "ok"})
+
+    @app.get("/metrics", tags=["ops"], summary="Prometheus metrics")
+    def metrics() -> Response:
+        return Response(generate_latest(REGISTRY), media_type=CONTENT_TYPE_LATEST)
+
+    def openapi() -> dict[str, Any]:
+        # The ingest body is read raw (for whole-batch errors), so its models are added here.
+        if app.openapi_schema is None:
+            schema = get_openapi(
+                title=app.title,
+                version=app.version,
+                description=app.description,
+                routes=app.routes,
+            )
+            _, defs = models_json_schema(
+                [(EventIn, "validation"), (ingest.EventBatch, "validation")],
+                ref_template="#/components/schemas/{model}",
+            )
+            components = schema.setdefault("components", {}).setdefault("schemas", {})
+            components.update(defs.get("$defs", {}))
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+    return app

@@ -1,0 +1,232 @@
+"""``POST /v1/events``: validate a whole batch, produce it, wait for Kafka's acknowledgement."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pydantic_core
+from fastapi import APIRouter, Request, status
+from fastapi.responses import JSONResponse, Response
+from memstream.events import EVENT_TYPES, Event, EventIn
+from memstream.metrics import EVENTS_RECEIVED, EVENTS_REJECTED
+from pydantic import BaseModel, Field, ValidationError
+
+from memstream_api.auth import Tenant
+from memstream_api.producing import BatchProducer, DeliveryFailedError
+
+COMPONENT = "api"
+DEFAULT_AGENT = "api"
+MAX_BATCH = 10_000
+MAX_BODY_BYTES = 64 * 1024 * 1024
+# Enough to fix a batch in one round trip without echoing 10k copies of one mistake.
+MAX_REPORTED_ERRORS = 50
+
+UNPROCESSABLE = status.HTTP_422_UNPROCESSABLE_CONTENT
+
+router = APIRouter(tags=["ingest"])
+
+
+class EventBatch(BaseModel):
+    """A batch body: every event is validated before any is produced."""
+
+    events: list[EventIn] = Field(min_length=1, max_length=MAX_BATCH)
+
+
+class Accepted(BaseModel):
+    accepted: int
+    ids: list[str] = Field(description="event ids in request order (generated when not given)")
+
+
+class ErrorBody(BaseModel):
+    detail: str
+
+
+class FieldError(BaseModel):
+    index: int = Field(description="position of the event in the batch (0 for a single event)")
+    field: str
+    message: str
+    type: str
+
+
+class ValidationErrorBody(BaseModel):
+    detail: str
+    errors: list[FieldError]
+
+
+class DeliveryErrorBody(BaseModel):
+    detail: str
+    ids: list[str] = Field(
+        description="every id of the batch: resend with these to stay idempotent"
+    )
+    failed_ids: list[str]
+
+
+REQUEST_BODY: dict[str, Any] = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "application/json": {
+                "schema": {
+                    "oneOf": [
+                        {"$ref": "#/components/schemas/EventIn"},
+                        {"$ref": "#/components/schemas/EventBatch"},
+                    ]
+                }
+            }
+        },
+    }
+}
+
+
+class _Rejected(Exception):
+    def __init__(self, response: Response, reason: str, count: int) -> None:
+        self.response, self.reason, self.count = response, reason, count
+
+
+def _error(code: int, detail: str, **extra: Any) -> JSONResponse:
+    return JSONResponse({"detail": detail, **extra}, status_code=code)
+
+
+def _field(loc: tuple[int | str, ...]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def _field_errors(index: int, exc: ValidationError) -> Iterator[FieldError]:
+    for e in exc.errors(include_url=False):
+        loc = tuple(e["loc"])
+        if e["type"] in ("union_tag_invalid", "union_tag_not_found"):
+            loc = ("type",)
+        elif loc and loc[0] in EVENT_TYPES:
+            loc = loc[1:]  # the discriminator tag pydantic puts first is not a field
+        yield FieldError(index=index, field=_field(loc), message=e["msg"], type=e["type"])
+
+
+async def _read_body(request: Request, limit: int) -> bytes:
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise _body_too_large(limit)
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise _body_too_large(limit)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _body_too_large(limit: int) -> _Rejected:
+    reason = f"request body exceeds {limit} bytes; split the batch"
+    return _Rejected(_error(status.HTTP_413_CONTENT_TOO_LARGE, reason), "too_large", 1)
+
+
+def _items(body: bytes, max_batch: int) -> tuple[list[Any], bool]:
+    """The raw event objects and whether the body was a batch."""
+    try:
+        doc = pydantic_core.from_json(body)
+    except ValueError as exc:
+        reason = f"body is not valid JSON: {exc}"
+        raise _Rejected(_error(UNPROCESSABLE, reason, errors=[]), "malformed", 1) from exc
+    if isinstance(doc, dict) and "events" in doc:
+        extra = sorted(set(doc) - {"events"})
+        if extra:
+            reason = f"unexpected top-level field(s) next to 'events': {', '.join(extra)}"
+            raise _Rejected(_error(UNPROCESSABLE, reason, errors=[]), "malformed", 1)
+        items = doc["events"]
+        if not isinstance(items, list):
+            raise _Rejected(
+                _error(UNPROCESSABLE, "'events' must be a list", errors=[]), "malformed", 1
+            )
+        if not items:
+            reason = "'events' is empty; send at least one event"
+            raise _Rejected(_error(UNPROCESSABLE, reason, errors=[]), "malformed", 1)
+        if len(items) > max_batch:
+            reason = f"batch of {len(items)} events exceeds the limit of {max_batch}; split it"
+            raise _Rejected(
+                _error(status.HTTP_413_CONTENT_TOO_LARGE, reason), "too_large", len(items)
+            )
+        return items, True
+    if isinstance(doc, dict):
+        return [doc], False
+    reason = 'body must be one event object or {"events": [...]}'
+    raise _Rejected(_error(UNPROCESSABLE, reason, errors=[]), "malformed", 1)
+
+
+def _complete(items: list[Any], batch: bool, tenant: str) -> list[Event]:
+    """Validate everything first: a batch is produced whole or not at all."""
+    events: list[Event] = []
+    errors: list[FieldError] = []
+    n_errors = 0
+    foreign: list[tuple[int, str]] = []
+    for i, item in enumerate(items):
+        try:
+            raw = EventIn.model_validate(item)
+            if raw.tenant is not None and raw.tenant != tenant:
+                foreign.append((i, raw.tenant))
+                continue
+            events.append(raw.complete(tenant, agent=DEFAULT_AGENT))
+        except ValidationError as exc:
+            found = list(_field_errors(i, exc))
+            n_errors += len(found)
+            errors.extend(found[: MAX_REPORTED_ERRORS - len(errors)])
+
+    def where(index: int) -> str:
+        return f"events[{index}]" if batch else "event"
+
+    if foreign:
+        i, other = foreign[0]
+        reason = (
+            f"{where(i)} names tenant {other!r} but the API key is bound to tenant {tenant!r}"
+            + (f" ({len(foreign)} such events)" if len(foreign) > 1 else "")
+        )
+        raise _Rejected(_error(status.HTTP_403_FORBIDDEN, reason), "tenant", len(items))
+    if errors:
+        first = errors[0]
+        path = f"{where(first.index)}.{first.field}" if first.field else where(first.index)
+        more = f" (and {n_errors - 1} more error(s))" if n_errors > 1 else ""
+        reason = f"{path}: {first.message}{more}; nothing was accepted"
+        body = [e.model_dump() for e in errors]
+        raise _Rejected(_error(UNPROCESSABLE, reason, errors=body), "invalid", len(items))
+    return events
+
+
+@router.post(
+    "/v1/events",
+    status_code=status.HTTP_202_ACCEPTED,
+    response_model=Accepted,
+    summary="Ingest one event or a batch",
+    openapi_extra=REQUEST_BODY,
+    responses={
+        401: {"model": ErrorBody, "description": "missing or invalid API key"},
+        403: {"model": ErrorBody, "description": "an event names another tenant"},
+        413: {"model": ErrorBody, "description": "batch or body too large"},
+        422: {"model": ValidationErrorBody, "description": "invalid event; nothing accepted"},
+        503: {"model": DeliveryErrorBody, "description": "Kafka did not acknowledge the batch"},
+    },
+)
+async def post_events(request: Request, tenant: Tenant) -> Response | Accepted:
+    """Body: one event, or ``{"events": [...]}``. The API key's tenant fills ``tenant``.
+
+    Returns 202 once Kafka has acknowledged every event (acks=all).
+    """
+    try:
+        body = await _read_body(request, request.app.state.max_body_bytes)
+        items, batch = _items(body, request.app.state.max_batch)
+        events = _complete(items, batch, tenant)
+    except _Rejected as rejected:
+        EVENTS_REJECTED.labels(component=COMPONENT, reason=rejected.reason).inc(rejected.count)
+        return rejected.response
+    EVENTS_RECEIVED.labels(component=COMPONENT).inc(len(events))
+    producer: BatchProducer = request.app.state.producer
+    ids = [e.id for e in events]
+    try:
+        await producer.produce(events)
+    except DeliveryFailedError as exc:
+        EVENTS_REJECTED.labels(component=COMPONENT, reason="delivery").inc(len(exc.failed_ids))
+        return _error(
+            status.HTTP_503_SERVICE_UNAVAILABLE, exc.reason, ids=ids, failed_ids=exc.failed_ids
+        )
+    return Accepted(accepted=len(events), ids=ids)

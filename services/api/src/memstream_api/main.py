@@ -1,0 +1,35 @@
+"""``memstream-api``: serve the HTTP API on ``MEMSTREAM_API_HOST``/``MEMSTREAM_API_PORT``."""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+import uvicorn
+from memstream.settings import LOG_FORMAT, Settings
+
+from memstream_api.app import create_app
+
+
+def main() -> None:
+    """Entry point; needs ``MEMSTREAM_KAFKA_BOOTSTRAP`` (host:port of the Kafka cluster)."""
+    settings = Settings()
+    logging.basicConfig(level=settings.log_level, format=LOG_FORMAT)
+    if not settings.kafka_bootstrap:
+        sys.exit(
+            "memstream-api: MEMSTREAM_KAFKA_BOOTSTRAP is not set; give the Kafka bootstrap "
+            "address (host:port), e.g. the one `memstream up` prints"
+        )
+    app = create_app(settings, settings.kafka_bootstrap)
+    uvicorn.run(
+        app,
+        host=settings.api_host,
+        port=settings.api_port,
+        log_level=settings.log_level.lower(),
+        # Our own histogram covers requests; per-request access lines drown the logs.
+        access_log=False,
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,151 @@
+"""One shared Kafka producer; each request awaits the delivery reports of its own events."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException, Message, Producer
+from memstream.events import Event
+from memstream.kafka.clients import producer_config
+from memstream.kafka.topics import RAW
+from memstream.metrics import EVENTS_PRODUCED
+from starlette.concurrency import run_in_threadpool
+
+log = logging.getLogger(__name__)
+
+
+class DeliveryFailedError(RuntimeError):
+    """Some events of a batch were not acknowledged by Kafka."""
+
+    def __init__(self, reason: str, failed_ids: Sequence[str]) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.failed_ids = list(failed_ids)
+
+
+class _Batch:
+    """Delivery state of one request; callbacks arrive on the poll thread."""
+
+    def __init__(self, n: int, loop: asyncio.AbstractEventLoop, component: str) -> None:
+        self.left = n
+        self.loop = loop
+        self.future: asyncio.Future[None] = loop.create_future()
+        self.failures: dict[str, str] = {}
+        self.component = component
+        self._lock = threading.Lock()
+        if n == 0:
+            self.future.set_result(None)
+
+    def callback(self, event_id: str) -> Callable[[KafkaError | None, Message], None]:
+        def on_delivery(err: KafkaError | None, _msg: Message) -> None:
+            self.settle(event_id, None if err is None else err.str())
+
+        return on_delivery
+
+    def settle(self, event_id: str, error: str | None) -> None:
+        with self._lock:
+            if error is None:
+                EVENTS_PRODUCED.labels(component=self.component, topic=RAW).inc()
+            else:
+                self.failures[event_id] = error
+            self.left -= 1
+            done = self.left == 0
+        if done:
+            # RuntimeError: the request's loop is gone, so nobody is waiting any more.
+            with contextlib.suppress(RuntimeError):
+                self.loop.call_soon_threadsafe(self._resolve)
+
+    def _resolve(self) -> None:
+        if not self.future.done():
+            self.future.set_result(None)
+
+
+class BatchProducer:
+    """Produces envelopes to ``memory.events.raw`` keyed ``tenant/stream``."""
+
+    def __init__(self, bootstrap: str, component: str = "api", **overrides: Any) -> None:
+        conf: dict[str, Any] = {
+            # The raw topic must come from ensure_topics, never from auto-creation.
+            "allow.auto.create.topics": False,
+            "logger": logging.getLogger("memstream_api.kafka"),
+        }
+        conf.update(overrides)
+        self.config = producer_config(bootstrap, **conf)
+        self.bootstrap = bootstrap
+        self.component = component
+        # Wait a little longer than librdkafka's own retry budget before giving up.
+        self.wait_s = int(self.config["message.timeout.ms"]) / 1000 + 5
+        self._producer = Producer(self.config)
+        self._stop = threading.Event()
+        self._poller = threading.Thread(target=self._poll, name="kafka-delivery", daemon=True)
+        self._poller.start()
+
+    def _poll(self) -> None:
+        while not self._stop.is_set():
+            self._producer.poll(0.1)
+
+    def reachable(self, timeout: float = 3.0) -> str | None:
+        """None when Kafka answers and the raw topic exists, else the reason (blocking)."""
+        try:
+            md = self._producer.list_topics(timeout=timeout)
+        except KafkaException as exc:
+            return f"Kafka at {self.bootstrap} unreachable: {exc.args[0] if exc.args else exc}"
+        if RAW not in md.topics:
+            return f"topic {RAW} does not exist on {self.bootstrap}"
+        return None
+
+    async def produce(self, events: Sequence[Event]) -> None:
+        """Produce every event and wait for all delivery reports; raises DeliveryFailedError."""
+        batch = _Batch(len(events), asyncio.get_running_loop(), self.component)
+        await run_in_threadpool(self._enqueue, events, batch)
+        try:
+            await asyncio.wait_for(batch.future, self.wait_s)
+        except TimeoutError:
+            raise DeliveryFailedError(
+                f"no delivery report from Kafka at {self.bootstrap} within {self.wait_s:g}s",
+                [e.id for e in events],
+            ) from None
+        if batch.failures:
+            first_id, first_err = next(iter(batch.failures.items()))
+            raise DeliveryFailedError(
+                f"{len(batch.failures)} of {len(events)} events not delivered to {RAW} "
+                f"(first: {first_id}: {first_err})",
+                list(batch.failures),
+            )
+
+    def _enqueue(self, events: Sequence[Event], batch: _Batch) -> None:
+        deadline = time.monotonic() + self.wait_s
+        for event in events:
+            value = event.model_dump_json().encode()
+            key = event.key.encode()
+            while True:
+                try:
+                    self._producer.produce(
+                        RAW, value=value, key=key, on_delivery=batch.callback(event.id)
+                    )
+                    break
+                except KafkaException as exc:
+                    # Refused locally (e.g. above message.max.bytes): no report will come.
+                    batch.settle(event.id, str(exc.args[0] if exc.args else exc))
+                    break
+                except BufferError:
+                    # Queue full: the poll thread drains it; wait, but not beyond the deadline.
+                    if time.monotonic() > deadline:
+                        batch.settle(event.id, "producer queue full")
+                        break
+                    time.sleep(0.01)
+
+    def close(self, timeout: float = 10.0) -> None:
+        """Stop polling, deliver what is queued (bounded), release the client."""
+        self._stop.set()
+        self._poller.join(timeout)
+        remaining = self._producer.flush(timeout)
+        if remaining:
+            log.warning("%d events still undelivered at shutdown", remaining)
+        self._producer.close()

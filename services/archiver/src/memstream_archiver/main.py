@@ -1,0 +1,106 @@
+"""Archiver: memory.ledger -> fsync'd segment files per tenant in the data dir.
+
+Idempotent by seq: entries at or below a stream's archived head are skipped, so
+redeliveries and a ledger restored from this very archive change nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+from confluent_kafka import Message, Producer
+from memstream.archive.plan import Append, Poison, plan_record
+from memstream.archive.segments import TenantWriter, archive_heads
+from memstream.kafka.clients import make_consumer, make_producer
+from memstream.kafka.dlq import dead_letter
+from memstream.kafka.loop import BatchLoop
+from memstream.kafka.topics import ARCHIVER_GROUP, DLQ, LEDGER, ensure_topics
+from memstream.metrics import ENTRIES_ARCHIVED, EVENTS_DEAD_LETTERED, serve_metrics
+from memstream.settings import Settings
+
+COMPONENT = "archiver"
+log = logging.getLogger(COMPONENT)
+
+
+class Archiver:
+    def __init__(self, archive: Path, producer: Producer) -> None:
+        self.archive = archive
+        self.producer = producer
+        self.heads = archive_heads(archive)
+        self.writers: dict[str, TenantWriter] = {}
+        log.info("archive at %s holds %d streams", archive, len(self.heads))
+
+    def _writer(self, tenant: str) -> TenantWriter:
+        w = self.writers.get(tenant)
+        if w is None:
+            w = self.writers[tenant] = TenantWriter(self.archive / tenant)
+            w.open()
+        return w
+
+    def process(self, msgs: list[Message]) -> None:
+        touched: set[str] = set()
+        appended = dead = 0
+        now = datetime.now(UTC)
+        for m in msgs:
+            out = plan_record(m.value(), self.heads)
+            if isinstance(out, Append):
+                self._writer(out.tenant).append(out.line)
+                touched.add(out.tenant)
+                appended += 1
+            elif isinstance(out, Poison):
+                value = dead_letter(
+                    out.reason,
+                    m.value(),
+                    LEDGER,
+                    m.partition() or 0,
+                    m.offset() or 0,
+                    COMPONENT,
+                    now,
+                )
+                self.producer.produce(DLQ, value, key=m.key())
+                dead += 1
+        for tenant in touched:
+            self.writers[tenant].sync()
+        if dead and self.producer.flush(30):
+            raise RuntimeError("DLQ delivery failed")
+        ENTRIES_ARCHIVED.labels(COMPONENT).inc(appended)
+        EVENTS_DEAD_LETTERED.labels(COMPONENT, LEDGER).inc(dead)
+
+    def close(self) -> None:
+        for w in self.writers.values():
+            w.close()
+
+
+def main() -> None:
+    settings = Settings()
+    logging.basicConfig(
+        level=settings.log_level, format="%(asctime)s %(name)s %(levelname)s %(message)s"
+    )
+    if not settings.kafka_bootstrap:
+        sys.exit("memstream-archiver: MEMSTREAM_KAFKA_BOOTSTRAP is not set")
+    bootstrap = settings.kafka_bootstrap
+    port = serve_metrics(settings.metrics_port, settings.metrics_host)
+    log.info("metrics on :%d", port)
+    ensure_topics(bootstrap, settings)
+    archiver = Archiver(settings.archive_dir, make_producer(bootstrap))
+    loop = BatchLoop(
+        consumer=make_consumer(bootstrap, ARCHIVER_GROUP, settings),
+        topic=LEDGER,
+        group=ARCHIVER_GROUP,
+        component=COMPONENT,
+        process=archiver.process,
+        batch_size=settings.batch_size,
+        wait_s=settings.batch_wait_s,
+    )
+    loop.install_signal_handlers()
+    try:
+        loop.run()
+    finally:
+        archiver.close()
+
+
+if __name__ == "__main__":
+    main()

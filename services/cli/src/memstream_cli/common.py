@@ -1,0 +1,53 @@
+"""Options and helpers shared by the commands."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
+
+import typer
+from confluent_kafka import KafkaException
+from memstream.kafka.reading import partition_count
+from memstream.kafka.topics import LEDGER
+from memstream.settings import Settings
+from memstream.stack.locate import Endpoints, NoStackError, locate
+from rich.console import Console
+
+err = Console(stderr=True, soft_wrap=True)
+out = Console(soft_wrap=True)
+
+DataDir = Annotated[
+    Path | None,
+    typer.Option("--data-dir", help="stack data dir (default $MEMSTREAM_DATA_DIR or .memstream)"),
+]
+JsonFlag = Annotated[bool, typer.Option("--json", help="print one JSON document and nothing else")]
+
+
+def settings_for(data_dir: Path | None, **overrides: Any) -> Settings:
+    if data_dir is not None:
+        overrides["data_dir"] = data_dir
+    return Settings(**overrides)
+
+
+def fail(message: str, code: int = 1) -> NoReturn:
+    err.print(f"[red]error:[/red] {message}")
+    raise typer.Exit(code)
+
+
+def endpoints(settings: Settings) -> Endpoints:
+    """The stack to talk to, checked to answer, or a clear error."""
+    try:
+        ep = locate(settings)
+    except NoStackError as exc:
+        fail(str(exc))
+    try:
+        partition_count(ep.kafka_bootstrap, LEDGER, timeout=5)
+    except KafkaException as exc:
+        fail(f"Kafka at {ep.kafka_bootstrap} does not answer ({exc.args[0].str()})")
+    return ep
+
+
+def print_json(doc: Any) -> None:
+    sys.stdout.write(json.dumps(doc, indent=2, sort_keys=False) + "\n")

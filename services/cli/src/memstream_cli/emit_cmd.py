@@ -1,0 +1,75 @@
+"""``memstream emit``: produce events straight to the raw topic."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from memstream.events import EventIn
+from memstream.sdk import MemoryClient
+from pydantic import ValidationError
+
+from memstream_cli.common import DataDir, endpoints, fail, out, settings_for
+
+TEXT_FIELD = {
+    "message.user": "text",
+    "message.assistant": "text",
+    "observation": "text",
+    "task.started": "goal",
+}
+
+
+def emit(
+    tenant: Annotated[str | None, typer.Option(help="tenant of the events")] = None,
+    stream: Annotated[str | None, typer.Option(help="stream (session/thread)")] = None,
+    type_: Annotated[
+        str | None, typer.Option("--type", help="event type, e.g. message.user")
+    ] = None,
+    text: Annotated[str | None, typer.Option(help="text of a message or observation")] = None,
+    payload: Annotated[str | None, typer.Option(help="payload as JSON")] = None,
+    agent: Annotated[str, typer.Option(help="the acting agent")] = "cli",
+    file: Annotated[Path | None, typer.Option("--file", help="JSONL file of envelopes")] = None,
+    data_dir: DataDir = None,
+) -> None:
+    """Emit one event, or every envelope of a JSONL file."""
+    bootstrap = endpoints(settings_for(data_dir)).kafka_bootstrap
+    if file is not None:
+        _emit_file(bootstrap, file, tenant)
+        return
+    if not (tenant and stream and type_):
+        fail("give --tenant, --stream and --type (or --file)")
+    body: dict[str, Any] = json.loads(payload) if payload else {}
+    if text is not None:
+        body.setdefault(TEXT_FIELD.get(type_, "text"), text)
+    with MemoryClient(bootstrap, tenant, agent=agent) as client:
+        try:
+            event_id = client.emit(stream, type_, body)
+        except ValidationError as exc:
+            fail(f"invalid event: {exc}")
+    print(event_id)
+
+
+def _emit_file(bootstrap: str, file: Path, tenant: str | None) -> None:
+    if not file.is_file():
+        fail(f"no such file: {file}")
+    events = []
+    for lineno, line in enumerate(file.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            raw = EventIn.model_validate_json(line)
+            t = raw.tenant or tenant
+            if t is None:
+                fail(f"{file}:{lineno}: no tenant in the envelope and no --tenant")
+            events.append(raw.complete(t, agent=raw.agent or "cli"))
+        except ValidationError as exc:
+            fail(f"{file}:{lineno}: invalid event: {exc}")
+    by_tenant: dict[str, list[Any]] = {}
+    for e in events:
+        by_tenant.setdefault(e.tenant, []).append(e)
+    for t, evs in by_tenant.items():
+        with MemoryClient(bootstrap, t) as client:
+            client.emit_many(evs)
+    out.print(f"emitted {len(events)} events")

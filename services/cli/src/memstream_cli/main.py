@@ -1,0 +1,24 @@
+"""``memstream``: the command line of the embedded and the distributed stack."""
+
+from __future__ import annotations
+
+import typer
+
+from memstream_cli import bench_cmd, emit_cmd, keys_cmd, ledger_cmd, stack_cmd
+
+app = typer.Typer(
+    name="memstream",
+    help="memstream: agent memory as a stream-processing pipeline on Kafka.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+app.command("up")(stack_cmd.up)
+app.command("status")(stack_cmd.status)
+app.command("emit")(emit_cmd.emit)
+app.command("verify")(ledger_cmd.verify)
+app.add_typer(ledger_cmd.ledger_app, name="ledger")
+app.add_typer(keys_cmd.keys_app, name="keys")
+app.add_typer(bench_cmd.bench_app, name="bench")
+
+if __name__ == "__main__":
+    app()

@@ -1,0 +1,73 @@
+"""``memstream up`` and ``memstream status``."""
+
+from __future__ import annotations
+
+import logging
+from typing import Annotated
+
+import typer
+from memstream.settings import LOG_FORMAT
+from memstream.stack.sample import load_sample_data
+from memstream.stack.servers import ServerStartError
+from memstream.stack.status import collect_status
+from memstream.stack.supervisor import EmbeddedStack, StackError, install_stop_signals
+from rich.table import Table
+
+from memstream_cli.common import DataDir, JsonFlag, endpoints, fail, out, print_json, settings_for
+
+
+def up(
+    data_dir: DataDir = None,
+    api_port: Annotated[int | None, typer.Option("--api-port", help="HTTP API port")] = None,
+    sample_data: Annotated[
+        bool, typer.Option("--sample-data/--no-sample-data", help="load the sample events once")
+    ] = False,
+) -> None:
+    """Run the embedded stack (broker, graph server, workers, API) until Ctrl-C."""
+    settings = settings_for(data_dir)
+    logging.basicConfig(level=settings.log_level, format=LOG_FORMAT)
+    stack = EmbeddedStack(settings, settings.data_dir, api_port or settings.api_port)
+    install_stop_signals(stack)
+    try:
+        info = stack.start()
+    except (StackError, ServerStartError) as exc:
+        fail(str(exc))
+    loaded = load_sample_data(info, settings) if sample_data else 0
+    table = Table(title="memstream embedded stack", show_header=False)
+    table.add_row("HTTP API", info.api_url)
+    table.add_row("OpenAPI", f"{info.api_url}/docs")
+    table.add_row("Kafka bootstrap", info.kafka_bootstrap)
+    table.add_row("FalkorDB", info.falkordb_url)
+    table.add_row("metrics", "\n".join(info.metrics_endpoints))
+    table.add_row("data dir", info.data_dir)
+    table.add_row("dev API key", f"in {info.dev_key_file} (tenant dev)")
+    if stack.restored:
+        table.add_row("restored from archive", f"{stack.restored} ledger entries")
+    if loaded:
+        table.add_row("sample data", f"{loaded} events emitted for tenant dev")
+    out.print(table)
+    out.print(f"dev API key (tenant dev): {stack.dev_key}")
+    out.print("Ctrl-C stops every process.", style="dim")
+    try:
+        stack.supervise()
+    finally:
+        out.print("stopping: API, draining the pipeline, workers, servers ...", style="dim")
+        stack.stop()
+        out.print("stopped.", style="dim")
+
+
+def status(data_dir: DataDir = None, json_out: JsonFlag = False) -> None:
+    """Health of each component and consumer lag per group."""
+    doc = collect_status(endpoints(settings_for(data_dir)))
+    if json_out:
+        print_json(doc)
+    else:
+        table = Table("component", "healthy", "details")
+        for name, c in doc["components"].items():
+            details = ", ".join(f"{k}={v}" for k, v in c.items() if k != "healthy")
+            table.add_row(name, "yes" if c.get("healthy", True) else "NO", details)
+        for group, lag in doc["lag"].items():
+            table.add_row(f"lag {group}", "", f"{lag.get('topic')}: {lag.get('total', lag)}")
+        out.print(table)
+    if not doc["healthy"]:
+        raise typer.Exit(1)

@@ -1,0 +1,177 @@
+"""Sequencer: memory.events.raw -> memory.ledger (+ memory.dlq).
+
+State (stream heads and seen ids) is rebuilt from the ledger partition that matches each
+assigned raw partition, so a crash between producing and committing never duplicates or
+loses an event: the replayed records are recognised by id.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from datetime import UTC, datetime
+
+from confluent_kafka import Message, Producer
+from memstream.kafka.clients import make_consumer, make_producer
+from memstream.kafka.dlq import dead_letter
+from memstream.kafka.loop import BatchLoop
+from memstream.kafka.reading import headers_of, partition_count, read_to_end
+from memstream.kafka.topics import DLQ, LEDGER, RAW, SEQUENCER_GROUP, ensure_topics
+from memstream.ledger.entry import encode_entry
+from memstream.ledger.sequencing import (
+    DeadLetter,
+    Duplicate,
+    RawRecord,
+    Sequenced,
+    SequencerState,
+    sequence,
+)
+from memstream.metrics import (
+    EVENTS_DEAD_LETTERED,
+    EVENTS_DUPLICATE,
+    EVENTS_LEDGERED,
+    EVENTS_PRODUCED,
+    serve_metrics,
+)
+from memstream.settings import Settings
+
+COMPONENT = "sequencer"
+log = logging.getLogger(COMPONENT)
+
+
+class DeliveryFailed(RuntimeError):
+    pass
+
+
+class Sequencer:
+    """The I/O shell around :func:`memstream.ledger.sequencing.sequence`."""
+
+    def __init__(self, bootstrap: str, producer: Producer) -> None:
+        self.bootstrap = bootstrap
+        self.producer = producer
+        self.states: dict[int, SequencerState] = {}
+        self.failures: list[str] = []
+
+    def rebuild(self, partitions: list[int]) -> None:
+        for p in partitions:
+            state = SequencerState()
+            n = 0
+            for m in read_to_end(self.bootstrap, LEDGER, [p]):
+                h = headers_of(m)
+                key = m.key()
+                if not isinstance(key, bytes) or not {"event_id", "seq", "hash"} <= h.keys():
+                    continue
+                state.observe(
+                    key.decode(), h["event_id"].decode(), int(h["seq"]), h["hash"].decode()
+                )
+                n += 1
+            self.states[p] = state
+            log.info(
+                "partition %d: rebuilt %d streams from %d ledger entries", p, len(state.heads), n
+            )
+
+    def forget(self, partitions: list[int]) -> None:
+        self.producer.flush(30)
+        for p in partitions:
+            self.states.pop(p, None)
+
+    def _report(self, err: object, msg: Message) -> None:
+        if err is not None:
+            self.failures.append(f"{msg.topic()}: {err}")
+        else:
+            EVENTS_PRODUCED.labels(COMPONENT, msg.topic()).inc()
+
+    def _produce(
+        self,
+        topic: str,
+        value: bytes,
+        key: bytes | str | None,
+        partition: int = -1,
+        headers: list[tuple[str, str | bytes | None]] | None = None,
+    ) -> None:
+        while True:
+            try:
+                self.producer.produce(
+                    topic,
+                    value,
+                    key=key,
+                    partition=partition,
+                    headers=headers,
+                    on_delivery=self._report,
+                )
+                return
+            except BufferError:
+                self.producer.poll(0.05)
+
+    def process(self, msgs: list[Message]) -> None:
+        now = datetime.now(UTC)
+        ledgered = dead = dup = 0
+        for m in msgs:
+            p, off = m.partition() or 0, m.offset() or 0
+            state = self.states.get(p)
+            if state is None:  # assignment callback always runs first; be safe anyway
+                self.rebuild([p])
+                state = self.states[p]
+            rec = RawRecord(m.value(), p, off, m.topic() or RAW)
+            out = sequence(rec, state, now)
+            if isinstance(out, Sequenced):
+                e = out.entry
+                self._produce(
+                    LEDGER,
+                    encode_entry(e),
+                    out.key,
+                    partition=p,
+                    headers=[
+                        ("event_id", e["id"].encode()),
+                        ("seq", str(e["seq"]).encode()),
+                        ("hash", e["hash"].encode()),
+                    ],
+                )
+                ledgered += 1
+            elif isinstance(out, DeadLetter):
+                value = dead_letter(out.reason, m.value(), rec.topic, p, rec.offset, COMPONENT, now)
+                self._produce(DLQ, value, m.key())
+                dead += 1
+            elif isinstance(out, Duplicate):
+                dup += 1
+        remaining = self.producer.flush(30)
+        if remaining or self.failures:
+            raise DeliveryFailed(f"{remaining} undelivered; {self.failures[:3]}")
+        EVENTS_LEDGERED.labels(COMPONENT).inc(ledgered)
+        EVENTS_DEAD_LETTERED.labels(COMPONENT, RAW).inc(dead)
+        EVENTS_DUPLICATE.labels(COMPONENT).inc(dup)
+
+
+def main() -> None:
+    settings = Settings()
+    logging.basicConfig(
+        level=settings.log_level, format="%(asctime)s %(name)s %(levelname)s %(message)s"
+    )
+    if not settings.kafka_bootstrap:
+        sys.exit("memstream-sequencer: MEMSTREAM_KAFKA_BOOTSTRAP is not set")
+    bootstrap = settings.kafka_bootstrap
+    port = serve_metrics(settings.metrics_port, settings.metrics_host)
+    log.info("metrics on :%d", port)
+    ensure_topics(bootstrap, settings)
+    raw_n, ledger_n = partition_count(bootstrap, RAW), partition_count(bootstrap, LEDGER)
+    if raw_n != ledger_n:
+        sys.exit(f"memstream-sequencer: {RAW} has {raw_n} partitions but {LEDGER} {ledger_n}")
+    seq = Sequencer(bootstrap, make_producer(bootstrap))
+    loop = BatchLoop(
+        consumer=make_consumer(bootstrap, SEQUENCER_GROUP, settings),
+        topic=RAW,
+        group=SEQUENCER_GROUP,
+        component=COMPONENT,
+        process=seq.process,
+        on_assign=seq.rebuild,
+        on_revoke=seq.forget,
+        batch_size=settings.batch_size,
+        wait_s=settings.batch_wait_s,
+    )
+    loop.install_signal_handlers()
+    loop.run()
+    seq.producer.flush(30)
+
+
+if __name__ == "__main__":
+    main()

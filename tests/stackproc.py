@@ -1,0 +1,121 @@
+"""Running ``memstream up`` as a real child process for end-to-end tests."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+from memstream.kafka.reading import read_to_end
+from memstream.kafka.topics import LEDGER
+from memstream.stack.net import free_port
+
+BIN = Path(sys.executable).parent
+
+
+def memstream(*args: str, data_dir: Path, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(BIN / "memstream"), *args, "--data-dir", str(data_dir)],
+        capture_output=True,
+        text=True,
+        check=check,
+        timeout=120,
+    )
+
+
+def wait_until(cond: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.1)
+
+
+@dataclass
+class RunningStack:
+    data_dir: Path
+    proc: subprocess.Popen[str]
+    info: dict[str, Any]
+
+    @property
+    def bootstrap(self) -> str:
+        return str(self.info["kafka_bootstrap"])
+
+    @property
+    def api_url(self) -> str:
+        return str(self.info["api_url"])
+
+    @property
+    def dev_key(self) -> str:
+        return Path(self.info["dev_key_file"]).read_text().strip()
+
+    def pid(self, component: str) -> int:
+        info = json.loads((self.data_dir / "stack.json").read_text())
+        return int(info["components"][component]["pid"])
+
+    def child_pids(self) -> list[int]:
+        return [int(c["pid"]) for c in self.info["components"].values()]
+
+    def stop(self, sig: int = signal.SIGINT, timeout: float = 90) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        return int(self.proc.returncode)
+
+    def ledger(self) -> list[dict[str, Any]]:
+        return [orjson.loads(m.value() or b"{}") for m in read_to_end(self.bootstrap, LEDGER)]
+
+
+def start_stack(data_dir: Path, timeout: float = 90, extra: tuple[str, ...] = ()) -> RunningStack:
+    data_dir.mkdir(parents=True, exist_ok=True)
+    log = open(data_dir.parent / f"{data_dir.name}-up.log", "a")  # noqa: SIM115
+    env = dict(os.environ, MEMSTREAM_LOG_LEVEL="INFO")
+    proc = subprocess.Popen(
+        [
+            str(BIN / "memstream"),
+            "up",
+            "--data-dir",
+            str(data_dir),
+            "--api-port",
+            str(free_port()),
+            *extra,
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+    )
+    stack_json = data_dir / "stack.json"
+    deadline = time.monotonic() + timeout
+    while not stack_json.exists():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            tail = (data_dir.parent / f"{data_dir.name}-up.log").read_text()[-3000:]
+            raise AssertionError(f"memstream up did not start: {tail}")
+        time.sleep(0.1)
+    return RunningStack(data_dir, proc, json.loads(stack_json.read_text()))
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie is gone for our purposes
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().split()[2] != "Z"
+    except FileNotFoundError:
+        return False
+    return True

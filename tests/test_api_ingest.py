@@ -1,0 +1,244 @@
+"""HTTP ingest against a real Tansu broker: auth, whole-batch validation, delivery."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from memstream.events import parse_event
+from memstream.kafka.reading import high_watermarks
+from memstream.kafka.topics import RAW, ensure_topics
+from memstream.keys import KeyStore
+from memstream.metrics import EVENTS_PRODUCED, EVENTS_RECEIVED, EVENTS_REJECTED
+from memstream.settings import Settings
+from memstream.stack.net import free_port
+from memstream.stack.servers import start_tansu
+from memstream_api.app import create_app
+from memstream_api.main import main
+from topicread import records_for
+
+
+@dataclass
+class Api:
+    client: TestClient
+    bootstrap: str
+    tenant: str
+    key: str
+
+    def post(self, body: Any, key: str | None = None) -> Any:
+        headers = {"Authorization": f"Bearer {key or self.key}"}
+        return self.client.post("/v1/events", json=body, headers=headers)
+
+
+@pytest.fixture(scope="module")
+def topics(broker: str) -> str:
+    ensure_topics(broker, Settings())
+    return broker
+
+
+@pytest.fixture
+def api(topics: str, tmp_path: Path) -> Iterator[Api]:
+    settings = Settings(data_dir=tmp_path)
+    tenant = f"api-{uuid.uuid4().hex[:10]}"
+    key = KeyStore.from_settings(settings).create(tenant)
+    with TestClient(create_app(settings, topics)) as client:
+        yield Api(client, topics, tenant, key)
+
+
+def _msg(stream: str, text: str, **extra: Any) -> dict[str, Any]:
+    return {"stream": stream, "type": "message.user", "payload": {"text": text}, **extra}
+
+
+def _value(metric: Any, **labels: str) -> float:
+    return float(metric.labels(**labels)._value.get())
+
+
+def test_missing_or_bad_key_is_401_with_reason(api: Api) -> None:
+    r = api.client.post("/v1/events", json=_msg("s", "hi"))
+    assert r.status_code == 401
+    assert "Authorization" in r.json()["detail"]
+    assert r.headers["www-authenticate"] == "Bearer"
+
+    r = api.post(_msg("s", "hi"), key="ms_nope_nope")
+    assert r.status_code == 401 and r.json()["detail"] == "invalid API key"
+
+    r = api.client.post(
+        "/v1/events", json=_msg("s", "hi"), headers={"Authorization": f"Basic {api.key}"}
+    )
+    assert r.status_code == 401 and "Bearer" in r.json()["detail"]
+
+
+def test_key_created_while_running_is_accepted(api: Api, tmp_path: Path) -> None:
+    # The CLI writes the key file while the API runs; no restart needed.
+    other = KeyStore.from_settings(Settings(data_dir=tmp_path)).create(api.tenant)
+    assert api.post(_msg("s", "hi"), key=other).status_code == 202
+
+
+def test_single_event_is_accepted_and_lands_keyed_by_tenant_stream(api: Api) -> None:
+    received = _value(EVENTS_RECEIVED, component="api")
+    produced = _value(EVENTS_PRODUCED, component="api", topic=RAW)
+    r = api.post(_msg("chat-1", "I prefer window seats", id="evt-1"))
+    assert r.status_code == 202, r.text
+    assert r.json() == {"accepted": 1, "ids": ["evt-1"]}
+    assert _value(EVENTS_RECEIVED, component="api") - received == 1
+    assert _value(EVENTS_PRODUCED, component="api", topic=RAW) - produced == 1
+
+    ((key, value),) = records_for(api.bootstrap, RAW, api.tenant)
+    assert key == f"{api.tenant}/chat-1"
+    event = parse_event(value)
+    assert event.id == "evt-1" and event.tenant == api.tenant and event.agent == "api"
+    assert event.type == "message.user"
+
+
+def test_batch_is_accepted_in_order(api: Api) -> None:
+    events = [_msg("a", f"turn {i}") for i in range(5)] + [
+        {"stream": "b", "type": "task.started", "payload": {"task_id": "t1"}, "agent": "planner"},
+        _msg("a", "with tenant", tenant=api.tenant),
+    ]
+    r = api.post({"events": events})
+    assert r.status_code == 202, r.text
+    body = r.json()
+    assert body["accepted"] == 7 and len(set(body["ids"])) == 7
+
+    records = records_for(api.bootstrap, RAW, api.tenant)
+    by_stream: dict[str, list[str]] = {}
+    for key, value in records:
+        by_stream.setdefault(key, []).append(parse_event(value).id)
+    ids = body["ids"]
+    assert by_stream == {
+        f"{api.tenant}/a": [*ids[:5], ids[6]],
+        f"{api.tenant}/b": [ids[5]],
+    }
+    agents = {parse_event(v).agent for _, v in records}
+    assert agents == {"api", "planner"}
+
+
+def test_invalid_event_rejects_whole_batch_and_produces_nothing(api: Api) -> None:
+    before = high_watermarks(api.bootstrap, RAW)
+    rejected = _value(EVENTS_REJECTED, component="api", reason="invalid")
+    events = [
+        _msg("s", "fine"),
+        _msg("s", "fine too"),
+        {"stream": "s", "type": "message.user", "payload": {"txt": "typo"}},
+    ]
+    r = api.post({"events": events})
+    assert r.status_code == 422
+    body = r.json()
+    assert body["detail"].startswith("events[2].payload.text: Field required")
+    assert body["errors"][0]["index"] == 2 and body["errors"][0]["field"] == "payload.text"
+    assert _value(EVENTS_REJECTED, component="api", reason="invalid") - rejected == 3
+
+    r = api.post(_msg("s", "x") | {"type": "no.such.type"})
+    assert r.status_code == 422 and r.json()["detail"].startswith("event.type:")
+
+    r = api.post({"events": [_msg("s", "ok"), 42]})
+    assert r.status_code == 422 and r.json()["detail"].startswith("events[1]:")
+
+    r = api.post({"events": [_msg("bad/stream", "x")]})
+    assert r.status_code == 422 and r.json()["errors"][0]["field"] == "stream"
+
+    bad: Any
+    for bad in ([_msg("s", "x")], {"events": []}, {"events": "x"}, {"events": [], "more": 1}):
+        assert api.post(bad).status_code == 422
+    r = api.client.post(
+        "/v1/events",
+        content=b"{not json",
+        headers={"Authorization": f"Bearer {api.key}", "Content-Type": "application/json"},
+    )
+    assert r.status_code == 422 and "not valid JSON" in r.json()["detail"]
+
+    assert high_watermarks(api.bootstrap, RAW) == before
+    assert records_for(api.bootstrap, RAW, api.tenant) == []
+
+
+def test_event_naming_another_tenant_is_403(api: Api) -> None:
+    before = high_watermarks(api.bootstrap, RAW)
+    r = api.post({"events": [_msg("s", "mine"), _msg("s", "theirs", tenant="someone-else")]})
+    assert r.status_code == 403
+    assert "events[1]" in r.json()["detail"] and "someone-else" in r.json()["detail"]
+    assert high_watermarks(api.bootstrap, RAW) == before
+
+
+def test_oversized_batch_is_413(api: Api) -> None:
+    before = high_watermarks(api.bootstrap, RAW)
+    r = api.post({"events": [_msg("s", "x")] * 10_001})
+    assert r.status_code == 413 and "10000" in r.json()["detail"]
+    assert high_watermarks(api.bootstrap, RAW) == before
+
+
+def test_body_over_the_byte_limit_is_413(topics: str, tmp_path: Path) -> None:
+    settings = Settings(data_dir=tmp_path)
+    key = KeyStore.from_settings(settings).create("acme")
+    with TestClient(create_app(settings, topics, max_body_bytes=1000)) as client:
+        r = client.post(
+            "/v1/events",
+            json=_msg("s", "x" * 2000),
+            headers={"Authorization": f"Bearer {key}"},
+        )
+    assert r.status_code == 413
+
+
+def test_healthz_metrics_and_openapi(api: Api) -> None:
+    r = api.client.get("/healthz")
+    assert r.status_code == 200 and r.json() == {"status": "ok"}
+
+    api.post(_msg("s", "counted"))
+    text = api.client.get("/metrics").text
+    assert 'memstream_events_received_total{component="api"}' in text
+    assert 'route="/v1/events"' in text and 'route="/healthz"' in text
+    assert "memstream_http_request_seconds_bucket" in text
+
+    spec = api.client.get("/openapi.json").json()
+    assert "/v1/events" in spec["paths"] and "/healthz" in spec["paths"]
+    schemas = spec["components"]["schemas"]
+    assert {"EventIn", "EventBatch", "Security"} <= set(schemas)
+    body = spec["paths"]["/v1/events"]["post"]["requestBody"]["content"]["application/json"]
+    assert {"$ref": "#/components/schemas/EventBatch"} in body["schema"]["oneOf"]
+
+
+def test_healthz_is_503_when_kafka_is_unreachable(tmp_path: Path) -> None:
+    address = f"127.0.0.1:{free_port()}"
+    with TestClient(create_app(Settings(data_dir=tmp_path), address)) as client:
+        started = time.monotonic()
+        r = client.get("/healthz")
+        assert time.monotonic() - started < 10
+    assert r.status_code == 503
+    assert address in r.json()["reason"]
+
+
+def test_delivery_failure_is_503_with_the_ids(tmp_path: Path) -> None:
+    server = start_tansu(free_port(), tmp_path / "logs")
+    bootstrap = f"127.0.0.1:{server.port}"
+    try:
+        ensure_topics(bootstrap, Settings())
+        settings = Settings(data_dir=tmp_path)
+        key = KeyStore.from_settings(settings).create("acme")
+        app = create_app(settings, bootstrap, producer_overrides={"message.timeout.ms": 1500})
+        with TestClient(app) as client:
+            assert client.get("/healthz").status_code == 200
+            server.stop()
+            r = client.post(
+                "/v1/events",
+                json={"events": [_msg("s", "lost", id="lost-1")]},
+                headers={"Authorization": f"Bearer {key}"},
+            )
+            assert r.status_code == 503, r.text
+            body = r.json()
+            assert body["ids"] == ["lost-1"] and body["failed_ids"] == ["lost-1"]
+            assert "not delivered" in body["detail"]
+            assert client.get("/healthz").status_code == 503
+    finally:
+        server.stop()
+
+
+def test_main_requires_a_bootstrap(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("MEMSTREAM_KAFKA_BOOTSTRAP", raising=False)
+    with pytest.raises(SystemExit) as info:
+        main()
+    assert "MEMSTREAM_KAFKA_BOOTSTRAP" in str(info.value.code)

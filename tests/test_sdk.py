@@ -1,0 +1,176 @@
+"""The Python SDK against a real Tansu broker."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from memstream.events import EventIn, parse_event
+from memstream.kafka.reading import high_watermarks
+from memstream.kafka.topics import RAW, ensure_topics
+from memstream.metrics import EVENTS_PRODUCED
+from memstream.sdk import (
+    BrokerUnavailableError,
+    DeliveryError,
+    MemoryClient,
+    TopicMissingError,
+)
+from memstream.settings import Settings
+from memstream.stack.net import free_port
+from memstream.stack.servers import start_tansu
+from pydantic import ValidationError
+from topicread import records_for
+
+
+@pytest.fixture(scope="module")
+def topics(broker: str) -> str:
+    ensure_topics(broker, Settings())
+    return broker
+
+
+def _tenant() -> str:
+    return f"sdk-{uuid.uuid4().hex[:10]}"
+
+
+def _raw_for(bootstrap: str, tenant: str) -> list[tuple[str, bytes]]:
+    return records_for(bootstrap, RAW, tenant)
+
+
+def _produced() -> float:
+    return float(EVENTS_PRODUCED.labels(component="sdk", topic=RAW)._value.get())
+
+
+def test_emitted_events_land_in_raw_with_tenant_stream_key(topics: str) -> None:
+    tenant = _tenant()
+    before = _produced()
+    with MemoryClient(topics, tenant, agent="planner") as client:
+        first = client.emit("s1", "message.user", {"text": "I moved to Lisbon"})
+        second = client.emit(
+            "s2",
+            "fact.asserted",
+            {"subject": "user", "predicate": "lives_in", "object": "Lisbon"},
+            id="fact-1",
+            parent_id=first,
+            caused_by=[first],
+            metadata={"lang": "en"},
+            security={"sensitivity": "confidential"},
+        )
+        client.flush()
+        assert client.delivered == 2 and client.failed == 0
+    assert second == "fact-1"
+    assert _produced() - before == 2
+
+    records = _raw_for(topics, tenant)
+    by_id = {parse_event(v).id: (k, parse_event(v)) for k, v in records}
+    assert set(by_id) == {first, "fact-1"}
+    key, ev = by_id[first]
+    assert key == f"{tenant}/s1"
+    assert ev.type == "message.user" and ev.agent == "planner" and ev.tenant == tenant
+    key, ev = by_id["fact-1"]
+    assert key == f"{tenant}/s2"
+    assert ev.parent_id == first and ev.caused_by == [first]
+    assert ev.security.sensitivity == "confidential" and ev.metadata == {"lang": "en"}
+
+
+def test_per_stream_order_is_kept(topics: str) -> None:
+    tenant = _tenant()
+    with MemoryClient(topics, tenant) as client:
+        ids = [client.emit("chat", "observation", {"text": f"step {i}"}) for i in range(50)]
+    got = [parse_event(v).id for _, v in _raw_for(topics, tenant)]
+    assert got == ids
+
+
+def test_emit_event_and_emit_many(topics: str) -> None:
+    tenant = _tenant()
+    now = datetime.now(UTC)
+    with MemoryClient(topics, tenant) as client:
+        prebuilt = EventIn(stream="a", type="message.user", payload={"text": "hi"}).complete(
+            tenant, now=now
+        )
+        assert client.emit_event(prebuilt) == prebuilt.id
+        ids = client.emit_many(
+            [
+                EventIn(stream="b", type="task.started", payload={"task_id": "t1"}),
+                EventIn(id="x-2", stream="b", type="observation", payload={"text": "ok"}),
+            ]
+        )
+        assert ids[1] == "x-2"
+    got = {parse_event(v).id: k for k, v in _raw_for(topics, tenant)}
+    assert got == {prebuilt.id: f"{tenant}/a", ids[0]: f"{tenant}/b", "x-2": f"{tenant}/b"}
+
+
+def test_invalid_input_raises_before_anything_is_produced(topics: str) -> None:
+    tenant = _tenant()
+    before = high_watermarks(topics, RAW)
+    with MemoryClient(topics, tenant) as client:
+        with pytest.raises(ValidationError, match="text"):
+            client.emit("s", "message.user", {"txt": "typo"})
+        with pytest.raises(ValidationError):
+            client.emit("s", "no.such.type", {"text": "x"})
+        with pytest.raises(ValidationError):
+            client.emit("bad stream/", "message.user", {"text": "x"})
+        with pytest.raises(ValidationError):
+            # One bad event stops the whole batch.
+            client.emit_many(
+                [
+                    EventIn(stream="s", type="message.user", payload={"text": "fine"}),
+                    EventIn(stream="s", type="message.user", payload={}),
+                ]
+            )
+        other = EventIn(stream="s", type="message.user", payload={"text": "x"}).complete("other")
+        with pytest.raises(ValueError, match="tenant"):
+            client.emit_event(other)
+        assert client.delivered == 0
+    assert high_watermarks(topics, RAW) == before
+    assert _raw_for(topics, tenant) == []
+
+
+def test_invalid_tenant_is_refused(topics: str) -> None:
+    with pytest.raises(ValueError, match="invalid tenant"):
+        MemoryClient(topics, "a/b")
+
+
+def test_unreachable_broker_fails_fast_naming_the_address() -> None:
+    address = f"127.0.0.1:{free_port()}"
+    started = time.monotonic()
+    with pytest.raises(BrokerUnavailableError, match=address):
+        MemoryClient(address, "acme", connect_timeout=1.0)
+    assert time.monotonic() - started < 5
+
+
+@pytest.fixture
+def own_broker(tmp_path: Path) -> Iterator[tuple[str, object]]:
+    """A broker this test may stop without disturbing the shared one."""
+    server = start_tansu(free_port(), tmp_path)
+    try:
+        yield f"127.0.0.1:{server.port}", server
+    finally:
+        server.stop()
+
+
+def test_missing_raw_topic_is_a_clear_error(own_broker: tuple[str, object]) -> None:
+    bootstrap, _ = own_broker
+    with pytest.raises(TopicMissingError, match=RAW):
+        MemoryClient(bootstrap, "acme", connect_timeout=5.0)
+    # The check must not have auto-created the topic with a default partition count.
+    assert high_watermarks(bootstrap, RAW) == {}
+
+
+def test_delivery_failure_is_reported_by_flush(own_broker: tuple[str, object]) -> None:
+    bootstrap, server = own_broker
+    ensure_topics(bootstrap, Settings())
+    overrides: dict[str, Any] = {"message.timeout.ms": 1500}
+    client = MemoryClient(bootstrap, "acme", **overrides)
+    server.stop()  # type: ignore[attr-defined]
+    event_id = client.emit("s", "message.user", {"text": "lost"})
+    with pytest.raises(DeliveryError) as info:
+        client.flush(timeout=10)
+    assert [f.event_id for f in info.value.failures] == [event_id]
+    assert info.value.failures[0].key == "acme/s"
+    assert client.failed == 1 and client.delivered == 0
+    client.close()  # failures were already reported; nothing left to raise
