@@ -24,6 +24,16 @@ def test_plan_appends_new_and_skips_known_seqs() -> None:
     assert isinstance(plan_record(entry("b", 1), heads), Append)
 
 
+def test_plan_from_key_and_seq_header_matches_parsing() -> None:
+    by_header: dict[str, int] = {}
+    by_body: dict[str, int] = {}
+    for seq in (1, 2, 2, 3):
+        a = plan_record(entry("a", seq), by_header, "t1/a", seq)
+        b = plan_record(entry("a", seq), by_body)
+        assert type(a) is type(b)
+    assert by_header == by_body == {"t1/a": 3}
+
+
 def test_plan_poison() -> None:
     assert isinstance(plan_record(b"{nope", {}), Poison)
     assert isinstance(plan_record(orjson.dumps({"tenant": "t"}), {}), Poison)

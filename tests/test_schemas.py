@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -124,7 +123,7 @@ def test_event_in_schema_accepts_minimal_client_event() -> None:
 
 def _ledger_entry(doc: dict[str, Any]) -> dict[str, Any]:
     record = RawRecord(json.dumps(doc).encode(), partition=2, offset=41, topic="memory.events.raw")
-    outcome = sequence(record, SequencerState(), datetime(2024, 5, 1, 12, 0, 1, tzinfo=UTC))
+    outcome = sequence(record, SequencerState(), "2024-05-01T12:00:01Z")
     assert isinstance(outcome, Sequenced)
     return outcome.entry
 

@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 
 import orjson
 from memstream.ledger.canonical import GENESIS_HASH, entry_hash
+from memstream.ledger.entry import iso_utc
 from memstream.ledger.redact import REDACTED
 from memstream.ledger.sequencing import (
     DeadLetter,
@@ -17,7 +18,7 @@ from memstream.ledger.sequencing import (
 )
 from memstream.ledger.verify import verify_entries
 
-NOW = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
+NOW = iso_utc(datetime(2026, 5, 1, 12, 0, tzinfo=UTC))
 
 
 def event(i: int, stream: str = "s1", **extra: object) -> bytes:
@@ -48,6 +49,8 @@ def test_streams_get_gapless_chained_seqs() -> None:
     assert first["prev_hash"] == GENESIS_HASH
     assert entries[2]["prev_hash"] == first["hash"]
     assert verify_entries((e, "mem") for e in entries) is None
+    written = [orjson.loads(o.value) for o in outs if isinstance(o, Sequenced)]
+    assert written == entries  # the encoded form is the entry itself
 
 
 def test_resent_id_is_a_duplicate_and_changes_nothing() -> None:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 import orjson
 from memstream.ledger.sequencing import RawRecord, Sequenced, SequencerState, sequence
 from memstream.ledger.verify import verify_entries
@@ -23,7 +21,7 @@ def chain(n: int) -> list[dict[str, object]]:
                 "payload": {"text": f"obs {i}"},
             }
         )
-        o = sequence(RawRecord(value, 0, i, "raw"), state, datetime(2026, 1, 2, tzinfo=UTC))
+        o = sequence(RawRecord(value, 0, i, "raw"), state, "2026-01-02T00:00:00Z")
         assert isinstance(o, Sequenced)
         out.append(o.entry)
     return out

@@ -33,6 +33,7 @@ class Settings(BaseSettings):
     raw_retention_ms: int = 7 * 24 * 3600 * 1000
     dlq_retention_ms: int = 30 * 24 * 3600 * 1000
 
+    sequencer_processes: int = Field(default=1, ge=1, description="embedded stack workers")
     keys_file: Path | None = Field(default=None, description="API key store; default in data dir")
     consumer_session_timeout_ms: int = 6000
     batch_size: int = Field(default=2000, ge=1)

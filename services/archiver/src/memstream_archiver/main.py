@@ -7,7 +7,6 @@ redeliveries and a ledger restored from this very archive change nothing.
 from __future__ import annotations
 
 import logging
-import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -16,10 +15,11 @@ from memstream.archive.plan import Append, Poison, plan_record
 from memstream.archive.segments import TenantWriter, archive_heads
 from memstream.kafka.clients import make_consumer, make_producer
 from memstream.kafka.dlq import dead_letter
-from memstream.kafka.loop import BatchLoop
-from memstream.kafka.topics import ARCHIVER_GROUP, DLQ, LEDGER, ensure_topics
-from memstream.metrics import ENTRIES_ARCHIVED, EVENTS_DEAD_LETTERED, serve_metrics
-from memstream.settings import Settings
+from memstream.kafka.loop import BatchLoop, tune_gc_for_batches
+from memstream.kafka.reading import headers_of
+from memstream.kafka.topics import ARCHIVER_GROUP, DLQ, LEDGER
+from memstream.kafka.worker import start_worker
+from memstream.metrics import ENTRIES_ARCHIVED, EVENTS_DEAD_LETTERED
 
 COMPONENT = "archiver"
 log = logging.getLogger(COMPONENT)
@@ -45,7 +45,13 @@ class Archiver:
         appended = dead = 0
         now = datetime.now(UTC)
         for m in msgs:
-            out = plan_record(m.value(), self.heads)
+            k, h = m.key(), headers_of(m).get("seq")
+            out = plan_record(
+                m.value(),
+                self.heads,
+                k.decode() if isinstance(k, bytes) else None,
+                int(h) if h is not None and h.isdigit() else None,
+            )
             if isinstance(out, Append):
                 self._writer(out.tenant).append(out.line)
                 touched.add(out.tenant)
@@ -75,16 +81,7 @@ class Archiver:
 
 
 def main() -> None:
-    settings = Settings()
-    logging.basicConfig(
-        level=settings.log_level, format="%(asctime)s %(name)s %(levelname)s %(message)s"
-    )
-    if not settings.kafka_bootstrap:
-        sys.exit("memstream-archiver: MEMSTREAM_KAFKA_BOOTSTRAP is not set")
-    bootstrap = settings.kafka_bootstrap
-    port = serve_metrics(settings.metrics_port, settings.metrics_host)
-    log.info("metrics on :%d", port)
-    ensure_topics(bootstrap, settings)
+    settings, bootstrap = start_worker(COMPONENT)
     archiver = Archiver(settings.archive_dir, make_producer(bootstrap))
     loop = BatchLoop(
         consumer=make_consumer(bootstrap, ARCHIVER_GROUP, settings),
@@ -96,6 +93,7 @@ def main() -> None:
         wait_s=settings.batch_wait_s,
     )
     loop.install_signal_handlers()
+    tune_gc_for_batches()
     try:
         loop.run()
     finally:

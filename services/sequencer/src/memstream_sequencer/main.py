@@ -14,10 +14,11 @@ from datetime import UTC, datetime
 from confluent_kafka import Message, Producer
 from memstream.kafka.clients import make_consumer, make_producer
 from memstream.kafka.dlq import dead_letter
-from memstream.kafka.loop import BatchLoop
+from memstream.kafka.loop import BatchLoop, tune_gc_for_batches
 from memstream.kafka.reading import headers_of, partition_count, read_to_end
-from memstream.kafka.topics import DLQ, LEDGER, RAW, SEQUENCER_GROUP, ensure_topics
-from memstream.ledger.entry import encode_entry
+from memstream.kafka.topics import DLQ, LEDGER, RAW, SEQUENCER_GROUP
+from memstream.kafka.worker import start_worker
+from memstream.ledger.entry import iso_utc
 from memstream.ledger.sequencing import (
     DeadLetter,
     Duplicate,
@@ -31,9 +32,7 @@ from memstream.metrics import (
     EVENTS_DUPLICATE,
     EVENTS_LEDGERED,
     EVENTS_PRODUCED,
-    serve_metrics,
 )
-from memstream.settings import Settings
 
 COMPONENT = "sequencer"
 log = logging.getLogger(COMPONENT)
@@ -51,6 +50,7 @@ class Sequencer:
         self.producer = producer
         self.states: dict[int, SequencerState] = {}
         self.failures: list[str] = []
+        self._m_ledger = EVENTS_PRODUCED.labels(COMPONENT, LEDGER)
 
     def rebuild(self, partitions: list[int]) -> None:
         for p in partitions:
@@ -78,6 +78,8 @@ class Sequencer:
     def _report(self, err: object, msg: Message) -> None:
         if err is not None:
             self.failures.append(f"{msg.topic()}: {err}")
+        elif msg.topic() == LEDGER:
+            self._m_ledger.inc()
         else:
             EVENTS_PRODUCED.labels(COMPONENT, msg.topic()).inc()
 
@@ -105,6 +107,7 @@ class Sequencer:
 
     def process(self, msgs: list[Message]) -> None:
         now = datetime.now(UTC)
+        now_iso = iso_utc(now)
         ledgered = dead = dup = 0
         for m in msgs:
             p, off = m.partition() or 0, m.offset() or 0
@@ -113,12 +116,12 @@ class Sequencer:
                 self.rebuild([p])
                 state = self.states[p]
             rec = RawRecord(m.value(), p, off, m.topic() or RAW)
-            out = sequence(rec, state, now)
+            out = sequence(rec, state, now_iso)
             if isinstance(out, Sequenced):
                 e = out.entry
                 self._produce(
                     LEDGER,
-                    encode_entry(e),
+                    out.value,
                     out.key,
                     partition=p,
                     headers=[
@@ -143,16 +146,7 @@ class Sequencer:
 
 
 def main() -> None:
-    settings = Settings()
-    logging.basicConfig(
-        level=settings.log_level, format="%(asctime)s %(name)s %(levelname)s %(message)s"
-    )
-    if not settings.kafka_bootstrap:
-        sys.exit("memstream-sequencer: MEMSTREAM_KAFKA_BOOTSTRAP is not set")
-    bootstrap = settings.kafka_bootstrap
-    port = serve_metrics(settings.metrics_port, settings.metrics_host)
-    log.info("metrics on :%d", port)
-    ensure_topics(bootstrap, settings)
+    settings, bootstrap = start_worker(COMPONENT)
     raw_n, ledger_n = partition_count(bootstrap, RAW), partition_count(bootstrap, LEDGER)
     if raw_n != ledger_n:
         sys.exit(f"memstream-sequencer: {RAW} has {raw_n} partitions but {LEDGER} {ledger_n}")
@@ -169,6 +163,7 @@ def main() -> None:
         wait_s=settings.batch_wait_s,
     )
     loop.install_signal_handlers()
+    tune_gc_for_batches()
     loop.run()
     seq.producer.flush(30)
 

@@ -27,13 +27,25 @@ class Poison:
     reason: str
 
 
-def plan_record(value: bytes | None, heads: dict[str, int]) -> Append | Skip | Poison:
+def plan_record(
+    value: bytes | None,
+    heads: dict[str, int],
+    key: str | None = None,
+    seq_header: int | None = None,
+) -> Append | Skip | Poison:
     """Decide for one ledger record; ``heads`` maps tenant/stream to the last archived seq.
 
-    Updates ``heads`` for appends so a batch can hold many entries of one stream.
+    ``key``/``seq_header`` come from the record's Kafka key and ``seq`` header when the
+    sequencer wrote them, which spares parsing the entry. Updates ``heads`` for appends so a
+    batch can hold many entries of one stream.
     """
     if value is None:
         return Poison("empty ledger record")
+    if key is not None and seq_header is not None and "/" in key:
+        if seq_header <= heads.get(key, 0):
+            return Skip(key, seq_header)
+        heads[key] = seq_header
+        return Append(key.split("/", 1)[0], key, seq_header, value + b"\n")
     try:
         entry: Any = orjson.loads(value)
         tenant, stream, seq = entry["tenant"], entry["stream"], entry["seq"]

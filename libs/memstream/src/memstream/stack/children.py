@@ -36,3 +36,15 @@ def spawn(
             env=dict(env) if env is not None else None,
             preexec_fn=_die_with_parent,
         )
+
+
+def stop_process(proc: subprocess.Popen[bytes], timeout: float = 15.0) -> None:
+    """SIGTERM, wait, then SIGKILL if it would not go."""
+    if proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(5)

@@ -10,7 +10,7 @@ from pathlib import Path
 from confluent_kafka.admin import AdminClient
 
 from memstream.stack.binaries import falkordb_binaries, tansu_binary
-from memstream.stack.children import spawn
+from memstream.stack.children import spawn, stop_process
 from memstream.stack.net import wait_for_port
 
 
@@ -26,13 +26,7 @@ class Server:
     log: Path
 
     def stop(self, timeout: float = 10.0) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
+        stop_process(self.proc, timeout)
 
 
 def _fail(name: str, proc: subprocess.Popen[bytes], log: Path, why: str) -> ServerStartError:

@@ -22,7 +22,7 @@ from memstream.kafka.topics import ARCHIVER_GROUP, LEDGER, RAW, SEQUENCER_GROUP,
 from memstream.keys import KeyStore
 from memstream.metrics import UP, serve_metrics
 from memstream.settings import Settings
-from memstream.stack.children import spawn
+from memstream.stack.children import spawn, stop_process
 from memstream.stack.net import free_port, port_in_use, wait_for_port
 from memstream.stack.restore import ledger_is_empty, restore_ledger
 from memstream.stack.servers import Server, start_falkordb, start_tansu
@@ -57,14 +57,8 @@ class Worker:
         return self.proc is not None and self.proc.poll() is None
 
     def stop(self, timeout: float = 15.0) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(5)
+        if self.proc is not None:
+            stop_process(self.proc, timeout)
 
 
 @dataclass
@@ -141,10 +135,12 @@ class EmbeddedStack:
             MEMSTREAM_API_HOST=self.settings.api_host,
             MEMSTREAM_API_PORT=str(self.api_port),
         )
-        for name, module in (
-            ("sequencer", "memstream_sequencer.main"),
+        n_seq = self.settings.sequencer_processes
+        seq_names = ["sequencer"] + [f"sequencer-{i}" for i in range(2, n_seq + 1)]
+        for name, module in [
+            *((n, "memstream_sequencer.main") for n in seq_names),
             ("archiver", "memstream_archiver.main"),
-        ):
+        ]:
             port = free_port()
             wenv = dict(env, MEMSTREAM_METRICS_PORT=str(port))
             self.workers.append(Worker(name, module, port, self.logs / f"{name}.log", wenv))
