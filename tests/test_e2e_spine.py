@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import signal
+import subprocess
 import threading
 from collections import Counter
 from collections.abc import Iterator
@@ -20,7 +21,7 @@ from confluent_kafka import Producer
 from memstream.kafka.reading import read_to_end
 from memstream.kafka.topics import DLQ, RAW
 from memstream.sdk import MemoryClient
-from stackproc import RunningStack, memstream, pid_alive, start_stack, wait_until
+from stackproc import BIN, RunningStack, memstream, pid_alive, start_stack, wait_until
 
 
 @pytest.fixture(scope="module")
@@ -221,3 +222,15 @@ def test_up_refuses_a_busy_api_port(tmp_path: Path) -> None:
         res = memstream("up", "--api-port", str(port), data_dir=tmp_path / "d", check=False)
     assert res.returncode == 1
     assert f"API port {port} is already in use" in res.stderr
+
+
+def test_up_names_a_missing_broker_binary(tmp_path: Path) -> None:
+    res = subprocess.run(
+        [str(BIN / "memstream"), "up", "--data-dir", str(tmp_path / "d")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=dict(os.environ, CALF_TANSU_BIN=str(tmp_path / "no-such-tansu")),
+    )
+    assert res.returncode == 1
+    assert "Tansu broker binary not found" in res.stderr and "no-such-tansu" in res.stderr

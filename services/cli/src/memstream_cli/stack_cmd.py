@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 from memstream.settings import LOG_FORMAT
+from memstream.stack.binaries import MissingBinaryError
 from memstream.stack.sample import load_sample_data
 from memstream.stack.servers import ServerStartError
 from memstream.stack.status import collect_status
@@ -30,7 +31,7 @@ def up(
     install_stop_signals(stack)
     try:
         info = stack.start()
-    except (StackError, ServerStartError) as exc:
+    except (StackError, ServerStartError, MissingBinaryError) as exc:
         fail(str(exc))
     loaded = load_sample_data(info, settings) if sample_data else 0
     table = Table(title="memstream embedded stack", show_header=False)
