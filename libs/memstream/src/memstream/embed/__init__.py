@@ -1,0 +1,1 @@
+"""Embedders: offline text -> dense vectors, behind a registry."""

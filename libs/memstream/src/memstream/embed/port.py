@@ -1,0 +1,20 @@
+"""``Embedder``: offline, deterministic text embedding."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+
+class Embedder(Protocol):
+    name: str
+    version: str  # changes when weights or preprocessing change (part of the config hash)
+    dim: int
+
+    def embed(self, texts: list[str]) -> npt.NDArray[np.float32]:
+        """L2-normalised vectors, shape (len(texts), dim)."""
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens of ``text`` under the offline tokenizer (budgeting, packet sizes)."""

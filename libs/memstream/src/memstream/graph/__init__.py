@@ -1,0 +1,1 @@
+"""The graph port and its adapters (FalkorDB embedded, Neo4j distributed)."""

@@ -1,0 +1,46 @@
+"""``GraphStore``: the temporal graph of events, entities and facts."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from memstream.projection.model import EventRecord, FactView, GraphBatch
+
+
+class GraphStore(Protocol):
+    """One projection namespace (a FalkorDB graph / a Neo4j database) of one version."""
+
+    namespace: str
+
+    def ensure_schema(self) -> None:
+        """Create indexes/constraints (idempotent; the only per-backend DDL)."""
+
+    def write(self, batch: GraphBatch) -> None:
+        """MERGE events (+NEXT chain), entities, mentions and facts; supersede old facts."""
+
+    def facts(
+        self,
+        tenant: str,
+        as_of: str | None = None,
+        subject_key: str | None = None,
+        predicate: str | None = None,
+        include_superseded: bool = False,
+    ) -> list[FactView]:
+        """Facts valid at ``as_of`` (ISO; None = now = open-ended), or all with history."""
+
+    def neighbourhood(self, tenant: str, entity_keys: list[str], limit: int = 50) -> list[str]:
+        """Event ids that mention the entities or their one-hop fact neighbours."""
+
+    def chain(self, tenant: str, event_id: str, radius: int = 2) -> list[EventRecord]:
+        """The event and up to ``radius`` neighbours before/after it on its stream."""
+
+    def event(self, tenant: str, event_id: str) -> EventRecord | None: ...
+
+    def counts(self, tenant: str | None = None) -> dict[str, int]:
+        """``{"events", "entities", "facts", "mentions"}`` (all tenants when None)."""
+
+    def purge_tenant_subject(self, tenant: str, entity_key: str) -> dict[str, int]:
+        """Delete an entity, its facts and the events mentioning it; counts removed."""
+
+    def drop(self) -> None:
+        """Delete the whole namespace."""

@@ -1,0 +1,138 @@
+"""The deterministic extractor: one ledger entry -> typed projection records (pure)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from memstream.projection.dates import dates
+from memstream.projection.model import (
+    EntityRecord,
+    EventRecord,
+    Extraction,
+    FactRecord,
+    GraphBatch,
+    MentionRecord,
+    SourceRef,
+)
+from memstream.projection.names import entity_key, name_candidates
+from memstream.projection.quantities import quantities
+from memstream.projection.text import event_text
+
+# Part of every projection version's config hash: bump when extraction output changes.
+EXTRACTOR_VERSION = "det-1"
+_SCALAR_META = (str, int, float, bool)
+
+
+def _utc(ts: str) -> str:
+    return ts.replace("+00:00", "Z")
+
+
+def event_record(entry: dict[str, Any]) -> EventRecord:
+    meta = entry.get("metadata") or {}
+    return EventRecord(
+        tenant=entry["tenant"],
+        event_id=entry["id"],
+        stream=entry["stream"],
+        seq=entry["seq"],
+        hash=entry["hash"],
+        prev_hash=entry["prev_hash"],
+        type=entry["type"],
+        agent=entry["agent"],
+        occurred_at=_utc(entry["occurred_at"]),
+        ingested_at=_utc(entry["ingested_at"]),
+        text=event_text(entry),
+        metadata={k: v for k, v in meta.items() if v is None or isinstance(v, _SCALAR_META)},
+    )
+
+
+def _fact(entry: dict[str, Any], ref: SourceRef) -> tuple[FactRecord, list[EntityRecord]] | None:
+    p = entry.get("payload") or {}
+    tenant, occurred = entry["tenant"], _utc(entry["occurred_at"])
+    if entry["type"] == "fact.asserted":
+        subject, predicate, kind = str(p["subject"]), str(p["predicate"]), "fact"
+        obj = p.get("object")
+        value = p.get("value")
+        valid_from = _utc(str(p.get("valid_from") or occurred))
+        confidence = float(p.get("confidence", 1.0))
+    elif entry["type"] == "preference.set":
+        subject = str(p.get("subject") or entry["agent"])
+        predicate, kind = f"prefers:{p['key']}", "preference"
+        obj, value, valid_from, confidence = None, p.get("value"), occurred, 1.0
+    else:
+        return None
+    entities = [EntityRecord(tenant=tenant, key=entity_key(subject), name=subject, kind="thing")]
+    object_key = None
+    if obj is not None:
+        object_key = entity_key(str(obj))
+        entities.append(EntityRecord(tenant=tenant, key=object_key, name=str(obj), kind="thing"))
+    shown = str(obj) if obj is not None else ("" if value is None else str(value))
+    fact = FactRecord(
+        tenant=tenant,
+        fact_id=f"{entry['id']}#0",
+        subject_key=entity_key(subject),
+        predicate=predicate,
+        object_key=object_key,
+        value=value,
+        value_text=shown,
+        unit=p.get("unit"),
+        valid_from=valid_from,
+        confidence=confidence,
+        source=ref,
+        kind=kind,
+    )
+    return fact, entities
+
+
+def extract(entry: dict[str, Any]) -> Extraction:
+    """Entities (the agent always; names in text), facts, quantities and dates of one entry."""
+    event = event_record(entry)
+    tenant = event.tenant
+    ref = SourceRef(
+        tenant=tenant, stream=event.stream, seq=event.seq, hash=event.hash, event_id=event.event_id
+    )
+    entities: dict[str, EntityRecord] = {}
+    mentions: dict[str, MentionRecord] = {}
+
+    def mention(key: str, name: str, kind: str, role: str) -> None:
+        if not key:
+            return
+        entities.setdefault(key, EntityRecord(tenant=tenant, key=key, name=name, kind=kind))
+        mentions.setdefault(
+            key, MentionRecord(tenant=tenant, event_id=event.event_id, entity_key=key, role=role)
+        )
+
+    mention(entity_key(event.agent), event.agent, "agent", "actor")
+    facts = []
+    found = _fact(entry, ref)
+    if found is not None:
+        fact, fact_entities = found
+        facts.append(fact)
+        for i, e in enumerate(fact_entities):
+            mention(e.key, e.name, e.kind, "subject" if i == 0 else "object")
+    for name in name_candidates(event.text):
+        mention(entity_key(name), name, "name", "mention")
+    if entry["type"] == "tool.call" or entry["type"] == "tool.result":
+        tool = str((entry.get("payload") or {}).get("tool", ""))
+        mention(entity_key(tool), tool, "tool", "mention")
+    return Extraction(
+        event=event,
+        entities=list(entities.values()),
+        mentions=list(mentions.values()),
+        facts=facts,
+        quantities=quantities(event.text),
+        dates=dates(event.text, event.occurred_at),
+    )
+
+
+def graph_batch(extractions: list[Extraction]) -> GraphBatch:
+    """Merge extractions into one graph write (entities de-duplicated by key)."""
+    entities: dict[tuple[str, str], EntityRecord] = {}
+    for x in extractions:
+        for e in x.entities:
+            entities.setdefault((e.tenant, e.key), e)
+    return GraphBatch(
+        events=[x.event for x in extractions],
+        entities=list(entities.values()),
+        mentions=[m for x in extractions for m in x.mentions],
+        facts=[f for x in extractions for f in x.facts],
+    )

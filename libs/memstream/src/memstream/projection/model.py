@@ -1,0 +1,153 @@
+"""Typed records the extractor derives from one ledger entry (DESIGN.md §3.3)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+JsonScalar = str | int | float | bool | None
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class SourceRef(_Record):
+    """The ledger entry a projected record comes from."""
+
+    tenant: str
+    stream: str
+    seq: int
+    hash: str
+    event_id: str
+
+
+class EventRecord(_Record):
+    """An ``Event`` node; ``prev_event_id`` links the per-stream ``NEXT`` chain."""
+
+    tenant: str
+    event_id: str
+    stream: str
+    seq: int
+    hash: str
+    prev_hash: str
+    type: str
+    agent: str
+    occurred_at: str  # ISO 8601, UTC
+    ingested_at: str
+    text: str = ""
+    metadata: dict[str, JsonScalar] = Field(default_factory=dict)
+
+
+class EntityRecord(_Record):
+    """An ``Entity`` node; ``key`` is the normalised name, unique per tenant."""
+
+    tenant: str
+    key: str
+    name: str
+    kind: str  # agent | person | org | place | thing | tool | task | topic
+
+
+class MentionRecord(_Record):
+    """``(Event)-[:MENTIONS {role}]->(Entity)``."""
+
+    tenant: str
+    event_id: str
+    entity_key: str
+    role: str = "mention"  # actor | subject | object | mention
+
+
+class FactRecord(_Record):
+    """A ``RELATES`` edge from subject to object entity (or a value on the edge).
+
+    ``fact_id`` is deterministic (source event + position) so re-projection is idempotent.
+    Supersession is decided by the graph store: a newer fact with the same tenant, subject
+    and predicate closes the older one (``valid_to``, ``superseded_by``).
+    """
+
+    tenant: str
+    fact_id: str
+    subject_key: str
+    predicate: str
+    object_key: str | None = None
+    value: JsonScalar = None
+    value_text: str = ""  # the object or value as text, for display and search
+    unit: str | None = None
+    valid_from: str  # ISO 8601, UTC
+    confidence: float = 1.0
+    source: SourceRef
+    kind: str = "fact"  # fact | preference
+
+
+class QuantityRecord(_Record):
+    """A number with its unit/currency found in event text (evidence for sums, counts)."""
+
+    value: float
+    unit: str | None = None
+    text: str  # the matched span
+
+
+class DateRecord(_Record):
+    """A date found in event text, resolved to an absolute day against ``occurred_at``."""
+
+    text: str
+    date: str  # ISO date (YYYY-MM-DD)
+    relative: bool
+
+
+class Extraction(_Record):
+    """Everything derived from one ledger entry."""
+
+    event: EventRecord
+    entities: list[EntityRecord] = Field(default_factory=list)
+    mentions: list[MentionRecord] = Field(default_factory=list)
+    facts: list[FactRecord] = Field(default_factory=list)
+    quantities: list[QuantityRecord] = Field(default_factory=list)
+    dates: list[DateRecord] = Field(default_factory=list)
+
+
+class GraphBatch(_Record):
+    """One idempotent write to the graph: MERGE by id/key."""
+
+    events: list[EventRecord] = Field(default_factory=list)
+    entities: list[EntityRecord] = Field(default_factory=list)
+    mentions: list[MentionRecord] = Field(default_factory=list)
+    facts: list[FactRecord] = Field(default_factory=list)
+
+
+class FactView(_Record):
+    """A fact as read back from the graph (with its validity)."""
+
+    fact_id: str
+    subject_key: str
+    predicate: str
+    object_key: str | None
+    value: JsonScalar
+    value_text: str
+    unit: str | None
+    valid_from: str
+    valid_to: str | None
+    superseded_by: str | None
+    confidence: float
+    source: SourceRef
+    kind: str
+
+
+class VectorPoint(_Record):
+    """One point: dense vector + text for the sparse BM25 vector + payload (DESIGN §3.3).
+
+    ``point_key`` is deterministic (e.g. ``event:<tenant>:<event_id>``); adapters map it
+    to a UUIDv5 point id so upserts are idempotent.
+    """
+
+    point_key: str
+    dense: list[float]
+    text: str
+    payload: dict[str, Any]
+
+
+class VectorHit(_Record):
+    point_key: str
+    score: float
+    payload: dict[str, Any]

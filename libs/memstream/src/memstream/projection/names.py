@@ -1,0 +1,65 @@
+"""Entity keys and name candidates in text (class-level, language-generic heuristics)."""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+# Capitalised words that start sentences or are pronouns/determiners are not names.
+_FUNCTION_WORDS = frozenset(
+    """
+    a an the i i'm i've i'd i'll me my mine we our you your he him his she her they them their
+    it its this that these those there here what which who whom whose when where why how
+    and or but if then so because as at by for from in into of on onto to with without about
+    is are was were be been being am do does did have has had will would can could should may
+    might must shall yes no not oh ok okay hey hi hello thanks thank please sure well wow
+    also just maybe really very too all any some every each both either neither one two
+    monday tuesday wednesday thursday friday saturday sunday
+    january february march april may june july august september october november december
+    today tomorrow yesterday tonight morning evening afternoon night week month year
+    """.split()  # noqa: SIM905 - a readable block of words
+)
+_WORD = re.compile(r"[A-Z][\w'’-]*(?:\s+(?:[A-Z][\w'’-]*|of|de|la|van|von|the))*")
+_POSSESSIVE = re.compile(r"['’]s$")
+
+
+def entity_key(name: str) -> str:
+    """Normalised key: NFKC, lower case, possessive and punctuation removed, spaces collapsed."""
+    s = unicodedata.normalize("NFKC", name).strip().lower()
+    s = _POSSESSIVE.sub("", s)
+    s = re.sub(r"[^\w\s:.@/-]", " ", s)
+    return re.sub(r"\s+", " ", s).strip()
+
+
+def _sentence_initial(text: str, start: int) -> bool:
+    before = text[:start].rstrip()
+    return not before or before[-1] in ".!?\n\"“:"
+
+
+def name_candidates(text: str, limit: int = 12) -> list[str]:
+    """Proper-noun-like spans: runs of capitalised words, minus function words.
+
+    A single capitalised word opening a sentence is skipped: capitalisation says nothing
+    there (precision over recall; speakers and agents are entities anyway).
+    """
+    found: list[str] = []
+    seen: set[str] = set()
+    for m in _WORD.finditer(text):
+        words = m.group(0).split()
+        if len(words) == 1 and _sentence_initial(text, m.start()):
+            continue
+        while words and words[0].lower().strip("'’") in _FUNCTION_WORDS:
+            words = words[1:]
+        while words and words[-1].lower() in ("of", "de", "la", "van", "von", "the"):
+            words = words[:-1]
+        if not words:
+            continue
+        name = _POSSESSIVE.sub("", " ".join(words))
+        key = entity_key(name)
+        if len(key) < 2 or key in seen or key in _FUNCTION_WORDS:
+            continue
+        seen.add(key)
+        found.append(name)
+        if len(found) >= limit:
+            break
+    return found

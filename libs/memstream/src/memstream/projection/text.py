@@ -1,0 +1,43 @@
+"""The searchable text of an event, per type."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+
+def _scalar(v: Any) -> str:
+    if isinstance(v, str):
+        return v
+    return orjson.dumps(v).decode() if v is not None else ""
+
+
+def event_text(entry: dict[str, Any]) -> str:
+    """What an event says, in words; structured payloads are rendered compactly."""
+    p: dict[str, Any] = entry.get("payload") or {}
+    t = entry.get("type", "")
+    explicit = p.get("text")
+    if t in ("message.user", "message.assistant", "observation"):
+        return str(explicit or "")
+    if t == "fact.asserted":
+        obj = p.get("object") if p.get("object") is not None else _scalar(p.get("value"))
+        unit = f" {p['unit']}" if p.get("unit") else ""
+        return str(explicit or f"{p.get('subject')} {p.get('predicate')} {obj}{unit}")
+    if t == "preference.set":
+        who = p.get("subject") or entry.get("agent")
+        return str(explicit or f"{who} prefers {p.get('key')}: {_scalar(p.get('value'))}")
+    if t == "tool.call":
+        args = orjson.dumps(p.get("arguments") or {}).decode()
+        return str(explicit or f"call {p.get('tool')} {args}")
+    if t == "tool.result":
+        return str(explicit or f"{p.get('tool')} returned {_scalar(p.get('output'))}")
+    if t == "task.started":
+        return f"task {p.get('task_id')} started: {p.get('goal') or ''}".strip()
+    if t == "task.outcome":
+        return f"task {p.get('task_id')} {p.get('status')}: {explicit or ''}".strip()
+    if t in ("memory.feedback", "memory.invalidate"):
+        return str(p.get("reason") or "")
+    if t == "memory.purge":
+        return f"purge {p.get('subject')}"
+    return str(explicit or "")

@@ -1,0 +1,1 @@
+"""The vector-index port and its adapters (Qdrant Edge embedded, Qdrant server)."""

@@ -1,0 +1,43 @@
+"""``VectorIndex``: dense + sparse (BM25 with IDF) hybrid search, tenant-filtered."""
+
+from __future__ import annotations
+
+from typing import Literal, Protocol
+
+from memstream.projection.model import VectorHit, VectorPoint
+
+Mode = Literal["hybrid", "dense", "sparse"]
+
+
+class VectorIndex(Protocol):
+    """One collection (= one embedding model + projection version)."""
+
+    collection: str
+    dim: int
+
+    def ensure(self) -> None:
+        """Create the collection (dense ``dense`` + sparse ``bm25`` with IDF) if missing."""
+
+    def upsert(self, points: list[VectorPoint]) -> None:
+        """Idempotent by ``point_key`` (UUIDv5)."""
+
+    def query(
+        self,
+        tenant: str,
+        dense: list[float] | None,
+        text: str | None,
+        limit: int = 10,
+        mode: Mode = "hybrid",
+        kinds: list[str] | None = None,
+        streams: list[str] | None = None,
+    ) -> list[VectorHit]:
+        """Top hits of one tenant; hybrid = RRF fusion of the dense and sparse lanes."""
+
+    def count(self, tenant: str | None = None) -> int: ...
+
+    def delete_where(self, tenant: str, key: str, value: str) -> int:
+        """Delete the tenant's points whose payload ``key`` equals/contains ``value``."""
+
+    def drop(self) -> None: ...
+
+    def close(self) -> None: ...

@@ -1,0 +1,121 @@
+"""The deterministic extractor on hand-written ledger entries."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from memstream.projection.extract import extract, graph_batch
+from memstream.projection.names import entity_key, name_candidates
+from memstream.projection.quantities import quantities
+
+
+def entry(type_: str, payload: dict[str, Any], seq: int = 1, **kw: Any) -> dict[str, Any]:
+    base = {
+        "id": f"ev-{seq}",
+        "tenant": "acme",
+        "stream": "chat",
+        "agent": "Maria",
+        "type": type_,
+        "occurred_at": "2024-03-15T10:00:00Z",
+        "payload": payload,
+        "seq": seq,
+        "prev_hash": "0" * 64,
+        "hash": f"{seq:064x}",
+        "ingested_at": "2024-03-15T10:00:01Z",
+        "metadata": {"turn": "D1:3", "nested": {"dropped": True}},
+    }
+    base.update(kw)
+    return base
+
+
+def test_message_gives_agent_names_quantities_and_resolved_dates() -> None:
+    x = extract(
+        entry(
+            "message.user",
+            {"text": "Yesterday I paid $1,200 for the Lisbon trip with Joao Silva, 3 days total."},
+        )
+    )
+    keys = {e.key: e.kind for e in x.entities}
+    assert keys["maria"] == "agent"
+    assert "lisbon" in keys and "joao silva" in keys
+    assert "yesterday" not in keys and "i" not in keys
+    roles = {m.entity_key: m.role for m in x.mentions}
+    assert roles["maria"] == "actor" and roles["lisbon"] == "mention"
+    assert [(q.value, q.unit) for q in x.quantities] == [(1200.0, "USD"), (3.0, "days")]
+    assert [(d.date, d.relative) for d in x.dates] == [("2024-03-14", True)]
+    assert x.event.metadata == {"turn": "D1:3"}  # only scalar metadata is projected
+    assert x.facts == []
+
+
+def test_fact_asserted_becomes_a_cited_fact_with_entities() -> None:
+    x = extract(
+        entry(
+            "fact.asserted",
+            {
+                "subject": "Maria",
+                "predicate": "lives_in",
+                "object": "Porto",
+                "valid_from": "2024-01-01T00:00:00Z",
+                "confidence": 0.8,
+            },
+            seq=7,
+        )
+    )
+    (fact,) = x.facts
+    assert (fact.subject_key, fact.predicate, fact.object_key) == ("maria", "lives_in", "porto")
+    assert fact.valid_from == "2024-01-01T00:00:00Z" and fact.confidence == 0.8
+    assert fact.fact_id == "ev-7#0" and fact.source.seq == 7 and fact.source.hash == f"{7:064x}"
+    assert {m.entity_key: m.role for m in x.mentions}["porto"] == "object"
+
+
+def test_value_fact_defaults_valid_from_to_occurrence() -> None:
+    x = extract(
+        entry(
+            "fact.asserted",
+            {"subject": "Team", "predicate": "budget", "value": 6000, "unit": "USD"},
+        )
+    )
+    (fact,) = x.facts
+    assert fact.object_key is None and fact.value == 6000 and fact.value_text == "6000"
+    assert fact.valid_from == "2024-03-15T10:00:00Z"
+    assert "budget 6000 USD" in x.event.text
+
+
+def test_preference_is_a_fact_of_its_subject() -> None:
+    x = extract(entry("preference.set", {"key": "units", "value": "metric"}))
+    (fact,) = x.facts
+    assert (fact.subject_key, fact.predicate, fact.kind) == ("maria", "prefers:units", "preference")
+
+
+def test_tool_events_mention_the_tool_and_render_text() -> None:
+    x = extract(entry("tool.call", {"tool": "weather.lookup", "arguments": {"city": "Oslo"}}))
+    assert "weather.lookup" in {e.key for e in x.entities}
+    assert "Oslo" in x.event.text
+
+
+def test_extraction_is_deterministic_and_batches_dedupe_entities() -> None:
+    e1 = entry("message.user", {"text": "We love Lisbon"}, seq=1)
+    e2 = entry("message.user", {"text": "Back to Lisbon soon"}, seq=2, id="ev-2")
+    assert extract(e1) == extract(e1)
+    batch = graph_batch([extract(e1), extract(e2)])
+    assert len(batch.events) == 2
+    assert sorted(e.key for e in batch.entities) == ["lisbon", "maria"]
+    assert len(batch.mentions) == 4
+
+
+def test_entity_keys_and_name_candidates() -> None:
+    assert entity_key("  Maria's ") == "maria"
+    assert entity_key("New   York!") == "new york"
+    assert name_candidates("The Museum of Modern Art was great. Then I met Anna.") == [
+        "Museum of Modern Art",
+        "Anna",
+    ]
+
+
+def test_currency_forms() -> None:
+    found = [(q.value, q.unit) for q in quantities("€30, 12.50 euros, $6k and 1.234,56 EUR")]
+    assert found == [(30.0, "EUR"), (12.5, "EUR"), (6000.0, "USD"), (1234.56, "EUR")]
+
+
+def test_sentence_initial_single_words_are_not_names() -> None:
+    assert name_candidates("Back home. Great trip with Anna! Lisbon next.") == ["Anna"]
