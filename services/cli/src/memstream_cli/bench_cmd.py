@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
+from memstream.bench.embed import run_embed_bench
 from memstream.bench.ingest import run_ingest_bench
 from rich.table import Table
 
@@ -46,3 +48,23 @@ def ingest(
             f"{doc['http_ledger_vs_raw']:.2f}",
         )
     out.print(table)
+
+
+@bench_app.command("embed")
+def embed(
+    docs: Annotated[int, typer.Option("--docs", help="documents to embed")] = 20_000,
+    locomo: Annotated[
+        Path | None, typer.Option("--locomo", help="LoCoMo file for a recall check beside BM25")
+    ] = None,
+    json_out: JsonFlag = False,
+) -> None:
+    """Docs/s of the default embedder (and its LoCoMo recall beside BM25, given --locomo)."""
+    doc = run_embed_bench(docs, lambda m: err.print(f"[dim]{m}[/dim]"), locomo)
+    if json_out:
+        print_json(doc)
+        return
+    table = Table("embedder", "dim", "docs", "docs/s")
+    table.add_row(doc["embedder"], str(doc["dim"]), str(doc["docs"]), f"{doc['docs_per_s']:,.0f}")
+    out.print(table)
+    if "locomo" in doc:
+        out.print_json(data=doc["locomo"])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from memstream_cli import bench_cmd, emit_cmd, keys_cmd, ledger_cmd, stack_cmd
+from memstream_cli import bench_cmd, emit_cmd, keys_cmd, ledger_cmd, projections_cmd, stack_cmd
 
 app = typer.Typer(
     name="memstream",
@@ -16,7 +16,9 @@ app.command("up")(stack_cmd.up)
 app.command("status")(stack_cmd.status)
 app.command("emit")(emit_cmd.emit)
 app.command("verify")(ledger_cmd.verify)
+app.command("replay")(projections_cmd.replay)
 app.add_typer(ledger_cmd.ledger_app, name="ledger")
+app.add_typer(projections_cmd.projections_app, name="projections")
 app.add_typer(keys_cmd.keys_app, name="keys")
 app.add_typer(bench_cmd.bench_app, name="bench")
 

@@ -83,8 +83,11 @@ def _fact(entry: dict[str, Any], ref: SourceRef) -> tuple[FactRecord, list[Entit
     return fact, entities
 
 
-def extract(entry: dict[str, Any]) -> Extraction:
-    """Entities (the agent always; names in text), facts, quantities and dates of one entry."""
+def extract(entry: dict[str, Any], light: bool = False) -> Extraction:
+    """Entities (the agent always; names in text), facts, quantities and dates of one entry.
+
+    ``light`` skips quantities and dates (the vector projection needs neither).
+    """
     event = event_record(entry)
     tenant = event.tenant
     ref = SourceRef(
@@ -119,8 +122,8 @@ def extract(entry: dict[str, Any]) -> Extraction:
         entities=list(entities.values()),
         mentions=list(mentions.values()),
         facts=facts,
-        quantities=quantities(event.text),
-        dates=dates(event.text, event.occurred_at),
+        quantities=[] if light else quantities(event.text),
+        dates=[] if light else dates(event.text, event.occurred_at),
     )
 
 

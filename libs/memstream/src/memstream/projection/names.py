@@ -33,7 +33,7 @@ def entity_key(name: str) -> str:
 
 def _sentence_initial(text: str, start: int) -> bool:
     before = text[:start].rstrip()
-    return not before or before[-1] in ".!?\n\"“:"
+    return not before or before[-1] in '.!?\n"“:'
 
 
 def name_candidates(text: str, limit: int = 12) -> list[str]:

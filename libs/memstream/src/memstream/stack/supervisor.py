@@ -21,6 +21,7 @@ from memstream.kafka.reading import group_lag
 from memstream.kafka.topics import ARCHIVER_GROUP, LEDGER, RAW, SEQUENCER_GROUP, ensure_topics
 from memstream.keys import KeyStore
 from memstream.metrics import UP, serve_metrics
+from memstream.projection.embedded import ensure_default_version
 from memstream.settings import Settings
 from memstream.stack.children import spawn, stop_process
 from memstream.stack.net import free_port, port_in_use, wait_for_port
@@ -127,6 +128,7 @@ class EmbeddedStack:
             if self.restored:
                 log.info("restored %d ledger entries from the archive", self.restored)
         self.dev_key = self._dev_key()
+        ensure_default_version(self.settings.model_copy(update={"data_dir": self.data_dir}))
         env = dict(os.environ)
         env.update(
             MEMSTREAM_DATA_DIR=str(self.data_dir.resolve()),
@@ -140,6 +142,7 @@ class EmbeddedStack:
         for name, module in [
             *((n, "memstream_sequencer.main") for n in seq_names),
             ("archiver", "memstream_archiver.main"),
+            ("graph-projector", "memstream_projector.graph"),
         ]:
             port = free_port()
             wenv = dict(env, MEMSTREAM_METRICS_PORT=str(port))

@@ -9,6 +9,7 @@ product of the two is the classic BM25 score.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 import uuid
@@ -22,12 +23,11 @@ B = 0.75
 AVG_DOC_LEN = 24.0  # tokens after stopwords: memory texts are chat turns, facts, summaries
 
 RRF_K = 60  # reciprocal-rank-fusion constant, set explicitly so both engines agree
-POINT_NAMESPACE = uuid.UUID("5d0c6f3e-8a51-5b7e-9c1a-6d656d73747265")  # fixed forever
+POINT_NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "memstream:vector-point")  # never change
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 
-STOPWORDS = frozenset(
-    """
+_STOPWORDS_TEXT = """
     a about above after again against all am an and any are as at be because been before
     being below between both but by can could did do does doing down during each few for
     from further had has have having he her here hers herself him himself his how i if in
@@ -35,9 +35,10 @@ STOPWORDS = frozenset(
     other our ours ourselves out over own same she should so some such than that the their
     theirs them themselves then there these they this those through to too under until up
     very was we were what when where which while who whom why will with would you your yours
-    yourself yourselves s t d ll m re ve
-    """.split()
-)
+    yourself yourselves s t d ll m re ve don doesn didn isn aren wasn weren hasn haven hadn
+    wouldn shouldn couldn
+"""
+STOPWORDS = frozenset(_STOPWORDS_TEXT.split())
 
 
 def _stem(token: str) -> str:
@@ -66,6 +67,7 @@ def tokenize(text: str) -> list[str]:
     return out
 
 
+@functools.lru_cache(maxsize=1 << 18)
 def term_id(token: str) -> int:
     """Stable 31-bit term id (blake2b), the same in every process and on every machine."""
     digest = hashlib.blake2b(token.encode("utf-8"), digest_size=4).digest()

@@ -1,0 +1,82 @@
+"""Neo4j 5 adapter (the distributed backend) over the shared Cypher of ``cypher.py``."""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import neo4j
+from neo4j.exceptions import ClientError
+
+from memstream.graph.cypher import DELETE_SOME_NODES, CypherGraphStore, Row, Run
+
+_T = TypeVar("_T")
+log = logging.getLogger(__name__)
+
+# Composite uniqueness constraints exist in Community edition and back the MERGE keys.
+NEO4J_DDL: tuple[str, ...] = (
+    "CREATE CONSTRAINT memstream_event_key IF NOT EXISTS "
+    "FOR (n:Event) REQUIRE (n.tenant, n.event_id) IS UNIQUE",
+    "CREATE CONSTRAINT memstream_entity_key IF NOT EXISTS "
+    "FOR (n:Entity) REQUIRE (n.tenant, n.key) IS UNIQUE",
+    "CREATE INDEX memstream_event_seq IF NOT EXISTS FOR (n:Event) ON (n.tenant, n.stream, n.seq)",
+    "CREATE INDEX memstream_relates_fact IF NOT EXISTS FOR ()-[f:RELATES]-() ON (f.fact_id)",
+    "CREATE INDEX memstream_relates_source IF NOT EXISTS FOR ()-[f:RELATES]-() ON (f.src_event_id)",
+)
+CREATE_DATABASE = "CREATE DATABASE $name IF NOT EXISTS WAIT"
+DROP_BATCH = 10_000
+
+
+def database_name(namespace: str) -> str:
+    """Neo4j database names allow only ``[a-z0-9.-]``: ``memstream_v1`` → ``memstream-v1``."""
+    name = re.sub(r"[^a-z0-9.-]", "-", namespace.lower())
+    return name if name[:1].isalpha() else "m" + name
+
+
+class Neo4jGraphStore(CypherGraphStore):
+    """One Neo4j database per ``namespace`` holding every tenant; a batch is one transaction.
+
+    Concurrent batches adding facts to one subject serialise on the subject node's lock (creating a
+    relationship locks both ends), so each supersession recompute sees the other's facts.
+    Side-by-side projection versions need one database each, which only Enterprise edition
+    can create; on Community use the default ``neo4j`` database.
+    """
+
+    def __init__(self, driver: neo4j.Driver, namespace: str) -> None:
+        self.driver = driver
+        self.namespace = namespace
+        self.database = database_name(namespace)
+
+    def ensure_schema(self) -> None:
+        try:
+            self.driver.execute_query(CREATE_DATABASE, {"name": self.database}, database_="system")
+        except ClientError as exc:
+            # Community edition or no admin rights: the database must already exist.
+            log.info("not creating Neo4j database %s: %s", self.database, exc.message)
+        for statement in NEO4J_DDL:
+            self.driver.execute_query(statement, database_=self.database)
+
+    def drop(self) -> None:
+        """Delete every node and edge of the database (in batches); the database stays."""
+        while True:
+            rows = self._transact(lambda run: run(DELETE_SOME_NODES, {"limit": DROP_BATCH}))
+            if not rows or int(rows[0]["deleted"]) == 0:
+                return
+
+    def _read(self, query: str, params: dict[str, Any]) -> list[Row]:
+        records, _, _ = self.driver.execute_query(
+            query, params, routing_=neo4j.RoutingControl.READ, database_=self.database
+        )
+        return [record.data() for record in records]
+
+    def _transact(self, work: Callable[[Run], _T]) -> _T:
+        def unit(tx: neo4j.ManagedTransaction) -> _T:
+            def run(query: str, params: dict[str, Any]) -> list[Row]:
+                return [record.data() for record in tx.run(query, params)]
+
+            return work(run)
+
+        with self.driver.session(database=self.database) as session:
+            return session.execute_write(unit)

@@ -1,0 +1,47 @@
+"""Wiring of the vector projection (Edge in the API process, or a Qdrant server)."""
+
+from __future__ import annotations
+
+from memstream.embed.registry import get_embedder
+from memstream.kafka.clients import make_producer
+from memstream.projection.projectors import VectorProjector
+from memstream.projection.runner import ProjectionManager
+from memstream.projection.versions import (
+    DEFAULT_VERSION,
+    FileProjectionRegistry,
+    ProjectionConfig,
+    VersionInfo,
+    registry_path,
+)
+from memstream.settings import Settings
+from memstream.vectors.factory import open_vector_index
+
+
+def default_config(embedder_name: str | None = None) -> ProjectionConfig:
+    embedder = get_embedder(embedder_name)
+    return ProjectionConfig(
+        embedder=embedder.name, embedder_version=embedder.version, dim=embedder.dim
+    )
+
+
+def ensure_default_version(settings: Settings) -> None:
+    """A fresh data dir gets version ``v1`` with the default embedder, live."""
+    registry = FileProjectionRegistry(registry_path(settings.data_dir))
+    if not registry.load().versions:
+        registry.register(DEFAULT_VERSION, default_config())
+
+
+def vector_manager(settings: Settings, bootstrap: str) -> ProjectionManager:
+    def factory(info: VersionInfo) -> VectorProjector:
+        embedder = get_embedder(info.config.embedder)
+        index = open_vector_index(settings, info.vector_collection, info.config.dim)
+        return VectorProjector(index, embedder, info.name, make_producer(bootstrap))
+
+    return ProjectionManager(
+        settings=settings,
+        bootstrap=bootstrap,
+        registry=FileProjectionRegistry(registry_path(settings.data_dir)),
+        component="vector-projector",
+        factory=factory,
+        group_of=lambda info: info.vector_group,
+    )

@@ -1,0 +1,149 @@
+"""The graph and vector projectors: decode ledger records, extract, write; the loop commits."""
+
+from __future__ import annotations
+
+import logging
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+from confluent_kafka import Message, Producer
+
+from memstream.embed.port import Embedder
+from memstream.graph.port import GraphStore
+from memstream.kafka.dlq import dead_letter
+from memstream.kafka.topics import DLQ, LEDGER
+from memstream.metrics import EVENTS_DEAD_LETTERED
+from memstream.projection.extract import extract, graph_batch
+from memstream.projection.metrics import FRESHNESS, POINTS, PROJECTED
+from memstream.projection.model import Extraction, VectorPoint
+from memstream.vectors.port import VectorIndex
+
+log = logging.getLogger(__name__)
+
+
+def _parse_ts(ts: str) -> float:
+    return datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp()
+
+
+class _Base:
+    """Decoding with dead letters: a record that cannot be projected never stops the loop."""
+
+    component = "projector"
+
+    def __init__(self, version: str, producer: Producer) -> None:
+        self.version = version
+        self.producer = producer
+
+    def decode(self, msgs: list[Message], light: bool) -> list[Extraction]:
+        out: list[Extraction] = []
+        dead = 0
+        now = datetime.now(UTC)
+        for m in msgs:
+            try:
+                entry: Any = orjson.loads(m.value() or b"")
+                out.append(extract(entry, light=light))
+            except Exception as exc:  # any data problem is the record's, not the loop's
+                value = dead_letter(
+                    f"{self.component} {self.version}: {exc!r}"[:500],
+                    m.value(),
+                    LEDGER,
+                    m.partition() or 0,
+                    m.offset() or 0,
+                    self.component,
+                    now,
+                )
+                self.producer.produce(DLQ, value, key=m.key())
+                dead += 1
+        if dead:
+            if self.producer.flush(30):
+                raise RuntimeError("DLQ delivery failed")
+            EVENTS_DEAD_LETTERED.labels(self.component, LEDGER).inc(dead)
+        return out
+
+    def observe(self, extractions: list[Extraction], kind: str) -> None:
+        now = time.time()
+        hist = FRESHNESS.labels(kind, self.version)
+        for x in extractions:
+            hist.observe(max(0.0, now - _parse_ts(x.event.ingested_at)))
+        PROJECTED.labels(kind, self.version).inc(len(extractions))
+
+
+class GraphProjector(_Base):
+    component = "graph-projector"
+
+    def __init__(self, store: GraphStore, version: str, producer: Producer) -> None:
+        super().__init__(version, producer)
+        self.store = store
+        store.ensure_schema()
+
+    def process(self, msgs: list[Message]) -> None:
+        extractions = self.decode(msgs, light=False)
+        if extractions:
+            self.store.write(graph_batch(extractions))
+            self.observe(extractions, "graph")
+
+    def close(self) -> None:
+        self.producer.flush(10)
+
+    def discard(self) -> None:
+        self.store.drop()
+
+
+def event_point(x: Extraction) -> VectorPoint:
+    """One point per event (so counts match the ledger); payload per DESIGN.md §3.3."""
+    e = x.event
+    return VectorPoint(
+        point_key=f"event:{e.tenant}:{e.event_id}",
+        dense=[],
+        text=f"{e.agent}: {e.text.strip() or e.type}",
+        payload={
+            "tenant": e.tenant,
+            "kind": "event",
+            "stream": e.stream,
+            "seq": e.seq,
+            "hash": e.hash,
+            "event_id": e.event_id,
+            "type": e.type,
+            "agent": e.agent,
+            "occurred_at": e.occurred_at,
+            "valid_to": None,
+            "entity_keys": sorted({m.entity_key for m in x.mentions}),
+            "metadata": e.metadata,
+        },
+    )
+
+
+class VectorProjector(_Base):
+    component = "vector-projector"
+
+    def __init__(
+        self, index: VectorIndex, embedder: Embedder, version: str, producer: Producer
+    ) -> None:
+        super().__init__(version, producer)
+        self.index = index
+        self.embedder = embedder
+        index.ensure()
+        POINTS.labels(version).set(index.count())
+
+    def process(self, msgs: list[Message]) -> None:
+        extractions = self.decode(msgs, light=True)
+        points = [event_point(x) for x in extractions]
+        if points:
+            vectors = self.embedder.embed([p.text for p in points])
+            self.index.upsert(
+                [
+                    p.model_copy(update={"dense": v.tolist()})
+                    for p, v in zip(points, vectors, strict=True)
+                ]
+            )
+        self.observe(extractions, "vector")
+        POINTS.labels(self.version).set(self.index.count())
+
+    def close(self) -> None:
+        self.producer.flush(10)
+        self.index.close()
+
+    def discard(self) -> None:
+        self.index.drop()

@@ -1,0 +1,120 @@
+"""Runs one consumer loop per registered projection version, in threads.
+
+The registry decides what is built: a new version gets its own consumer group and starts
+from the beginning of the ledger; a dropped version's loop stops; a loop that died on an
+infrastructure error (graph down, ...) is restarted on the next sync.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from confluent_kafka import Message
+
+from memstream.kafka.clients import make_consumer
+from memstream.kafka.loop import BatchLoop
+from memstream.kafka.topics import LEDGER
+from memstream.projection.versions import FileProjectionRegistry, VersionInfo
+from memstream.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+class Projector(Protocol):
+    def process(self, msgs: list[Message]) -> None: ...
+
+    def close(self) -> None: ...
+
+    def discard(self) -> None:
+        """Delete what this version wrote (its version was dropped)."""
+
+
+@dataclass
+class _Running:
+    projector: Projector
+    loop: BatchLoop
+    thread: threading.Thread
+
+
+@dataclass
+class ProjectionManager:
+    settings: Settings
+    bootstrap: str
+    registry: FileProjectionRegistry
+    component: str  # "graph-projector" | "vector-projector"
+    factory: Callable[[VersionInfo], Projector]
+    group_of: Callable[[VersionInfo], str]
+    running: dict[str, _Running] = field(default_factory=dict)
+    stopping: threading.Event = field(default_factory=threading.Event)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def projector(self, version: str) -> Projector | None:
+        r = self.running.get(version)
+        return r.projector if r is not None else None
+
+    def _start(self, info: VersionInfo) -> None:
+        projector = self.factory(info)
+        group = self.group_of(info)
+        loop = BatchLoop(
+            consumer=make_consumer(self.bootstrap, group, self.settings),
+            topic=LEDGER,
+            group=group,
+            component=self.component,
+            process=projector.process,
+            batch_size=self.settings.batch_size,
+            wait_s=self.settings.batch_wait_s,
+        )
+        thread = threading.Thread(
+            target=self._run, args=(info.name, loop), name=f"{self.component}-{info.name}"
+        )
+        self.running[info.name] = _Running(projector, loop, thread)
+        thread.start()
+        log.info("%s: building version %s (group %s)", self.component, info.name, group)
+
+    def _run(self, name: str, loop: BatchLoop) -> None:
+        try:
+            loop.run()
+        except Exception:
+            log.exception("%s: loop of %s stopped; restarting on next sync", self.component, name)
+
+    def _stop(self, name: str, discard: bool = False) -> None:
+        r = self.running.pop(name)
+        r.loop.stop_event.set()
+        r.thread.join(30)
+        if discard:
+            r.projector.discard()
+        r.projector.close()
+
+    def sync(self) -> None:
+        """Make the running loops match the registry."""
+        with self.lock:
+            versions = self.registry.load().versions
+            for name in [n for n in self.running if n not in versions]:
+                log.info("%s: version %s dropped", self.component, name)
+                self._stop(name, discard=True)
+            for name, info in versions.items():
+                r = self.running.get(name)
+                if r is not None and not r.thread.is_alive() and not self.stopping.is_set():
+                    self._stop(name)
+                    r = None
+                if r is None and not self.stopping.is_set():
+                    self._start(info)
+
+    def run_forever(self, interval: float = 1.0) -> None:
+        while not self.stopping.is_set():
+            try:
+                self.sync()
+            except Exception:
+                log.exception("%s: sync failed", self.component)
+            self.stopping.wait(interval)
+        self.stop_all()
+
+    def stop_all(self) -> None:
+        self.stopping.set()
+        with self.lock:
+            for name in list(self.running):
+                self._stop(name)

@@ -1,0 +1,63 @@
+"""``projections list``: versions with counts and lag, read from the running stack."""
+
+from __future__ import annotations
+
+import urllib.request
+from typing import Any
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from memstream.graph.factory import open_graph_store
+from memstream.kafka.reading import end_offsets, group_lag
+from memstream.kafka.topics import LEDGER
+from memstream.projection.versions import FileProjectionRegistry, registry_path
+from memstream.settings import Settings
+
+
+def vector_points(metrics_urls: list[str]) -> dict[str, int]:
+    """Points per version, from whichever process exports ``memstream_projection_points``."""
+    points: dict[str, int] = {}
+    for url in metrics_urls:
+        try:
+            with urllib.request.urlopen(url, timeout=3) as resp:
+                text = resp.read().decode()
+        except OSError:
+            continue
+        for family in text_string_to_metric_families(text):
+            if family.name == "memstream_projection_points":
+                for sample in family.samples:
+                    points[sample.labels["version"]] = int(sample.value)
+    return points
+
+
+def projection_status(
+    settings: Settings, bootstrap: str, metrics_urls: list[str]
+) -> dict[str, Any]:
+    """``{"versions": [{"name", "live", "status", "config_hash", "counts", "lag"}]}``."""
+    reg = FileProjectionRegistry(registry_path(settings.data_dir)).load()
+    ledger_events = sum(end_offsets(bootstrap, LEDGER).values())
+    points = vector_points(metrics_urls)
+    versions = []
+    for name, info in sorted(reg.versions.items()):
+        store = open_graph_store(settings, info.graph_namespace)
+        g = store.counts()
+        graph_lag = sum(group_lag(bootstrap, info.graph_group, LEDGER).values())
+        vector_lag = sum(group_lag(bootstrap, info.vector_group, LEDGER).values())
+        versions.append(
+            {
+                "name": name,
+                "live": reg.live == name,
+                "status": info.status,
+                "config_hash": info.config_hash,
+                "config": info.config.model_dump(),
+                "counts": {
+                    "ledger_events": ledger_events,
+                    "graph_events": g.get("events", 0),
+                    "entities": g.get("entities", 0),
+                    "facts": g.get("facts", 0),
+                    "vector_points": points.get(name, 0),
+                },
+                "lag": {"graph": graph_lag, "vector": vector_lag, "total": graph_lag + vector_lag},
+            }
+        )
+    return {"live": reg.live, "versions": versions}

@@ -1,0 +1,250 @@
+"""``VectorIndex`` on Qdrant Edge: the Qdrant engine in-process, one shard dir per collection."""
+
+from __future__ import annotations
+
+import shutil
+import threading
+from pathlib import Path
+from typing import Any, cast
+
+import qdrant_edge as qe
+
+from memstream.projection.model import VectorHit, VectorPoint
+from memstream.vectors.port import Mode
+from memstream.vectors.sparse import (
+    RRF_K,
+    SparseVec,
+    doc_vector,
+    point_id,
+    prefetch_limit,
+    query_vector,
+)
+
+DENSE = "dense"
+SPARSE = "bm25"
+KEYWORD_FIELDS = ("kind", "stream")
+# the stub types ``Fusion.Rrf`` as its own class; the engine accepts it as a Fusion query
+_RRF = cast(qe.Fusion, qe.Fusion.Rrf(k=RRF_K))
+
+
+def _sparse(vec: SparseVec) -> qe.SparseVector:
+    return qe.SparseVector(vec.indices, vec.values)
+
+
+def _match(key: str, value: str) -> qe.FieldCondition:
+    return qe.FieldCondition(key, match=qe.MatchValue(value))
+
+
+class EdgeVectorIndex:
+    """Dense (cosine) + sparse BM25 (IDF) hybrid index on an ``EdgeShard`` at ``path``.
+
+    Thread-safe. ``EdgeShard`` is a ``Sync`` PyO3 object that releases the GIL and
+    synchronises internally (checked: concurrent upserts, deletes, ``optimize`` and queries
+    from several threads, no errors, consistent counts). Queries run lock-free and in
+    parallel; writes and open/close/drop are serialised by one lock, so a projector thread
+    and request handlers can share one instance. Use one instance per shard directory.
+
+    IDF statistics are scoped to the querying tenant: tenants never influence each other's
+    ranking. The shard never builds HNSW by itself: dense search is an exact scan (≈1 ms
+    at 20k, ≈5 ms at 100k points) until ``optimize()`` runs.
+    """
+
+    def __init__(self, path: Path, collection: str, dim: int, *, batch_size: int = 1024) -> None:
+        self.path = Path(path)
+        self.collection = collection
+        self.dim = dim
+        self.batch_size = batch_size
+        self._lock = threading.RLock()  # writes and lifecycle
+        self._optimize_lock = threading.Lock()  # close/drop wait for a running optimize
+        self._shard: qe.EdgeShard | None = None
+        self._closed = False
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def _config(self) -> qe.EdgeConfig:
+        return qe.EdgeConfig(
+            vectors={DENSE: qe.EdgeVectorParams(size=self.dim, distance=qe.Distance.Cosine)},
+            sparse_vectors={SPARSE: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
+        )
+
+    def _has_data(self) -> bool:
+        return self.path.is_dir() and any(self.path.iterdir())
+
+    def ensure(self) -> None:
+        """Open the shard, creating it (and its payload indexes) if missing."""
+        self._open(create=True)
+
+    def _open(self, *, create: bool) -> qe.EdgeShard | None:
+        shard = self._shard
+        if shard is not None:
+            return shard
+        with self._lock:
+            if self._closed:
+                raise RuntimeError(f"vector index {self.collection!r} is closed")
+            if self._shard is not None:
+                return self._shard
+            if self._has_data():
+                shard = qe.EdgeShard.load(str(self.path), self._config())
+            elif create:
+                self.path.mkdir(parents=True, exist_ok=True)
+                shard = qe.EdgeShard.create(str(self.path), self._config())
+            else:
+                return None
+            self._index_payload(shard)
+            self._shard = shard
+            return shard
+
+    @staticmethod
+    def _index_payload(shard: qe.EdgeShard) -> None:
+        have = shard.info().payload_schema
+        if "tenant" not in have:
+            tenant_params = qe.KeywordIndexParams(is_tenant=True)
+            shard.update(qe.UpdateOperation.create_field_index("tenant", tenant_params))
+        for name in KEYWORD_FIELDS:
+            if name not in have:
+                keyword = qe.PayloadSchemaType.Keyword
+                shard.update(qe.UpdateOperation.create_field_index(name, keyword))
+
+    def optimize(self) -> bool:
+        """Build HNSW / merge segments; blocks the caller only (upserts and queries go on).
+
+        Slow (≈20 s for 20k 256-d points on 2 cores): run it from an idle/background thread.
+        """
+        with self._optimize_lock:
+            shard = self._open(create=False)
+            return shard.optimize() if shard is not None else False
+
+    def flush(self) -> None:
+        with self._lock:
+            if self._shard is not None:
+                self._shard.flush()
+
+    def close(self) -> None:
+        with self._optimize_lock, self._lock:
+            if self._shard is not None:
+                self._shard.flush()
+                self._shard.close()
+            self._shard = None
+            self._closed = True
+
+    def drop(self) -> None:
+        """Delete the whole collection from disk; ``ensure``/``upsert`` recreate it."""
+        with self._optimize_lock, self._lock:
+            if self._shard is not None:
+                self._shard.close()
+            self._shard = None
+            shutil.rmtree(self.path, ignore_errors=True)
+
+    # -- writes ----------------------------------------------------------------------------
+
+    def _point(self, p: VectorPoint) -> qe.Point:
+        if len(p.dense) != self.dim:
+            raise ValueError(f"{p.point_key}: dense has {len(p.dense)} dims, expected {self.dim}")
+        vector: dict[str, qe.NamedVector] = {DENSE: p.dense}
+        sparse = doc_vector(p.text)
+        if sparse:
+            vector[SPARSE] = _sparse(sparse)
+        return qe.Point(point_id(p.point_key), vector, {**p.payload, "point_key": p.point_key})
+
+    def upsert(self, points: list[VectorPoint]) -> None:
+        """Idempotent by ``point_key``; written in batches of ``batch_size``."""
+        if not points:
+            return
+        shard = self._open(create=True)
+        assert shard is not None
+        for start in range(0, len(points), self.batch_size):
+            batch = [self._point(p) for p in points[start : start + self.batch_size]]
+            with self._lock:
+                shard.update(qe.UpdateOperation.upsert_points(batch))
+
+    def delete_where(self, tenant: str, key: str, value: str) -> int:
+        """Delete the tenant's points whose payload ``key`` equals (or, for lists, contains)."""
+        shard = self._open(create=False)
+        if shard is None:
+            return 0
+        flt = qe.Filter(must=[_match("tenant", tenant), _match(key, value)])
+        with self._lock:
+            n = shard.count(qe.CountRequest(exact=True, filter=flt))
+            if n:
+                shard.update(qe.UpdateOperation.delete_points_by_filter(flt))
+        return n
+
+    # -- reads -----------------------------------------------------------------------------
+
+    def count(self, tenant: str | None = None) -> int:
+        shard = self._open(create=False)
+        if shard is None:
+            return 0
+        flt = qe.Filter(must=[_match("tenant", tenant)]) if tenant is not None else None
+        return shard.count(qe.CountRequest(exact=True, filter=flt))
+
+    def query(
+        self,
+        tenant: str,
+        dense: list[float] | None,
+        text: str | None,
+        limit: int = 10,
+        mode: Mode = "hybrid",
+        kinds: list[str] | None = None,
+        streams: list[str] | None = None,
+    ) -> list[VectorHit]:
+        """Top hits of one tenant; hybrid = RRF fusion of the dense and sparse lanes.
+
+        ``mode="dense"`` needs ``dense``, ``"sparse"`` needs ``text``; hybrid uses whichever
+        lanes have input. An empty ``kinds``/``streams`` list matches nothing.
+        """
+        if mode == "dense" and dense is None:
+            raise ValueError("mode='dense' needs a dense query vector")
+        if mode == "sparse" and text is None:
+            raise ValueError("mode='sparse' needs a query text")
+        if dense is not None and len(dense) != self.dim:
+            raise ValueError(f"query has {len(dense)} dims, expected {self.dim}")
+        if kinds == [] or streams == [] or limit <= 0:
+            return []
+        shard = self._open(create=False)
+        if shard is None:
+            return []
+
+        must: list[qe.ConditionType] = [_match("tenant", tenant)]
+        if kinds:
+            must.append(qe.FieldCondition("kind", match=qe.MatchAny(kinds)))
+        if streams:
+            must.append(qe.FieldCondition("stream", match=qe.MatchAny(streams)))
+        flt = qe.Filter(must=must)
+        idf = qe.SearchParams(idf=qe.IdfParams(corpus=qe.Filter(must=[_match("tenant", tenant)])))
+
+        dense_q = qe.Query.Nearest(dense, using=DENSE) if dense is not None else None
+        sparse_vec = query_vector(text) if text is not None else SparseVec([], [])
+        sparse_q = qe.Query.Nearest(_sparse(sparse_vec), using=SPARSE) if sparse_vec else None
+
+        if mode == "dense":
+            request = qe.QueryRequest(limit=limit, query=dense_q, filter=flt, with_payload=True)
+        elif mode == "sparse":
+            if sparse_q is None:
+                return []
+            request = qe.QueryRequest(
+                limit=limit, query=sparse_q, filter=flt, params=idf, with_payload=True
+            )
+        else:
+            pool = prefetch_limit(limit)
+            prefetches = []
+            if dense_q is not None:
+                prefetches.append(qe.Prefetch(limit=pool, query=dense_q, filter=flt))
+            if sparse_q is not None:
+                prefetches.append(qe.Prefetch(limit=pool, query=sparse_q, filter=flt, params=idf))
+            if not prefetches:
+                return []
+            request = qe.QueryRequest(
+                limit=limit,
+                prefetches=prefetches,
+                query=_RRF,
+                filter=flt,
+                with_payload=True,
+            )
+        return [_hit(sp) for sp in shard.query(request)]
+
+
+def _hit(sp: qe.ScoredPoint) -> VectorHit:
+    payload: dict[str, Any] = dict(sp.payload or {})
+    key = cast(str, payload.pop("point_key"))
+    return VectorHit(point_key=key, score=float(sp.score), payload=payload)

@@ -1,0 +1,252 @@
+"""``VectorIndex`` on a Qdrant server/cluster through ``qdrant-client`` (distributed mode)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import warnings
+from typing import Any, cast
+
+from qdrant_client import QdrantClient, models
+from qdrant_client.http.exceptions import UnexpectedResponse
+
+from memstream.projection.model import VectorHit, VectorPoint
+from memstream.vectors.port import Mode
+from memstream.vectors.sparse import (
+    RRF_K,
+    SparseVec,
+    doc_vector,
+    point_id,
+    prefetch_limit,
+    query_vector,
+)
+
+log = logging.getLogger(__name__)
+
+DENSE = "dense"
+SPARSE = "bm25"
+KEYWORD_FIELDS = ("kind", "stream")
+
+
+def _sparse(vec: SparseVec) -> models.SparseVector:
+    return models.SparseVector(indices=vec.indices, values=vec.values)
+
+
+def _match(key: str, value: str) -> models.FieldCondition:
+    return models.FieldCondition(key=key, match=models.MatchValue(value=value))
+
+
+class QdrantVectorIndex:
+    """Dense (cosine) + sparse BM25 (IDF) hybrid index in one Qdrant collection.
+
+    Same behaviour as ``EdgeVectorIndex`` (RRF k=60, IDF scoped to the querying tenant).
+    Servers older than those features (e.g. 1.13) reject them; the adapter then falls back
+    once, with a warning, to the server's default RRF and collection-wide IDF.
+    Writes are serialised by a lock; reads are as thread-safe as the client (the HTTP
+    client is; ``QdrantClient(":memory:")``/path mode is meant for tests only).
+    The client belongs to the caller unless ``owns_client`` is set.
+    """
+
+    def __init__(
+        self,
+        client: QdrantClient,
+        collection: str,
+        dim: int,
+        *,
+        batch_size: int = 256,
+        owns_client: bool = False,
+    ) -> None:
+        self.client = client
+        self.collection = collection
+        self.dim = dim
+        self.batch_size = batch_size
+        self.owns_client = owns_client
+        self._lock = threading.RLock()
+        self._ready = False
+        self._legacy = False  # server lacks Rrf(k) / IDF corpus params
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def ensure(self) -> None:
+        """Create the collection (dense ``dense`` + sparse ``bm25`` with IDF) if missing."""
+        with self._lock:
+            if self._ready:
+                return
+            if self.client.collection_exists(self.collection):
+                self._check_dim()
+            else:
+                self._create()
+            self._ready = True
+
+    def _create(self) -> None:
+        self.client.create_collection(
+            self.collection,
+            vectors_config={
+                DENSE: models.VectorParams(size=self.dim, distance=models.Distance.COSINE)
+            },
+            sparse_vectors_config={SPARSE: models.SparseVectorParams(modifier=models.Modifier.IDF)},
+        )
+        tenant = models.KeywordIndexParams(type=models.KeywordIndexType.KEYWORD, is_tenant=True)
+        with warnings.catch_warnings():  # local mode: "payload indexes have no effect"
+            warnings.simplefilter("ignore", UserWarning)
+            self.client.create_payload_index(self.collection, "tenant", field_schema=tenant)
+            for name in KEYWORD_FIELDS:
+                keyword = models.PayloadSchemaType.KEYWORD
+                self.client.create_payload_index(self.collection, name, field_schema=keyword)
+
+    def _check_dim(self) -> None:
+        vectors = self.client.get_collection(self.collection).config.params.vectors
+        params = vectors.get(DENSE) if isinstance(vectors, dict) else None
+        if params is None or params.size != self.dim:
+            raise ValueError(f"collection {self.collection!r} has no {self.dim}-d {DENSE!r}")
+
+    def _exists(self) -> bool:
+        if not self._ready and self.client.collection_exists(self.collection):
+            self.ensure()
+        return self._ready
+
+    def drop(self) -> None:
+        """Delete the whole collection; ``ensure``/``upsert`` recreate it."""
+        with self._lock:
+            self.client.delete_collection(self.collection)
+            self._ready = False
+
+    def close(self) -> None:
+        if self.owns_client:
+            self.client.close()
+
+    # -- writes ----------------------------------------------------------------------------
+
+    def _point(self, p: VectorPoint) -> models.PointStruct:
+        if len(p.dense) != self.dim:
+            raise ValueError(f"{p.point_key}: dense has {len(p.dense)} dims, expected {self.dim}")
+        vector: dict[str, Any] = {DENSE: p.dense}
+        sparse = doc_vector(p.text)
+        if sparse:
+            vector[SPARSE] = _sparse(sparse)
+        payload = {**p.payload, "point_key": p.point_key}
+        return models.PointStruct(id=point_id(p.point_key), vector=vector, payload=payload)
+
+    def upsert(self, points: list[VectorPoint]) -> None:
+        """Idempotent by ``point_key``; written in batches of ``batch_size``."""
+        if not points:
+            return
+        self.ensure()
+        for start in range(0, len(points), self.batch_size):
+            batch = [self._point(p) for p in points[start : start + self.batch_size]]
+            with self._lock:
+                self.client.upsert(self.collection, points=batch, wait=True)
+
+    def delete_where(self, tenant: str, key: str, value: str) -> int:
+        """Delete the tenant's points whose payload ``key`` equals (or, for lists, contains)."""
+        if not self._exists():
+            return 0
+        flt = models.Filter(must=[_match("tenant", tenant), _match(key, value)])
+        with self._lock:
+            n = self.client.count(self.collection, count_filter=flt, exact=True).count
+            if n:
+                selector = models.FilterSelector(filter=flt)
+                self.client.delete(self.collection, points_selector=selector, wait=True)
+        return n
+
+    # -- reads -----------------------------------------------------------------------------
+
+    def count(self, tenant: str | None = None) -> int:
+        if not self._exists():
+            return 0
+        flt = models.Filter(must=[_match("tenant", tenant)]) if tenant is not None else None
+        return self.client.count(self.collection, count_filter=flt, exact=True).count
+
+    def query(
+        self,
+        tenant: str,
+        dense: list[float] | None,
+        text: str | None,
+        limit: int = 10,
+        mode: Mode = "hybrid",
+        kinds: list[str] | None = None,
+        streams: list[str] | None = None,
+    ) -> list[VectorHit]:
+        """Top hits of one tenant; hybrid = RRF fusion of the dense and sparse lanes.
+
+        ``mode="dense"`` needs ``dense``, ``"sparse"`` needs ``text``; hybrid uses whichever
+        lanes have input. An empty ``kinds``/``streams`` list matches nothing.
+        """
+        if mode == "dense" and dense is None:
+            raise ValueError("mode='dense' needs a dense query vector")
+        if mode == "sparse" and text is None:
+            raise ValueError("mode='sparse' needs a query text")
+        if dense is not None and len(dense) != self.dim:
+            raise ValueError(f"query has {len(dense)} dims, expected {self.dim}")
+        if kinds == [] or streams == [] or limit <= 0 or not self._exists():
+            return []
+
+        must: list[models.Condition] = [_match("tenant", tenant)]
+        if kinds:
+            must.append(models.FieldCondition(key="kind", match=models.MatchAny(any=kinds)))
+        if streams:
+            must.append(models.FieldCondition(key="stream", match=models.MatchAny(any=streams)))
+        flt = models.Filter(must=must)
+        sparse_vec = query_vector(text) if text is not None else SparseVec([], [])
+        if mode == "sparse" and not sparse_vec:
+            return []
+        try:
+            return self._query(tenant, flt, dense, sparse_vec, limit, mode)
+        except UnexpectedResponse as exc:
+            if self._legacy or exc.status_code not in (400, 422):
+                raise
+            log.warning("qdrant server lacks Rrf(k)/IDF corpus (%s): legacy fusion", exc)
+            self._legacy = True
+            return self._query(tenant, flt, dense, sparse_vec, limit, mode)
+
+    def _query(
+        self,
+        tenant: str,
+        flt: models.Filter,
+        dense: list[float] | None,
+        sparse_vec: SparseVec,
+        limit: int,
+        mode: Mode,
+    ) -> list[VectorHit]:
+        idf: models.SearchParams | None = None
+        if not self._legacy:
+            corpus = models.Filter(must=[_match("tenant", tenant)])
+            idf = models.SearchParams(idf=models.IdfCorpusParams(corpus=corpus))
+        common: dict[str, Any] = {"query_filter": flt, "limit": limit, "with_payload": True}
+        if mode == "dense":
+            res = self.client.query_points(self.collection, query=dense, using=DENSE, **common)
+        elif mode == "sparse":
+            res = self.client.query_points(
+                self.collection,
+                query=_sparse(sparse_vec),
+                using=SPARSE,
+                search_params=idf,
+                **common,
+            )
+        else:
+            pool = prefetch_limit(limit)
+            prefetch: list[models.Prefetch] = []
+            if dense is not None:
+                prefetch.append(models.Prefetch(query=dense, using=DENSE, filter=flt, limit=pool))
+            if sparse_vec:
+                sq = _sparse(sparse_vec)
+                prefetch.append(
+                    models.Prefetch(query=sq, using=SPARSE, filter=flt, limit=pool, params=idf)
+                )
+            if not prefetch:
+                return []
+            fusion: models.Query = (
+                models.FusionQuery(fusion=models.Fusion.RRF)
+                if self._legacy
+                else models.RrfQuery(rrf=models.Rrf(k=RRF_K))
+            )
+            res = self.client.query_points(
+                self.collection, query=fusion, prefetch=prefetch, **common
+            )
+        return [_hit(sp) for sp in res.points]
+
+
+def _hit(sp: models.ScoredPoint) -> VectorHit:
+    payload: dict[str, Any] = dict(sp.payload or {})
+    key = cast(str, payload.pop("point_key"))
+    return VectorHit(point_key=key, score=float(sp.score), payload=payload)

@@ -1,0 +1,40 @@
+"""Graph projector: every registered projection version of the ledger into the graph store."""
+
+from __future__ import annotations
+
+import signal
+
+from memstream.graph.factory import open_graph_store
+from memstream.kafka.clients import make_producer
+from memstream.kafka.loop import tune_gc_for_batches
+from memstream.kafka.worker import start_worker
+from memstream.projection.projectors import GraphProjector
+from memstream.projection.runner import ProjectionManager
+from memstream.projection.versions import FileProjectionRegistry, VersionInfo, registry_path
+
+COMPONENT = "graph-projector"
+
+
+def main() -> None:
+    settings, bootstrap = start_worker(COMPONENT)
+
+    def factory(info: VersionInfo) -> GraphProjector:
+        store = open_graph_store(settings, info.graph_namespace)
+        return GraphProjector(store, info.name, make_producer(bootstrap))
+
+    manager = ProjectionManager(
+        settings=settings,
+        bootstrap=bootstrap,
+        registry=FileProjectionRegistry(registry_path(settings.data_dir)),
+        component=COMPONENT,
+        factory=factory,
+        group_of=lambda info: info.graph_group,
+    )
+    signal.signal(signal.SIGTERM, lambda *_: manager.stopping.set())
+    signal.signal(signal.SIGINT, lambda *_: manager.stopping.set())
+    tune_gc_for_batches()
+    manager.run_forever()
+
+
+if __name__ == "__main__":
+    main()

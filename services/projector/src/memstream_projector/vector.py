@@ -1,0 +1,28 @@
+"""Vector projector for a Qdrant server (distributed stack).
+
+In the embedded stack the same projector runs inside the API process, next to the
+in-process Qdrant Edge index that checkout reads.
+"""
+
+from __future__ import annotations
+
+import signal
+
+from memstream.kafka.loop import tune_gc_for_batches
+from memstream.kafka.worker import start_worker
+from memstream.projection.embedded import vector_manager
+
+COMPONENT = "vector-projector"
+
+
+def main() -> None:
+    settings, bootstrap = start_worker(COMPONENT)
+    manager = vector_manager(settings, bootstrap)
+    signal.signal(signal.SIGTERM, lambda *_: manager.stopping.set())
+    signal.signal(signal.SIGINT, lambda *_: manager.stopping.set())
+    tune_gc_for_batches()
+    manager.run_forever()
+
+
+if __name__ == "__main__":
+    main()

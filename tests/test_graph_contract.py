@@ -1,0 +1,556 @@
+"""The graph port contract, run against every adapter on a real server.
+
+FalkorDB always runs (the ``falkordb_server`` fixture). Neo4j joins the parametrization only
+when ``MEMSTREAM_TEST_NEO4J_URI`` is set (plus ``..._USER``, ``..._PASSWORD``,
+``..._DATABASE``); otherwise it is not collected at all rather than reported as skipped.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import uuid
+from collections.abc import Iterator
+
+import neo4j
+import pytest
+from falkordb import FalkorDB
+from memstream.graph import cypher
+from memstream.graph.cypher import CypherGraphStore, iso_z
+from memstream.graph.factory import GraphNotConfiguredError, open_graph_store
+from memstream.graph.falkor import FALKOR_DDL, FalkorGraphStore
+from memstream.graph.neo4j_store import NEO4J_DDL, Neo4jGraphStore, database_name
+from memstream.graph.port import GraphStore
+from memstream.projection.model import (
+    EntityRecord,
+    EventRecord,
+    FactRecord,
+    FactView,
+    GraphBatch,
+    JsonScalar,
+    MentionRecord,
+    SourceRef,
+)
+from memstream.settings import Settings
+from memstream.stack.servers import Server
+
+NEO4J_URI = os.environ.get("MEMSTREAM_TEST_NEO4J_URI")
+ADAPTERS = ["falkordb"] + (["neo4j"] if NEO4J_URI else [])
+
+A, B = "acme", "globex"
+
+
+@pytest.fixture(params=ADAPTERS)
+def store(request: pytest.FixtureRequest) -> Iterator[CypherGraphStore]:
+    """A fresh, schema-ready namespace per test, dropped afterwards."""
+    if request.param == "falkordb":
+        server: Server = request.getfixturevalue("falkordb_server")
+        client = FalkorDB(port=server.port)
+        graph: CypherGraphStore = FalkorGraphStore(client, f"contract_{uuid.uuid4().hex[:12]}")
+        graph.ensure_schema()
+        try:
+            yield graph
+        finally:
+            graph.drop()
+        return
+    assert NEO4J_URI is not None
+    driver = neo4j.GraphDatabase.driver(
+        NEO4J_URI,
+        auth=(
+            os.environ.get("MEMSTREAM_TEST_NEO4J_USER", "neo4j"),
+            os.environ.get("MEMSTREAM_TEST_NEO4J_PASSWORD", ""),
+        ),
+    )
+    # Community edition has one database: isolate tests by emptying it around each one.
+    graph = Neo4jGraphStore(driver, os.environ.get("MEMSTREAM_TEST_NEO4J_DATABASE", "neo4j"))
+    graph.drop()
+    graph.ensure_schema()
+    try:
+        yield graph
+    finally:
+        graph.drop()
+        driver.close()
+
+
+# -- data -------------------------------------------------------------------------------------
+
+
+def ev(seq: int, stream: str = "chat", tenant: str = A, text: str = "") -> EventRecord:
+    return EventRecord(
+        tenant=tenant,
+        event_id=f"{stream}-{seq}",
+        stream=stream,
+        seq=seq,
+        hash=f"{tenant}-{stream}-{seq:04d}",
+        prev_hash=f"{tenant}-{stream}-{seq - 1:04d}",
+        type="message.user",
+        agent="maria",
+        occurred_at=f"2024-03-{seq:02d}T09:00:00Z",
+        ingested_at=f"2024-03-{seq:02d}T09:00:01.25Z",
+        text=text or f"turn {seq} of {stream}",
+        metadata={"turn": seq, "lang": "en"},
+    )
+
+
+def src(e: EventRecord) -> SourceRef:
+    return SourceRef(tenant=e.tenant, stream=e.stream, seq=e.seq, hash=e.hash, event_id=e.event_id)
+
+
+def fact(
+    fact_id: str,
+    subject: str,
+    predicate: str,
+    valid_from: str,
+    obj: str | None = None,
+    value: JsonScalar = None,
+    tenant: str = A,
+    seq: int = 1,
+) -> FactRecord:
+    return FactRecord(
+        tenant=tenant,
+        fact_id=fact_id,
+        subject_key=subject,
+        predicate=predicate,
+        object_key=obj,
+        value=value,
+        value_text=obj or str(value),
+        valid_from=valid_from,
+        source=src(ev(seq, tenant=tenant)),
+    )
+
+
+def mention(e: EventRecord, key: str, role: str = "mention") -> MentionRecord:
+    return MentionRecord(tenant=e.tenant, event_id=e.event_id, entity_key=key, role=role)
+
+
+def ids(facts: list[FactView]) -> list[str]:
+    return [f.fact_id for f in facts]
+
+
+def by_id(facts: list[FactView]) -> dict[str, FactView]:
+    return {f.fact_id: f for f in facts}
+
+
+def world(tenant: str = A) -> GraphBatch:
+    """Maria lives in Lisbon then Porto, works at Acme; Joao knows Maria; events mention them."""
+    events = [ev(s, tenant=tenant) for s in range(1, 7)]
+    return GraphBatch(
+        events=events,
+        entities=[
+            EntityRecord(tenant=tenant, key="maria", name="Maria", kind="person"),
+            EntityRecord(tenant=tenant, key="joao", name="Joao", kind="person"),
+            EntityRecord(tenant=tenant, key="lisbon", name="Lisbon", kind="place"),
+            EntityRecord(tenant=tenant, key="porto", name="Porto", kind="place"),
+            EntityRecord(tenant=tenant, key="acme", name="Acme", kind="org"),
+        ],
+        mentions=[
+            mention(events[0], "maria", "subject"),
+            mention(events[0], "lisbon", "object"),
+            mention(events[1], "joao"),
+            mention(events[2], "porto"),
+            mention(events[3], "acme"),
+            mention(events[4], "maria", "actor"),
+            mention(events[4], "maria", "subject"),
+        ],
+        facts=[
+            fact("f-lisbon", "maria", "lives_in", "2024-03-01T09:00Z", "lisbon", None, tenant, 1),
+            fact("f-knows", "joao", "knows", "2024-03-02T09:00Z", "maria", None, tenant, 2),
+            fact("f-porto", "maria", "lives_in", "2024-03-03T09:00Z", "porto", None, tenant, 3),
+            fact("f-acme", "maria", "works_at", "2024-03-04T09:00Z", "acme", None, tenant, 4),
+            fact("f-age", "maria", "age", "2024-03-01T09:00Z", value=41, tenant=tenant, seq=5),
+        ],
+    )
+
+
+# -- write, idempotency, events ---------------------------------------------------------------
+
+
+def test_event_round_trips_with_awkward_text(store: GraphStore) -> None:
+    text = "She said \"no\" \\ then\nleft; café 😀 `x` {y} $z 'q'"
+    e = ev(1, text=text)
+    store.write(GraphBatch(events=[e]))
+    got = store.event(A, e.event_id)
+    assert got == e.model_copy(
+        update={"occurred_at": iso_z(e.occurred_at), "ingested_at": iso_z(e.ingested_at)}
+    )
+    assert got is not None and got.ingested_at == "2024-03-01T09:00:01.250000Z"
+    assert store.event(A, "missing") is None
+
+
+def test_rewriting_the_same_batch_changes_nothing(store: GraphStore) -> None:
+    batch = world()
+    store.write(batch)
+    counts = store.counts(A)
+    history = store.facts(A, include_superseded=True)
+    chain = store.chain(A, "chat-3", radius=5)
+    store.write(batch)
+    store.write(GraphBatch(facts=list(reversed(batch.facts))))
+    assert store.counts(A) == counts == {"events": 6, "entities": 5, "facts": 5, "mentions": 7}
+    assert store.facts(A, include_superseded=True) == history
+    assert store.chain(A, "chat-3", radius=5) == chain
+
+
+def test_counts_per_tenant_and_overall(store: GraphStore) -> None:
+    assert store.counts() == {"events": 0, "entities": 0, "facts": 0, "mentions": 0}
+    store.write(world(A))
+    store.write(GraphBatch(events=[ev(1, tenant=B)]))
+    # The value fact (age 41) has a value node that is not an entity.
+    assert store.counts(A) == {"events": 6, "entities": 5, "facts": 5, "mentions": 7}
+    assert store.counts(B) == {"events": 1, "entities": 0, "facts": 0, "mentions": 0}
+    assert store.counts() == {"events": 7, "entities": 5, "facts": 5, "mentions": 7}
+
+
+def test_mentions_and_facts_create_missing_entities(store: GraphStore) -> None:
+    e = ev(1)
+    store.write(
+        GraphBatch(
+            events=[e],
+            mentions=[mention(e, "zed")],
+            facts=[fact("f1", "zed", "likes", "2024-01-01T00:00:00Z", "tea")],
+        )
+    )
+    assert store.counts(A) == {"events": 1, "entities": 2, "facts": 1, "mentions": 1}
+    assert store.neighbourhood(A, ["tea"]) == ["chat-1"]
+
+
+# -- NEXT chain -------------------------------------------------------------------------------
+
+
+def test_next_chain_follows_seq_whatever_the_arrival_order(store: GraphStore) -> None:
+    store.write(GraphBatch(events=[ev(5), ev(1), ev(3), ev(2)]))  # one batch, shuffled
+    assert [e.seq for e in store.chain(A, "chat-2", radius=10)] == [1, 2, 3]  # 4 is missing
+    store.write(GraphBatch(events=[ev(4)]))  # fills the gap from a later batch
+    assert [e.seq for e in store.chain(A, "chat-1", radius=10)] == [1, 2, 3, 4, 5]
+    assert [e.seq for e in store.chain(A, "chat-5", radius=10)] == [1, 2, 3, 4, 5]
+
+
+def test_chain_stays_on_its_stream_and_tenant(store: GraphStore) -> None:
+    store.write(GraphBatch(events=[ev(s) for s in (1, 2, 3)]))
+    store.write(GraphBatch(events=[ev(s, stream="other") for s in (1, 2, 3)]))
+    store.write(GraphBatch(events=[ev(s, tenant=B) for s in (1, 2, 3)]))
+    chain = store.chain(A, "chat-2", radius=5)
+    assert [(e.tenant, e.stream, e.seq) for e in chain] == [(A, "chat", s) for s in (1, 2, 3)]
+    assert store.counts(A)["events"] == 6
+
+
+def test_chain_radius(store: GraphStore) -> None:
+    store.write(GraphBatch(events=[ev(s) for s in range(10, 0, -1)]))
+    assert [e.seq for e in store.chain(A, "chat-5", radius=2)] == [3, 4, 5, 6, 7]
+    assert [e.seq for e in store.chain(A, "chat-5")] == [3, 4, 5, 6, 7]  # default radius 2
+    assert [e.seq for e in store.chain(A, "chat-5", radius=0)] == [5]
+    assert [e.seq for e in store.chain(A, "chat-1", radius=3)] == [1, 2, 3, 4]
+    assert [e.seq for e in store.chain(A, "chat-10", radius=1)] == [9, 10]
+    assert [e.seq for e in store.chain(A, "chat-5", radius=500)] == list(range(1, 11))
+    assert store.chain(A, "missing", radius=2) == []
+    first = store.chain(A, "chat-1", radius=0)[0]
+    assert first.text == "turn 1 of chat" and first.metadata == {"turn": 1, "lang": "en"}
+
+
+# -- supersession -----------------------------------------------------------------------------
+
+JAN, FEB, MAR = "2024-01-01T00:00:00Z", "2024-02-01T00:00:00Z", "2024-03-01T00:00:00Z"
+APR = "2024-04-01T00:00:00Z"
+
+
+def test_newer_fact_supersedes_older(store: GraphStore) -> None:
+    store.write(GraphBatch(facts=[fact("a", "maria", "lives_in", JAN, "lisbon")]))
+    store.write(GraphBatch(facts=[fact("b", "maria", "lives_in", FEB, "porto")]))
+    assert ids(store.facts(A)) == ["b"]
+    hist = by_id(store.facts(A, include_superseded=True))
+    assert (hist["a"].valid_to, hist["a"].superseded_by) == (iso_z(FEB), "b")
+    assert (hist["b"].valid_to, hist["b"].superseded_by) == (None, None)
+    assert hist["b"].object_key == "porto" and hist["b"].valid_from == iso_z(FEB)
+    assert hist["b"].source == src(ev(1))
+    # as_of picks the fact valid at that instant; the boundary belongs to the newer fact.
+    assert ids(store.facts(A, as_of="2023-12-31T00:00:00Z")) == []
+    assert ids(store.facts(A, as_of="2024-01-15T00:00:00Z")) == ["a"]
+    assert ids(store.facts(A, as_of=FEB)) == ["b"]
+    assert ids(store.facts(A, as_of="2024-06-01T00:00:00Z")) == ["b"]
+    # With history, as_of still hides facts asserted later.
+    assert ids(store.facts(A, as_of="2024-01-15T00:00:00Z", include_superseded=True)) == ["a"]
+
+
+@pytest.mark.parametrize("order", [("c", "a", "b"), ("b", "c", "a"), ("a", "b", "c")])
+def test_supersession_does_not_depend_on_arrival_order(
+    store: GraphStore, order: tuple[str, str, str]
+) -> None:
+    facts = {
+        "a": fact("a", "maria", "lives_in", JAN, "lisbon"),
+        "b": fact("b", "maria", "lives_in", FEB, "porto"),
+        "c": fact("c", "maria", "lives_in", MAR, "faro"),
+    }
+    for name in order:
+        store.write(GraphBatch(facts=[facts[name]]))
+        # An older fact arriving after a newer one is closed immediately.
+        if name == "a" and "b" in order[: order.index("a")]:
+            assert by_id(store.facts(A, include_superseded=True))["a"].superseded_by == "b"
+    hist = by_id(store.facts(A, include_superseded=True))
+    assert [(hist[k].valid_to, hist[k].superseded_by) for k in "abc"] == [
+        (iso_z(FEB), "b"),
+        (iso_z(MAR), "c"),
+        (None, None),
+    ]
+    assert ids(store.facts(A)) == ["c"]
+
+
+def test_supersession_within_one_batch(store: GraphStore) -> None:
+    store.write(
+        GraphBatch(
+            facts=[
+                fact("c", "maria", "lives_in", MAR, "faro"),
+                fact("a", "maria", "lives_in", JAN, "lisbon"),
+                fact("b", "maria", "lives_in", FEB, "porto"),
+            ]
+        )
+    )
+    hist = by_id(store.facts(A, include_superseded=True))
+    assert [hist[k].superseded_by for k in "abc"] == ["b", "c", None]
+
+
+def test_supersession_leaves_other_subjects_and_predicates_alone(store: GraphStore) -> None:
+    store.write(
+        GraphBatch(
+            facts=[
+                fact("works", "maria", "works_at", JAN, "acme"),
+                fact("joao-lives", "joao", "lives_in", JAN, "lisbon"),
+                fact("maria-lives", "maria", "lives_in", JAN, "lisbon"),
+            ]
+        )
+    )
+    store.write(GraphBatch(facts=[fact("maria-moves", "maria", "lives_in", FEB, "porto")]))
+    # The same subject/predicate in another tenant is another group.
+    store.write(GraphBatch(facts=[fact("b-moves", "maria", "lives_in", MAR, "faro", tenant=B)]))
+    current = by_id(store.facts(A))
+    assert sorted(current) == ["joao-lives", "maria-moves", "works"]
+    assert all(f.valid_to is None and f.superseded_by is None for f in current.values())
+    assert ids(store.facts(B)) == ["b-moves"]
+
+
+def test_reasserting_the_same_object_is_a_new_fact(store: GraphStore) -> None:
+    store.write(GraphBatch(facts=[fact("a", "maria", "lives_in", JAN, "porto")]))
+    store.write(GraphBatch(facts=[fact("b", "maria", "lives_in", FEB, "porto")]))
+    hist = by_id(store.facts(A, include_superseded=True))
+    assert hist["a"].superseded_by == "b" and ids(store.facts(A)) == ["b"]
+
+
+def test_rewriting_an_old_fact_changes_nothing(store: GraphStore) -> None:
+    a = fact("a", "maria", "lives_in", JAN, "lisbon")
+    store.write(GraphBatch(facts=[a, fact("b", "maria", "lives_in", FEB, "porto")]))
+    before = store.facts(A, include_superseded=True)
+    store.write(GraphBatch(facts=[a]))
+    assert store.facts(A, include_superseded=True) == before
+
+
+def test_timestamps_compare_as_instants_not_as_raw_strings(store: GraphStore) -> None:
+    # As raw strings "…10:00:00Z" sorts after "…10:00:00.5Z" and "+02:00" hides the hour.
+    store.write(
+        GraphBatch(
+            facts=[
+                fact("whole", "maria", "mood", "2024-03-01T10:00:00Z", value="calm"),
+                fact("half", "maria", "mood", "2024-03-01T10:00:00.5Z", value="busy"),
+                fact("early", "maria", "mood", "2024-03-01T11:00:00+02:00", value="asleep"),
+            ]
+        )
+    )
+    assert ids(store.facts(A)) == ["half"]
+    hist = by_id(store.facts(A, include_superseded=True))
+    assert hist["early"].valid_from == "2024-03-01T09:00:00.000000Z"
+    assert hist["early"].superseded_by == "whole" and hist["whole"].superseded_by == "half"
+    assert ids(store.facts(A, as_of="2024-03-01T12:00:00.2+02:00")) == ["whole"]
+
+
+def test_value_facts_keep_value_unit_and_no_object(store: GraphStore) -> None:
+    rows = [
+        fact("n", "maria", "age", JAN, value=41),
+        fact("x", "maria", "height", JAN, value=1.72),
+        fact("s", "maria", "nickname", JAN, value='"Mimi"'),
+        fact("t", "maria", "vegan", JAN, value=True),
+    ]
+    unit = rows[1].model_copy(update={"unit": "m", "kind": "preference", "confidence": 0.4})
+    store.write(GraphBatch(facts=[rows[0], unit, rows[2], rows[3]]))
+    got = by_id(store.facts(A, subject_key="maria"))
+    assert {k: f.value for k, f in got.items()} == {"n": 41, "x": 1.72, "s": '"Mimi"', "t": True}
+    assert all(f.object_key is None for f in got.values())
+    assert (got["x"].unit, got["x"].kind, got["x"].confidence) == ("m", "preference", 0.4)
+    assert (got["n"].unit, got["n"].kind, got["n"].value_text) == (None, "fact", "41")
+
+
+def test_fact_filters(store: GraphStore) -> None:
+    store.write(world())
+    assert ids(store.facts(A, subject_key="maria")) == ["f-age", "f-porto", "f-acme"]
+    assert ids(store.facts(A, predicate="lives_in")) == ["f-porto"]
+    assert ids(store.facts(A, subject_key="maria", predicate="lives_in", as_of=FEB)) == []
+    history = store.facts(A, subject_key="maria", predicate="lives_in", include_superseded=True)
+    assert ids(history) == ["f-lisbon", "f-porto"]
+    assert ids(store.facts(A, subject_key="nobody")) == []
+
+
+# -- neighbourhood ----------------------------------------------------------------------------
+
+
+def test_neighbourhood_reaches_one_fact_hop_newest_first(store: GraphStore) -> None:
+    store.write(world())
+    # maria (1, 5) + her fact neighbours lisbon (1), porto (3), acme (4), joao (2).
+    assert store.neighbourhood(A, ["maria"]) == ["chat-5", "chat-4", "chat-3", "chat-2", "chat-1"]
+    # lisbon -> maria is one hop; maria's other neighbours are two hops away.
+    assert store.neighbourhood(A, ["lisbon"]) == ["chat-5", "chat-1"]
+    assert store.neighbourhood(A, ["joao", "acme"]) == ["chat-5", "chat-4", "chat-2", "chat-1"]
+    assert store.neighbourhood(A, ["maria"], limit=2) == ["chat-5", "chat-4"]
+    assert store.neighbourhood(A, []) == []
+    assert store.neighbourhood(A, ["nobody"]) == []
+
+
+# -- tenant isolation -------------------------------------------------------------------------
+
+
+def test_every_read_is_scoped_to_its_tenant(store: GraphStore) -> None:
+    store.write(world(A))
+    other = world(B)
+    store.write(
+        other.model_copy(
+            update={"events": [e.model_copy(update={"text": "B"}) for e in other.events]}
+        )
+    )
+    store.write(GraphBatch(facts=[fact("b-new", "maria", "lives_in", APR, "faro", tenant=B)]))
+    assert ids(store.facts(A, subject_key="maria", predicate="lives_in")) == ["f-porto"]
+    assert ids(store.facts(B, subject_key="maria", predicate="lives_in")) == ["b-new"]
+    assert {f.source.tenant for f in store.facts(A, include_superseded=True)} == {A}
+    assert all(e.text != "B" for e in store.chain(A, "chat-3", radius=10))
+    assert {e.tenant for e in store.chain(B, "chat-3", radius=10)} == {B}
+    a_event, b_event = store.event(A, "chat-1"), store.event(B, "chat-1")
+    assert a_event is not None and b_event is not None
+    assert (a_event.tenant, b_event.text) == (A, "B")
+    assert store.neighbourhood(A, ["maria"]) == store.neighbourhood(B, ["maria"])
+    store.write(GraphBatch(events=[ev(9, tenant=B)], mentions=[mention(ev(9, tenant=B), "maria")]))
+    assert "chat-9" not in store.neighbourhood(A, ["maria"])
+    assert store.neighbourhood(B, ["maria"])[0] == "chat-9"
+    assert store.counts(A) == {"events": 6, "entities": 5, "facts": 5, "mentions": 7}
+    assert store.event("nobody", "chat-1") is None
+    assert store.facts("nobody") == [] and store.chain("nobody", "chat-1") == []
+
+
+# -- purge and drop ---------------------------------------------------------------------------
+
+
+def test_purge_removes_subject_its_facts_and_events(store: GraphStore) -> None:
+    store.write(world(A))
+    store.write(world(B))
+    # Facts about someone else: one drawn from event 1 (which mentions lisbon), one not.
+    store.write(GraphBatch(facts=[fact("joao-was", "joao", "lives_in", JAN, "braga", seq=1)]))
+    store.write(GraphBatch(facts=[fact("joao-now", "joao", "lives_in", FEB, "faro", seq=3)]))
+    report = store.purge_tenant_subject(A, "lisbon")
+    # Event 1 and its two mentions (maria, lisbon); f-lisbon (about lisbon) and joao-was (its
+    # only evidence was event 1, so keeping it would cite a deleted event).
+    assert report == {"events": 1, "entities": 1, "facts": 2, "mentions": 2}
+    assert store.event(A, "chat-1") is None and store.event(B, "chat-1") is not None
+    history = store.facts(A, include_superseded=True)
+    assert sorted(ids(history)) == ["f-acme", "f-age", "f-knows", "f-porto", "joao-now"]
+    assert by_id(history)["joao-now"].superseded_by is None
+    assert store.neighbourhood(A, ["lisbon"]) == []
+    # braga stays (only a fact pointed at it); the value node of f-age is not an entity.
+    assert store.counts(A) == {"events": 5, "entities": 6, "facts": 5, "mentions": 5}
+    assert store.counts(B) == {"events": 6, "entities": 5, "facts": 5, "mentions": 7}
+    assert [e.seq for e in store.chain(A, "chat-3", radius=5)] == [2, 3, 4, 5, 6]
+    assert store.purge_tenant_subject(A, "lisbon") == {
+        "events": 0,
+        "entities": 0,
+        "facts": 0,
+        "mentions": 0,
+    }
+
+
+def test_purge_reopens_the_fact_a_purged_fact_had_superseded(store: GraphStore) -> None:
+    e1, e2 = ev(1), ev(2)
+    store.write(GraphBatch(events=[e1, e2], mentions=[mention(e2, "porto")]))
+    store.write(
+        GraphBatch(
+            facts=[
+                fact("a", "maria", "lives_in", JAN, "lisbon", seq=1),
+                fact("b", "maria", "lives_in", FEB, "porto", seq=2),
+            ]
+        )
+    )
+    report = store.purge_tenant_subject(A, "porto")
+    assert report == {"events": 1, "entities": 1, "facts": 1, "mentions": 1}
+    current = store.facts(A)
+    assert ids(current) == ["a"] and current[0].superseded_by is None
+
+
+def test_drop_empties_the_namespace(store: GraphStore) -> None:
+    store.write(world(A))
+    store.write(world(B))
+    store.drop()
+    assert store.counts() == {"events": 0, "entities": 0, "facts": 0, "mentions": 0}
+    store.drop()  # dropping an empty namespace is fine
+    store.ensure_schema()
+    store.ensure_schema()  # idempotent
+    store.write(world(A))
+    assert store.counts(A)["events"] == 6
+
+
+# -- offline checks (no server) ---------------------------------------------------------------
+
+
+def _queries() -> dict[str, str]:
+    return {
+        name: value
+        for name, value in vars(cypher).items()
+        if name.isupper() and isinstance(value, str) and re.search(r"\b(MATCH|MERGE)\b", value)
+    }
+
+
+def test_queries_take_values_only_as_params_and_filter_by_tenant() -> None:
+    queries = _queries()
+    assert len(queries) >= 15
+    for name, query in queries.items():
+        assert "%" not in query and "{}" not in query, name
+        if name != "DELETE_SOME_NODES":  # drops the whole namespace on purpose
+            assert "tenant" in query, name
+    assert f"*1..{cypher.MAX_CHAIN_RADIUS}]" in cypher.CHAIN
+    assert f"'{cypher.VALUE_KIND}'" in cypher.COUNTS and f"'{cypher.VALUE_KIND}'" in cypher.FACTS
+
+
+def test_iso_z_is_fixed_width_utc() -> None:
+    assert iso_z("2024-03-01T10:00:00Z") == "2024-03-01T10:00:00.000000Z"
+    assert iso_z("2024-03-01T12:00:00.5+02:00") == "2024-03-01T10:00:00.500000Z"
+    assert iso_z("2024-03-01T10:00:00") == "2024-03-01T10:00:00.000000Z"
+    assert iso_z("2024-03-01") == "2024-03-01T00:00:00.000000Z"
+    with pytest.raises(ValueError, match="not an ISO 8601"):
+        iso_z("yesterday")
+
+
+def test_neo4j_adapter_shares_the_dialect_and_has_its_own_ddl() -> None:
+    shared = {"write", "facts", "neighbourhood", "chain", "event", "counts"}
+    for adapter in (Neo4jGraphStore, FalkorGraphStore):
+        assert issubclass(adapter, CypherGraphStore)
+        assert not shared & set(vars(adapter)), f"{adapter.__name__} must not redefine reads"
+    names = [
+        re.match(r"CREATE (?:CONSTRAINT|INDEX) (\w+) IF NOT EXISTS FOR ", s) for s in NEO4J_DDL
+    ]
+    assert all(names) and len({m.group(1) for m in names if m}) == len(NEO4J_DDL)
+    assert any("(n.tenant, n.event_id) IS UNIQUE" in s for s in NEO4J_DDL)
+    assert any("(n.tenant, n.key) IS UNIQUE" in s for s in NEO4J_DDL)
+    assert all(s.startswith("CREATE INDEX FOR ") for s in FALKOR_DDL)
+
+
+def test_factory_picks_neo4j_when_configured_without_connecting() -> None:
+    settings = Settings(neo4j_uri="neo4j://127.0.0.1:1", neo4j_password="pw", falkordb_url=None)
+    graph = open_graph_store(settings, "memstream_v2")
+    assert isinstance(graph, Neo4jGraphStore) and graph.namespace == "memstream_v2"
+    assert graph.database == "memstream-v2"  # Neo4j database names allow no underscore
+    assert [database_name(n) for n in ("neo4j", "Proj.V3", "2x")] == ["neo4j", "proj.v3", "m2x"]
+    graph.driver.close()
+    with pytest.raises(GraphNotConfiguredError):
+        open_graph_store(Settings(neo4j_uri=None, falkordb_url=None), "x")
+
+
+def test_factory_opens_falkordb_from_its_url(falkordb_server: Server) -> None:
+    url = f"redis://127.0.0.1:{falkordb_server.port}"
+    graph = open_graph_store(Settings(neo4j_uri=None, falkordb_url=url), "factory_probe")
+    assert isinstance(graph, FalkorGraphStore)
+    try:
+        graph.ensure_schema()
+        graph.write(GraphBatch(events=[ev(1)]))
+        assert graph.counts() == {"events": 1, "entities": 0, "facts": 0, "mentions": 0}
+    finally:
+        graph.drop()

@@ -1,0 +1,380 @@
+"""One contract suite for both ``VectorIndex`` adapters (Qdrant Edge, Qdrant server API)."""
+
+from __future__ import annotations
+
+import math
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from memstream.projection.model import VectorPoint
+from memstream.settings import Settings
+from memstream.vectors.edge import EdgeVectorIndex
+from memstream.vectors.factory import open_vector_index
+from memstream.vectors.port import VectorIndex
+from memstream.vectors.qdrant_server import QdrantVectorIndex
+from memstream.vectors.sparse import (
+    AVG_DOC_LEN,
+    K1,
+    RRF_K,
+    B,
+    doc_vector,
+    point_id,
+    prefetch_limit,
+    query_vector,
+    term_id,
+    tokenize,
+)
+from qdrant_client import QdrantClient
+
+DIM = 8
+Opener = Callable[[], VectorIndex]
+
+
+def unit(i: int) -> list[float]:
+    v = [0.0] * DIM
+    v[i] = 1.0
+    return v
+
+
+def rand_vec(seed: int) -> list[float]:
+    return [float(x) for x in np.random.default_rng(seed).standard_normal(DIM)]
+
+
+def pt(
+    tenant: str,
+    key: str,
+    text: str,
+    dense: list[float],
+    *,
+    kind: str = "event",
+    stream: str = "s1",
+    **extra: Any,
+) -> VectorPoint:
+    payload: dict[str, Any] = {
+        "tenant": tenant,
+        "kind": kind,
+        "stream": stream,
+        "seq": 1,
+        "hash": "h-" + key,
+        "occurred_at": "2024-05-01T10:00:00Z",
+        "valid_to": None,
+        "entities": [],
+        **extra,
+    }
+    return VectorPoint(point_key=f"{kind}:{tenant}:{key}", dense=dense, text=text, payload=payload)
+
+
+def keys(hits: list[Any]) -> list[str]:
+    return [h.point_key.rsplit(":", 1)[1] for h in hits]
+
+
+@pytest.fixture(params=["edge", "server"])
+def opener(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Opener]:
+    """Opens (or re-opens) one adapter on the same storage; closes what it opened."""
+    opened: list[VectorIndex] = []
+
+    def open_index() -> VectorIndex:
+        index: VectorIndex
+        if request.param == "edge":
+            index = EdgeVectorIndex(tmp_path / "edge" / "memories", "memories", DIM)
+        else:
+            client = QdrantClient(path=str(tmp_path / "qdrant"))
+            index = QdrantVectorIndex(client, "memories", DIM, owns_client=True)
+        index.ensure()
+        opened.append(index)
+        return index
+
+    yield open_index
+    for index in opened:
+        index.close()
+
+
+@pytest.fixture
+def index(opener: Opener) -> VectorIndex:
+    return opener()
+
+
+# -- writes ------------------------------------------------------------------------------
+
+
+def test_upsert_is_idempotent_by_point_key(index: VectorIndex) -> None:
+    index.upsert([pt("acme", "e1", "first draft of the plan", unit(0), seq=1)])
+    index.upsert([pt("acme", "e1", "final version of the plan", unit(0), seq=2)])
+    assert index.count() == 1
+    (hit,) = index.query("acme", unit(0), "final version", limit=5)
+    assert hit.point_key == "event:acme:e1"
+    assert hit.payload["seq"] == 2
+    assert "point_key" not in hit.payload  # payload comes back exactly as given
+    assert keys(index.query("acme", None, "draft", mode="sparse")) == []
+
+
+def test_batches_larger_than_one_request(index: VectorIndex) -> None:
+    index.upsert([pt("acme", f"e{i}", f"note number {i}", rand_vec(i)) for i in range(1500)])
+    assert index.count("acme") == 1500
+
+
+def test_wrong_dimension_is_rejected(index: VectorIndex) -> None:
+    with pytest.raises(ValueError):
+        index.upsert([pt("acme", "e1", "text", [1.0, 0.0])])
+    with pytest.raises(ValueError):
+        index.query("acme", [1.0, 0.0], None, mode="dense")
+
+
+def test_reopen_keeps_points(opener: Opener) -> None:
+    first = opener()
+    first.upsert([pt("acme", f"e{i}", f"saved item {i}", rand_vec(i)) for i in range(5)])
+    first.close()
+    again = opener()
+    assert again.count("acme") == 5
+    assert keys(again.query("acme", None, "item 3", mode="sparse"))[0] == "e3"
+
+
+# -- tenants -----------------------------------------------------------------------------
+
+
+def test_tenant_isolation_and_counts(index: VectorIndex) -> None:
+    same_text, same_vec = "the shared secret launch code", unit(2)
+    index.upsert([pt("a", f"e{i}", same_text, same_vec) for i in range(3)])
+    index.upsert([pt("b", f"e{i}", same_text, same_vec) for i in range(4)])
+    assert (index.count("a"), index.count("b"), index.count("nobody"), index.count()) == (
+        3,
+        4,
+        0,
+        7,
+    )
+    for mode in ("hybrid", "dense", "sparse"):
+        hits = index.query("a", same_vec, same_text, limit=20, mode=mode)
+        assert len(hits) == 3
+        assert all(h.payload["tenant"] == "a" and h.point_key.startswith("event:a:") for h in hits)
+    assert index.query("c", same_vec, same_text, limit=20) == []
+
+
+def test_idf_is_scoped_to_the_querying_tenant(index: VectorIndex) -> None:
+    """Another tenant full of 'zeppelin' does not make the word common for tenant a."""
+    index.upsert([pt("a", "common", "meeting meeting", unit(0))])
+    index.upsert([pt("a", f"m{i}", f"meeting room {i}", unit(1)) for i in range(4)])
+    index.upsert([pt("a", "rare", "zeppelin hangar", unit(2))])
+    index.upsert([pt("b", f"z{i}", "zeppelin zeppelin", unit(3)) for i in range(20)])
+    assert keys(index.query("a", None, "meeting zeppelin", mode="sparse"))[0] == "rare"
+
+
+# -- lanes -------------------------------------------------------------------------------
+
+
+def test_sparse_lane_prefers_rare_terms(index: VectorIndex) -> None:
+    """Without IDF 'common' wins (higher tf); with IDF the rare 'zeppelin' dominates."""
+    index.upsert([pt("acme", "common", "meeting meeting", unit(0))])
+    index.upsert([pt("acme", f"m{i}", f"meeting agenda item {i}", unit(1)) for i in range(4)])
+    index.upsert([pt("acme", "rare", "zeppelin hangar", unit(2))])
+    index.upsert([pt("acme", "none", "quarterly budget review", unit(3))])
+    hits = index.query("acme", None, "meeting zeppelin", limit=10, mode="sparse")
+    assert keys(hits)[:2] == ["rare", "common"]
+    assert "none" not in keys(hits)  # the sparse lane only returns matching documents
+    assert index.query("acme", None, "the of and", mode="sparse") == []  # stopwords only
+
+
+def test_dense_lane_ranks_by_cosine(index: VectorIndex) -> None:
+    index.upsert(
+        [
+            pt("acme", "same", "a", [5.0] + [0.0] * (DIM - 1)),  # magnitude does not matter
+            pt("acme", "near", "b", [1.0, 1.0] + [0.0] * (DIM - 2)),
+            pt("acme", "far", "c", [1.0, 2.0] + [0.0] * (DIM - 2)),
+            pt("acme", "orth", "d", unit(1)),
+            pt("acme", "opposite", "e", [-1.0] + [0.0] * (DIM - 1)),
+        ]
+    )
+    hits = index.query("acme", unit(0), "ignored in dense mode", limit=5, mode="dense")
+    assert keys(hits) == ["same", "near", "far", "orth", "opposite"]
+    expected = [1.0, 1 / math.sqrt(2), 1 / math.sqrt(5), 0.0, -1.0]
+    assert [h.score for h in hits] == pytest.approx(expected, abs=1e-4)
+
+
+def test_hybrid_is_rrf_of_both_lanes(index: VectorIndex) -> None:
+    """Union of the lanes, ranked by sum 1/(k+rank); includes single-lane finds."""
+    q = unit(0)
+    filler = [
+        pt("acme", f"f{i}", f"weekly status {i}", [0.5, 1.0, *rand_vec(i)[2:]]) for i in range(45)
+    ]
+    index.upsert(
+        [
+            *filler,
+            pt("acme", "dense_only", "lunch order", [1.0, 0.05] + [0.0] * (DIM - 2)),
+            pt("acme", "both", "telescope calibration notes", [1.0, 0.3] + [0.0] * (DIM - 2)),
+            pt("acme", "sparse_only", "telescope calibration", [-1.0] + [0.0] * (DIM - 1)),
+        ]
+    )
+    text, limit = "telescope calibration", 3
+    pool = prefetch_limit(limit)
+    dense_lane = keys(index.query("acme", q, None, limit=pool, mode="dense"))
+    sparse_lane = keys(index.query("acme", None, text, limit=pool, mode="sparse"))
+    assert "sparse_only" not in dense_lane and "dense_only" not in sparse_lane
+    expected: dict[str, float] = {}
+    for lane in (dense_lane, sparse_lane):
+        for rank, key in enumerate(lane):
+            expected[key] = expected.get(key, 0.0) + 1.0 / (RRF_K + rank)
+
+    hits = index.query("acme", q, text, limit=limit)
+    assert keys(hits)[0] == "both"
+    assert set(keys(hits)) == {"both", "dense_only", "sparse_only"}
+    for hit in hits:
+        assert hit.score == pytest.approx(expected[keys([hit])[0]], rel=1e-3)
+    # with one lane's input missing, hybrid is that lane alone
+    assert keys(index.query("acme", None, text, limit=2)) == sparse_lane[:2]
+    assert keys(index.query("acme", q, None, limit=2)) == dense_lane[:2]
+    assert index.query("acme", None, None) == []
+    with pytest.raises(ValueError):
+        index.query("acme", None, text, mode="dense")
+    with pytest.raises(ValueError):
+        index.query("acme", q, None, mode="sparse")
+
+
+# -- filters, deletes --------------------------------------------------------------------
+
+
+def test_kinds_and_streams_filters(index: VectorIndex) -> None:
+    index.upsert(
+        [
+            pt("acme", "e1", "coffee order", unit(0), kind="event", stream="s1"),
+            pt("acme", "e2", "coffee order", unit(0), kind="event", stream="s2"),
+            pt("acme", "f1", "coffee order", unit(0), kind="fact", stream="s1"),
+            pt("acme", "l1", "coffee order", unit(0), kind="latent", stream="s2"),
+        ]
+    )
+    q = ("acme", unit(0), "coffee")
+    for mode in ("hybrid", "dense", "sparse"):
+        assert sorted(keys(index.query(*q, mode=mode, kinds=["fact"]))) == ["f1"]
+        assert sorted(keys(index.query(*q, mode=mode, kinds=["fact", "latent"]))) == ["f1", "l1"]
+        assert sorted(keys(index.query(*q, mode=mode, streams=["s2"]))) == ["e2", "l1"]
+        both = index.query(*q, mode=mode, kinds=["event"], streams=["s1"])
+        assert keys(both) == ["e1"]
+        assert index.query(*q, mode=mode, kinds=[]) == []
+
+
+def test_delete_where_matches_values_and_list_members(index: VectorIndex) -> None:
+    index.upsert(
+        [
+            pt("a", "e1", "alice and bob", unit(0), entities=["alice", "bob"]),
+            pt("a", "e2", "alice alone", unit(0), entities=["alice"]),
+            pt("a", "e3", "bob alone", unit(0), entities=["bob"], stream="s9"),
+            pt("b", "e1", "alice elsewhere", unit(0), entities=["alice"]),
+        ]
+    )
+    assert index.delete_where("a", "entities", "alice") == 2
+    assert keys(index.query("a", unit(0), "alice bob", limit=10)) == ["e3"]
+    assert index.count("b") == 1  # other tenants untouched
+    assert index.delete_where("a", "entities", "alice") == 0
+    assert index.delete_where("a", "stream", "s9") == 1
+    assert index.count("a") == 0
+
+
+def test_drop_removes_everything_and_can_be_recreated(index: VectorIndex) -> None:
+    index.upsert([pt("a", "e1", "to be dropped", unit(0)), pt("b", "e1", "me too", unit(1))])
+    index.drop()
+    assert index.count() == 0
+    assert index.query("a", unit(0), "dropped") == []
+    assert index.delete_where("a", "kind", "event") == 0
+    index.upsert([pt("a", "e2", "fresh start", unit(0))])
+    assert index.count() == 1
+
+
+# -- sparse encoding ---------------------------------------------------------------------
+
+
+def test_tokenize_lowercases_drops_stopwords_and_folds_plurals() -> None:
+    assert tokenize("The Tickets for the CITIES, don't be late! Café_menu 42 x") == [
+        "ticket",
+        "city",
+        "late",
+        "café_menu",
+        "42",
+    ]
+    assert tokenize("boxes classes status analysis") == ["box", "class", "status", "analysis"]
+    assert tokenize("") == []
+
+
+def test_term_ids_and_point_ids_are_stable() -> None:
+    assert term_id("ticket") == term_id("ticket") != term_id("tickets")
+    assert 0 <= term_id("ticket") < 2**31
+    assert (
+        term_id("ticket")
+        == int.from_bytes(__import__("hashlib").blake2b(b"ticket", digest_size=4).digest(), "big")
+        & 0x7FFFFFFF
+    )
+    pid = point_id("event:acme:e1")
+    assert pid == point_id("event:acme:e1") != point_id("event:acme:e2")
+    assert uuid.UUID(pid).version == 5
+    assert pid == "b4f998e7-7a75-5313-af16-7a509ffee7bc"  # stored ids must never change
+
+
+def test_bm25_document_and_query_weights() -> None:
+    vec = doc_vector("alpha alpha beta")
+    norm = K1 * (1 - B + B * 3 / AVG_DOC_LEN)
+    want = {
+        term_id("alpha"): 2 * (K1 + 1) / (2 + norm),
+        term_id("beta"): 1 * (K1 + 1) / (1 + norm),
+    }
+    assert vec.indices == sorted(want)
+    assert vec.values == pytest.approx([want[i] for i in vec.indices])
+    longer = doc_vector("alpha " + "filler " * 40)
+    assert (
+        dict(zip(longer.indices, longer.values, strict=True))[term_id("alpha")]
+        < want[term_id("beta")]
+    )  # longer documents weigh a single occurrence less
+    q = query_vector("alpha beta alpha the")
+    assert sorted(q.indices) == sorted([term_id("alpha"), term_id("beta")])
+    assert q.values == [1.0, 1.0]
+    assert not doc_vector("the and of") and not query_vector("")
+
+
+# -- Edge specifics ----------------------------------------------------------------------
+
+
+def test_edge_is_safe_for_one_writer_and_concurrent_readers(tmp_path: Path) -> None:
+    index = EdgeVectorIndex(tmp_path / "shard", "memories", DIM)
+    errors: list[BaseException] = []
+    done = threading.Event()
+
+    def read() -> None:
+        try:
+            while not done.is_set():
+                for hit in index.query("acme", unit(1), "record", limit=5):
+                    assert hit.payload["tenant"] == "acme"
+                index.count("acme")
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    readers = [threading.Thread(target=read) for _ in range(2)]
+    for thread in readers:
+        thread.start()
+    try:
+        for start in range(0, 2000, 100):
+            batch = [
+                pt("acme", f"e{i}", f"record {i}", rand_vec(i)) for i in range(start, start + 100)
+            ]
+            index.upsert(batch)
+            if start == 1000:
+                index.optimize()
+        assert index.delete_where("acme", "hash", "h-e7") == 1
+    finally:
+        done.set()
+        for thread in readers:
+            thread.join()
+    assert errors == []
+    assert index.count("acme") == 1999
+    index.close()
+    with pytest.raises(RuntimeError):
+        index.count()
+
+
+def test_factory_picks_edge_without_qdrant_url(tmp_path: Path) -> None:
+    index = open_vector_index(Settings(data_dir=tmp_path), "events-v1", DIM)
+    assert isinstance(index, EdgeVectorIndex)
+    assert index.path == tmp_path / "vectors" / "events-v1"
+    index.upsert([pt("acme", "e1", "hello", unit(0))])
+    assert index.count() == 1
+    index.close()
