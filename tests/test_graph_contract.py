@@ -16,11 +16,11 @@ import neo4j
 import pytest
 from falkordb import FalkorDB
 from memstream.graph import cypher
-from memstream.graph.cypher import CypherGraphStore, iso_z
 from memstream.graph.factory import GraphNotConfiguredError, open_graph_store
 from memstream.graph.falkor import FALKOR_DDL, FalkorGraphStore
 from memstream.graph.neo4j_store import NEO4J_DDL, Neo4jGraphStore, database_name
 from memstream.graph.port import GraphStore
+from memstream.graph.store import CypherGraphStore, iso_z
 from memstream.projection.model import (
     EntityRecord,
     EventRecord,

@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 import falkordb
 from redis.exceptions import ResponseError
 
-from memstream.graph.cypher import CypherGraphStore, Row, Run
+from memstream.graph.store import CypherGraphStore, Row, Run
 
 _T = TypeVar("_T")
 

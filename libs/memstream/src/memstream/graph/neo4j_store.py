@@ -10,7 +10,8 @@ from typing import Any, TypeVar
 import neo4j
 from neo4j.exceptions import ClientError
 
-from memstream.graph.cypher import DELETE_SOME_NODES, CypherGraphStore, Row, Run
+from memstream.graph.cypher import DELETE_SOME_NODES
+from memstream.graph.store import CypherGraphStore, Row, Run
 
 _T = TypeVar("_T")
 log = logging.getLogger(__name__)

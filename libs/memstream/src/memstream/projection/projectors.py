@@ -115,6 +115,17 @@ def event_point(x: Extraction) -> VectorPoint:
     )
 
 
+def vector_points(extractions: list[Extraction], embedder: Embedder) -> list[VectorPoint]:
+    """Event points with their dense vectors (the sparse one is derived from ``text``)."""
+    points = [event_point(x) for x in extractions]
+    if not points:
+        return []
+    vectors = embedder.embed([p.text for p in points])
+    return [
+        p.model_copy(update={"dense": v.tolist()}) for p, v in zip(points, vectors, strict=True)
+    ]
+
+
 class VectorProjector(_Base):
     component = "vector-projector"
 
@@ -129,15 +140,9 @@ class VectorProjector(_Base):
 
     def process(self, msgs: list[Message]) -> None:
         extractions = self.decode(msgs, light=True)
-        points = [event_point(x) for x in extractions]
+        points = vector_points(extractions, self.embedder)
         if points:
-            vectors = self.embedder.embed([p.text for p in points])
-            self.index.upsert(
-                [
-                    p.model_copy(update={"dense": v.tolist()})
-                    for p, v in zip(points, vectors, strict=True)
-                ]
-            )
+            self.index.upsert(points)
         self.observe(extractions, "vector")
         POINTS.labels(self.version).set(self.index.count())
 

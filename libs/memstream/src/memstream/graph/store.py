@@ -1,0 +1,305 @@
+"""The graph-store logic both adapters share; all Cypher comes from ``cypher.py``."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+import orjson
+
+from memstream.graph.cypher import (
+    CHAIN,
+    COUNTS,
+    DELETE_ENTITY,
+    DELETE_EVENTS,
+    DELETE_FACTS,
+    DELETE_VALUE_NODES,
+    EVENT,
+    FACTS,
+    FACTS_FOR_SUBJECT,
+    IMPLICIT_ENTITY_KIND,
+    LINK_NEXT,
+    LINK_NEXT_BY_ID,
+    MAX_CHAIN_RADIUS,
+    MERGE_ENTITIES,
+    MERGE_EVENTS,
+    MERGE_FACTS,
+    MERGE_MENTIONS,
+    NEIGHBOURHOOD,
+    PURGE_EVENT_IDS,
+    PURGE_FACTS,
+    SUPERSEDE,
+    VALUE_KEY_PREFIX,
+    VALUE_KIND,
+)
+from memstream.projection.model import (
+    EventRecord,
+    FactRecord,
+    FactView,
+    GraphBatch,
+    SourceRef,
+)
+
+Row = dict[str, Any]
+Run = Callable[[str, dict[str, Any]], list[Row]]
+_T = TypeVar("_T")
+
+
+def iso_z(value: str) -> str:
+    """Fixed-width UTC ``YYYY-MM-DDTHH:MM:SS.ffffffZ``; naive input is taken as UTC.
+
+    The fixed width matters: ``…:00Z`` sorts after ``…:00.5Z`` as a string, so the ledger's
+    variable-width ``isoformat`` cannot be compared as stored.
+    """
+    try:
+        ts = datetime.fromisoformat(value)
+    except ValueError as exc:
+        raise ValueError(f"not an ISO 8601 timestamp: {value!r}") from exc
+    if ts.tzinfo is None:
+        ts = ts.replace(tzinfo=UTC)
+    return ts.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _event_row(e: EventRecord) -> Row:
+    return {
+        "tenant": e.tenant,
+        "event_id": e.event_id,
+        "stream": e.stream,
+        "seq": e.seq,
+        "hash": e.hash,
+        "prev_hash": e.prev_hash,
+        "type": e.type,
+        "agent": e.agent,
+        "occurred_at": iso_z(e.occurred_at),
+        "ingested_at": iso_z(e.ingested_at),
+        "text": e.text,
+        "metadata_json": orjson.dumps(e.metadata, option=orjson.OPT_SORT_KEYS).decode(),
+    }
+
+
+def _next_rows(events: list[EventRecord]) -> tuple[list[Row], list[Row]]:
+    """(pairs joined by id inside the batch, (seq, seq + 1) pairs reaching outside it)."""
+    at = {(e.tenant, e.stream, e.seq): e.event_id for e in events}
+    by_id: list[Row] = []
+    by_seq: list[Row] = []
+    for (tenant, stream, seq), event_id in sorted(at.items()):
+        prev_id = at.get((tenant, stream, seq - 1))
+        if prev_id is not None:
+            by_id.append({"tenant": tenant, "prev_id": prev_id, "event_id": event_id})
+        else:
+            by_seq.append({"tenant": tenant, "stream": stream, "seq": seq - 1, "next_seq": seq})
+        if (tenant, stream, seq + 1) not in at:
+            by_seq.append({"tenant": tenant, "stream": stream, "seq": seq, "next_seq": seq + 1})
+    return by_id, by_seq
+
+
+def _fact_row(f: FactRecord) -> Row:
+    value_fact = f.object_key is None
+    return {
+        "tenant": f.tenant,
+        "fact_id": f.fact_id,
+        "subject_key": f.subject_key,
+        "object_node_key": VALUE_KEY_PREFIX + f.fact_id if value_fact else f.object_key,
+        "object_name": f.value_text if value_fact else f.object_key,
+        "object_kind": VALUE_KIND if value_fact else IMPLICIT_ENTITY_KIND,
+        "predicate": f.predicate,
+        "value_json": orjson.dumps(f.value).decode(),
+        "value_text": f.value_text,
+        "unit": f.unit,
+        "valid_from": iso_z(f.valid_from),
+        "confidence": f.confidence,
+        "kind": f.kind,
+        "src_stream": f.source.stream,
+        "src_seq": f.source.seq,
+        "src_hash": f.source.hash,
+        "src_event_id": f.source.event_id,
+    }
+
+
+def _group_rows(groups: set[tuple[str, str, str]]) -> list[Row]:
+    return [{"tenant": t, "subject_key": s, "predicate": p} for t, s, p in sorted(groups)]
+
+
+def batch_steps(batch: GraphBatch) -> list[tuple[str, dict[str, Any]]]:
+    """The queries (one per record kind) that write ``batch``, in dependency order."""
+    steps: list[tuple[str, dict[str, Any]]] = []
+    if batch.events:
+        steps.append((MERGE_EVENTS, {"rows": [_event_row(e) for e in batch.events]}))
+        by_id, by_seq = _next_rows(batch.events)
+        if by_id:
+            steps.append((LINK_NEXT_BY_ID, {"rows": by_id}))
+        steps.append((LINK_NEXT, {"rows": by_seq}))
+    if batch.entities:
+        rows = [
+            {"tenant": n.tenant, "key": n.key, "name": n.name, "kind": n.kind}
+            for n in batch.entities
+        ]
+        steps.append((MERGE_ENTITIES, {"rows": rows}))
+    if batch.mentions:
+        rows = [
+            {"tenant": m.tenant, "event_id": m.event_id, "entity_key": m.entity_key, "role": m.role}
+            for m in batch.mentions
+        ]
+        steps.append((MERGE_MENTIONS, {"rows": rows, "implicit_kind": IMPLICIT_ENTITY_KIND}))
+    if batch.facts:
+        rows = [_fact_row(f) for f in batch.facts]
+        steps.append((MERGE_FACTS, {"rows": rows, "implicit_kind": IMPLICIT_ENTITY_KIND}))
+        groups = {(f.tenant, f.subject_key, f.predicate) for f in batch.facts}
+        steps.append((SUPERSEDE, {"rows": _group_rows(groups)}))
+    return steps
+
+
+def _fact_view(r: Row) -> FactView:
+    value_json = r["value_json"]
+    return FactView(
+        fact_id=r["fact_id"],
+        subject_key=r["subject_key"],
+        predicate=r["predicate"],
+        object_key=r["object_key"],
+        value=orjson.loads(value_json) if value_json is not None else None,
+        value_text=r["value_text"] or "",
+        unit=r["unit"],
+        valid_from=r["valid_from"],
+        valid_to=r["valid_to"],
+        superseded_by=r["superseded_by"],
+        confidence=float(r["confidence"]),
+        source=SourceRef(
+            tenant=r["tenant"],
+            stream=r["src_stream"],
+            seq=int(r["src_seq"]),
+            hash=r["src_hash"],
+            event_id=r["src_event_id"],
+        ),
+        kind=r["kind"],
+    )
+
+
+def _event_record(r: Row) -> EventRecord:
+    return EventRecord(
+        tenant=r["tenant"],
+        event_id=r["event_id"],
+        stream=r["stream"],
+        seq=int(r["seq"]),
+        hash=r["hash"],
+        prev_hash=r["prev_hash"],
+        type=r["type"],
+        agent=r["agent"],
+        occurred_at=r["occurred_at"],
+        ingested_at=r["ingested_at"],
+        text=r["text"] or "",
+        metadata=orjson.loads(r["metadata_json"] or "{}"),
+    )
+
+
+class CypherGraphStore(ABC):
+    """``GraphStore`` over the shared dialect; adapters supply transport and DDL only.
+
+    Supersession rule: the facts of one (tenant, subject_key, predicate) are ordered by
+    (valid_from, fact_id); the last is current (``valid_to`` null) and each other one gets
+    ``valid_to`` = the next one's ``valid_from`` and ``superseded_by`` = its ``fact_id``. The
+    group is recomputed whole on every write that touches it, so arrival order does not
+    matter and re-writing a ``fact_id`` changes nothing. Re-asserting the same object or value
+    is still a new fact and supersedes the old one; other subjects/predicates are untouched.
+    Timestamps come back in :func:`iso_z` form.
+    """
+
+    namespace: str
+
+    @abstractmethod
+    def ensure_schema(self) -> None:
+        """Create indexes/constraints (idempotent; the per-backend DDL shim)."""
+
+    @abstractmethod
+    def drop(self) -> None:
+        """Delete the whole namespace."""
+
+    @abstractmethod
+    def _read(self, query: str, params: dict[str, Any]) -> list[Row]:
+        """Run a read-only query; rows as column → value."""
+
+    @abstractmethod
+    def _transact(self, work: Callable[[Run], _T]) -> _T:
+        """Run ``work`` with a query runner, in one transaction where the backend has them."""
+
+    def write(self, batch: GraphBatch) -> None:
+        """MERGE events (+NEXT), entities, mentions, facts; then recompute touched fact groups."""
+        steps = batch_steps(batch)
+        if steps:
+            self._transact(lambda run: [run(q, p) for q, p in steps])
+
+    def facts(
+        self,
+        tenant: str,
+        as_of: str | None = None,
+        subject_key: str | None = None,
+        predicate: str | None = None,
+        include_superseded: bool = False,
+    ) -> list[FactView]:
+        """Facts valid at ``as_of`` (None = current ones, ``valid_to`` null).
+
+        ``include_superseded`` drops the ``valid_to`` condition: the whole history, or the
+        history asserted up to ``as_of`` when it is given.
+        """
+        params: dict[str, Any] = {
+            "tenant": tenant,
+            "as_of": iso_z(as_of) if as_of is not None else None,
+            "predicate": predicate,
+            "include_superseded": include_superseded,
+        }
+        if subject_key is None:
+            rows = self._read(FACTS, params)
+        else:
+            rows = self._read(FACTS_FOR_SUBJECT, {**params, "subject_key": subject_key})
+        return [_fact_view(r) for r in rows]
+
+    def neighbourhood(self, tenant: str, entity_keys: list[str], limit: int = 50) -> list[str]:
+        """Ids of events mentioning the entities or their RELATES neighbours, newest first."""
+        keys = sorted(set(entity_keys))
+        if not keys or limit <= 0:
+            return []
+        rows = self._read(NEIGHBOURHOOD, {"tenant": tenant, "keys": keys, "limit": limit})
+        return [str(r["event_id"]) for r in rows]
+
+    def chain(self, tenant: str, event_id: str, radius: int = 2) -> list[EventRecord]:
+        """The event and up to ``radius`` (at most 50) NEXT neighbours each side, by seq."""
+        radius = max(0, min(radius, MAX_CHAIN_RADIUS))
+        rows = self._read(CHAIN, {"tenant": tenant, "event_id": event_id, "radius": radius})
+        return [_event_record(r) for r in rows]
+
+    def event(self, tenant: str, event_id: str) -> EventRecord | None:
+        rows = self._read(EVENT, {"tenant": tenant, "event_id": event_id})
+        return _event_record(rows[0]) if rows else None
+
+    def counts(self, tenant: str | None = None) -> dict[str, int]:
+        """``{"events", "entities", "facts", "mentions"}``; value nodes are not entities."""
+        rows = self._read(COUNTS, {"tenant": tenant})
+        row = rows[0] if rows else {}
+        return {k: int(row.get(k) or 0) for k in ("events", "entities", "facts", "mentions")}
+
+    def purge_tenant_subject(self, tenant: str, entity_key: str) -> dict[str, int]:
+        """Delete the entity, its facts, the events mentioning it and the facts drawn only from
+        those events (a citation must never dangle); re-close the fact groups left behind."""
+        return self._transact(lambda run: _purge(run, tenant, entity_key))
+
+
+def _purge(run: Run, tenant: str, key: str) -> dict[str, int]:
+    base = {"tenant": tenant, "key": key}
+    event_ids = sorted({str(r["event_id"]) for r in run(PURGE_EVENT_IDS, base)})
+    facts = run(PURGE_FACTS, {**base, "event_ids": event_ids})
+    fact_ids = sorted({str(r["fact_id"]) for r in facts})
+    # Groups of other subjects that lost a fact need their validity chain re-closed.
+    groups = {(tenant, r["subject_key"], r["predicate"]) for r in facts if r["subject_key"] != key}
+    if fact_ids:
+        value_keys = [VALUE_KEY_PREFIX + fact_id for fact_id in fact_ids]
+        run(DELETE_VALUE_NODES, {"tenant": tenant, "keys": value_keys})
+        run(DELETE_FACTS, {"tenant": tenant, "fact_ids": fact_ids})
+    events = mentions = 0
+    if event_ids:
+        row = run(DELETE_EVENTS, {"tenant": tenant, "event_ids": event_ids})[0]
+        events, mentions = int(row["events"]), int(row["mentions"] or 0)
+    entities = int(run(DELETE_ENTITY, base)[0]["entities"])
+    if groups:
+        run(SUPERSEDE, {"rows": _group_rows(groups)})
+    return {"events": events, "entities": entities, "facts": len(fact_ids), "mentions": mentions}
