@@ -554,3 +554,22 @@ def test_factory_opens_falkordb_from_its_url(falkordb_server: Server) -> None:
         assert graph.counts() == {"events": 1, "entities": 0, "facts": 0, "mentions": 0}
     finally:
         graph.drop()
+
+
+def test_events_by_ids_and_recent_are_tenant_scoped(store: GraphStore) -> None:
+    store.write(GraphBatch(events=[ev(1), ev(2), ev(3), ev(1, stream="other"), ev(4, tenant=B)]))
+    got = store.events(A, ["chat-2", "chat-1", "missing", "chat-4"])
+    assert sorted(e.event_id for e in got) == ["chat-1", "chat-2"]
+    assert store.events(B, ["chat-1"]) == []
+    assert [e.event_id for e in store.recent(A, limit=2)] == ["chat-3", "chat-2"]
+    assert [e.event_id for e in store.recent(A, limit=5, stream="other")] == ["other-1"]
+    assert [e.event_id for e in store.recent(B)] == ["chat-4"]
+
+
+def test_fact_by_id_whatever_its_validity(store: GraphStore) -> None:
+    store.write(world())
+    history = store.facts(A, include_superseded=True)
+    old = next(f for f in history if f.valid_to is not None)
+    assert store.fact(A, old.fact_id) == old
+    assert store.fact(B, old.fact_id) is None
+    assert store.fact(A, "no-such#0") is None

@@ -19,9 +19,10 @@ from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 from pydantic.json_schema import models_json_schema
 from starlette.concurrency import run_in_threadpool
 
-from memstream_api import ingest
+from memstream_api import checkout_routes, ingest
 from memstream_api.http_metrics import HttpMetrics
 from memstream_api.producing import BatchProducer
+from memstream_api.wiring import build_checkout
 
 COMPONENT = "api"
 DESCRIPTION = (
@@ -55,6 +56,7 @@ def create_app(
             thread = threading.Thread(target=manager.run_forever, name="vector-projection")
             thread.start()
         app.state.vectors = manager
+        app.state.checkout = build_checkout(settings, manager, producer)
         UP.labels(component=COMPONENT).set(1)
         try:
             yield
@@ -73,6 +75,7 @@ def create_app(
     app.state.max_body_bytes = max_body_bytes
     app.add_middleware(HttpMetrics, component=COMPONENT)
     app.include_router(ingest.router)
+    app.include_router(checkout_routes.router)
 
     @app.get("/healthz", tags=["ops"], summary="Liveness and Kafka reachability")
     async def healthz() -> JSONResponse:

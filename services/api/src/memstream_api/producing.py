@@ -15,9 +15,17 @@ from memstream.events import Event
 from memstream.kafka.clients import producer_config
 from memstream.kafka.topics import RAW
 from memstream.metrics import EVENTS_PRODUCED
+from prometheus_client import Counter
 from starlette.concurrency import run_in_threadpool
 
 log = logging.getLogger(__name__)
+
+
+TRACES_DROPPED = Counter(
+    "memstream_records_dropped_total",
+    "Best-effort records (e.g. checkout traces) dropped because the producer queue was full",
+    ["component", "topic"],
+)
 
 
 class DeliveryFailedError(RuntimeError):
@@ -140,6 +148,13 @@ class BatchProducer:
                         batch.settle(event.id, "producer queue full")
                         break
                     time.sleep(0.01)
+
+    def send(self, topic: str, key: str, value: bytes) -> None:
+        """Fire-and-forget record (checkout traces); delivery is served by the poll thread."""
+        try:
+            self._producer.produce(topic, value, key=key)
+        except BufferError:
+            TRACES_DROPPED.labels(component=self.component, topic=topic).inc()
 
     def close(self, timeout: float = 10.0) -> None:
         """Stop polling, deliver what is queued (bounded), release the client."""

@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 from memstream.bench.embed import run_embed_bench
 from memstream.bench.ingest import run_ingest_bench
+from memstream.bench.locomo import run_locomo_bench
 from rich.table import Table
 
 from memstream_cli.common import JsonFlag, err, out, print_json
@@ -68,3 +69,40 @@ def embed(
     out.print(table)
     if "locomo" in doc:
         out.print_json(data=doc["locomo"])
+
+
+@bench_app.command("locomo")
+def locomo(
+    data: Annotated[Path, typer.Option("--data", help="LoCoMo JSON (e.g. locomo-dev.json)")],
+    k: Annotated[int, typer.Option("--k")] = 10,
+    out_file: Annotated[Path | None, typer.Option("--out", help="per-question JSONL")] = None,
+    limit: Annotated[
+        int | None, typer.Option("--limit", help="first N questions per conversation")
+    ] = None,
+    json_out: JsonFlag = False,
+) -> None:
+    """Evidence Recall@k / Hit@k per category through the real pipeline, with baselines."""
+    if not data.is_file():
+        raise typer.BadParameter(f"no such file: {data}", param_hint="--data")
+    doc = run_locomo_bench(data, k, out_file, lambda m: err.print(f"[dim]{m}[/dim]"), limit)
+    if json_out:
+        print_json(doc)
+        return
+    table = Table("method", "Recall@k", "Hit@k", "cat 1", "cat 2", "cat 3", "cat 4", "vs BM25")
+    base = doc["methods"]["bm25"]["recall"] or 1.0
+    for name, m in doc["methods"].items():
+        cats = [m["by_category"].get(str(c), {}) for c in (1, 2, 3, 4)]
+        table.add_row(
+            name,
+            f"{m['recall']:.3f}",
+            f"{m['hit']:.3f}",
+            *(f"{c.get('recall', 0):.3f}/{c.get('hit', 0):.3f}" for c in cats),
+            f"{m['recall'] / base:.2f}",
+        )
+    out.print(table)
+    out.print(
+        f"category 5 abstention {doc['category5_abstention']}; packet tokens median "
+        f"{doc['packet_tokens_median']} p95 {doc['packet_tokens_p95']}; checkout p50 "
+        f"{doc['checkout_ms_p50']} ms p95 {doc['checkout_ms_p95']} ms; ingest "
+        f"{doc['ingest_seconds']} s; skipped evidence ids {doc['skipped_evidence_ids']}"
+    )

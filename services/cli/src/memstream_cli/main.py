@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import typer
 
-from memstream_cli import bench_cmd, emit_cmd, keys_cmd, ledger_cmd, projections_cmd, stack_cmd
+from memstream_cli import (
+    bench_cmd,
+    checkout_cmd,
+    emit_cmd,
+    keys_cmd,
+    ledger_cmd,
+    projections_cmd,
+    stack_cmd,
+)
 
 app = typer.Typer(
     name="memstream",
@@ -17,6 +25,8 @@ app.command("status")(stack_cmd.status)
 app.command("emit")(emit_cmd.emit)
 app.command("verify")(ledger_cmd.verify)
 app.command("replay")(projections_cmd.replay)
+app.command("checkout")(checkout_cmd.checkout)
+app.command("lineage")(checkout_cmd.lineage)
 app.add_typer(ledger_cmd.ledger_app, name="ledger")
 app.add_typer(projections_cmd.projections_app, name="projections")
 app.add_typer(keys_cmd.keys_app, name="keys")

@@ -120,6 +120,11 @@ ORDER BY subject_key, predicate, valid_from, fact_id
 
 FACTS = "MATCH (s:Entity {tenant: $tenant})-[f:RELATES]->(o:Entity)" + _FACT_FILTER + _FACT_RETURN
 
+# Unlabelled endpoints: FalkorDB then looks the edge up by its index instead of scanning.
+FACT_BY_ID = (
+    "MATCH (s)-[f:RELATES {fact_id: $fact_id}]->(o)\nWHERE f.tenant = $tenant" + _FACT_RETURN
+)
+
 FACTS_FOR_SUBJECT = (
     "MATCH (s:Entity {tenant: $tenant, key: $subject_key})-[f:RELATES]->(o:Entity)"
     + _FACT_FILTER
@@ -149,6 +154,19 @@ _EVENT_COLUMNS = """
 """
 
 EVENT = "MATCH (n:Event {tenant: $tenant, event_id: $event_id})\nRETURN" + _EVENT_COLUMNS
+
+EVENTS = (
+    "UNWIND $ids AS id\nMATCH (n:Event {tenant: $tenant, event_id: id})\nRETURN" + _EVENT_COLUMNS
+)
+
+RECENT = (
+    """
+MATCH (n:Event)
+WHERE n.tenant = $tenant AND ($stream IS NULL OR n.stream = $stream)
+WITH n ORDER BY n.occurred_at DESC, n.seq DESC LIMIT $limit
+RETURN"""
+    + _EVENT_COLUMNS
+)
 
 # Walks NEXT (not a seq window) so a gap in the projection ends the chain honestly.
 CHAIN = (

@@ -28,6 +28,9 @@ class GraphStore(Protocol):
     ) -> list[FactView]:
         """Facts valid at ``as_of`` (ISO; None = now = open-ended), or all with history."""
 
+    def fact(self, tenant: str, fact_id: str) -> FactView | None:
+        """One fact by id, whatever its validity."""
+
     def neighbourhood(self, tenant: str, entity_keys: list[str], limit: int = 50) -> list[str]:
         """Event ids that mention the entities or their one-hop fact neighbours."""
 
@@ -35,6 +38,12 @@ class GraphStore(Protocol):
         """The event and up to ``radius`` neighbours before/after it on its stream."""
 
     def event(self, tenant: str, event_id: str) -> EventRecord | None: ...
+
+    def events(self, tenant: str, event_ids: list[str]) -> list[EventRecord]:
+        """The tenant's events among ``event_ids`` (unknown ids are left out)."""
+
+    def recent(self, tenant: str, limit: int = 20, stream: str | None = None) -> list[EventRecord]:
+        """The tenant's newest events (of one stream, if given)."""
 
     def counts(self, tenant: str | None = None) -> dict[str, int]:
         """``{"events", "entities", "facts", "mentions"}`` (all tenants when None)."""

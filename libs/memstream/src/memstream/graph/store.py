@@ -17,6 +17,8 @@ from memstream.graph.cypher import (
     DELETE_FACTS,
     DELETE_VALUE_NODES,
     EVENT,
+    EVENTS,
+    FACT_BY_ID,
     FACTS,
     FACTS_FOR_SUBJECT,
     IMPLICIT_ENTITY_KIND,
@@ -30,6 +32,7 @@ from memstream.graph.cypher import (
     NEIGHBOURHOOD,
     PURGE_EVENT_IDS,
     PURGE_FACTS,
+    RECENT,
     SUPERSEDE,
     VALUE_KEY_PREFIX,
     VALUE_KIND,
@@ -254,6 +257,11 @@ class CypherGraphStore(ABC):
             rows = self._read(FACTS_FOR_SUBJECT, {**params, "subject_key": subject_key})
         return [_fact_view(r) for r in rows]
 
+    def fact(self, tenant: str, fact_id: str) -> FactView | None:
+        """One fact by id, whatever its validity."""
+        rows = self._read(FACT_BY_ID, {"tenant": tenant, "fact_id": fact_id})
+        return _fact_view(rows[0]) if rows else None
+
     def neighbourhood(self, tenant: str, entity_keys: list[str], limit: int = 50) -> list[str]:
         """Ids of events mentioning the entities or their RELATES neighbours, newest first."""
         keys = sorted(set(entity_keys))
@@ -271,6 +279,18 @@ class CypherGraphStore(ABC):
     def event(self, tenant: str, event_id: str) -> EventRecord | None:
         rows = self._read(EVENT, {"tenant": tenant, "event_id": event_id})
         return _event_record(rows[0]) if rows else None
+
+    def events(self, tenant: str, event_ids: list[str]) -> list[EventRecord]:
+        """The tenant's events among ``event_ids`` (unknown ids are left out)."""
+        if not event_ids:
+            return []
+        rows = self._read(EVENTS, {"tenant": tenant, "ids": list(dict.fromkeys(event_ids))})
+        return [_event_record(r) for r in rows]
+
+    def recent(self, tenant: str, limit: int = 20, stream: str | None = None) -> list[EventRecord]:
+        """The tenant's newest events (of one stream, if given)."""
+        rows = self._read(RECENT, {"tenant": tenant, "stream": stream, "limit": limit})
+        return [_event_record(r) for r in rows]
 
     def counts(self, tenant: str | None = None) -> dict[str, int]:
         """``{"events", "entities", "facts", "mentions"}``; value nodes are not entities."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from datetime import UTC, datetime
 from typing import Any
@@ -111,6 +112,7 @@ def event_point(x: Extraction) -> VectorPoint:
             "valid_to": None,
             "entity_keys": sorted({m.entity_key for m in x.mentions}),
             "metadata": e.metadata,
+            "text": e.text,  # checkout cites it without a graph round trip
         },
     )
 
@@ -126,6 +128,37 @@ def vector_points(extractions: list[Extraction], embedder: Embedder) -> list[Vec
     ]
 
 
+class IdleOptimizer:
+    """Builds the index (HNSW, segment merges) when writes pause, off the projection loop.
+
+    Only indexes that have ``optimize()`` (Qdrant Edge) need it; a server optimizes itself.
+    """
+
+    def __init__(self, index: VectorIndex, min_new: int = 2000, idle_s: float = 3.0) -> None:
+        self.index = index
+        self.min_new = min_new
+        self.idle_s = idle_s
+        self.new = 0
+        self.last_write = time.monotonic()
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="vector-optimizer", daemon=True)
+        if callable(getattr(index, "optimize", None)):
+            self.thread.start()
+
+    def wrote(self, n: int) -> None:
+        self.new += n
+        self.last_write = time.monotonic()
+
+    def _run(self) -> None:
+        while not self.stop.wait(1.0):
+            if self.new >= self.min_new and time.monotonic() - self.last_write >= self.idle_s:
+                self.new = 0
+                try:
+                    self.index.optimize()  # type: ignore[attr-defined]
+                except Exception:
+                    log.exception("optimizing the vector index failed")
+
+
 class VectorProjector(_Base):
     component = "vector-projector"
 
@@ -137,16 +170,19 @@ class VectorProjector(_Base):
         self.embedder = embedder
         index.ensure()
         POINTS.labels(version).set(index.count())
+        self.optimizer = IdleOptimizer(index)
 
     def process(self, msgs: list[Message]) -> None:
         extractions = self.decode(msgs, light=True)
         points = vector_points(extractions, self.embedder)
         if points:
             self.index.upsert(points)
+            self.optimizer.wrote(len(points))
         self.observe(extractions, "vector")
         POINTS.labels(self.version).set(self.index.count())
 
     def close(self) -> None:
+        self.optimizer.stop.set()
         self.producer.flush(10)
         self.index.close()
 

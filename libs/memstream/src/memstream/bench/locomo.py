@@ -1,0 +1,271 @@
+"""``bench locomo``: LoCoMo turns through the real pipeline, one checkout per question.
+
+Only the turns are ingested (one tenant per conversation, one stream per session, the
+speaker as agent, the session date as ``occurred_at``, turn id and image caption as event
+metadata). Questions, answers and evidence are used for scoring only.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import statistics
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, Literal
+
+from memstream.client import MemoryHttpClient
+from memstream.events import EventIn
+from memstream.kafka.reading import end_offsets
+from memstream.kafka.topics import LEDGER
+from memstream.keys import KeyStore
+from memstream.projection.status import projection_status
+from memstream.sdk import MemoryClient
+from memstream.settings import Settings
+from memstream.stack.net import free_port
+from memstream.stack.supervisor import EmbeddedStack
+
+Progress = Callable[[str], None]
+ABSTAIN = ("ask_user", "no_memory")
+_SESSION = re.compile(r"^session_(\d+)$")
+
+
+def session_time(text: str) -> datetime:
+    """LoCoMo's "1:56 pm on 8 May, 2023" as an aware UTC datetime."""
+    return datetime.strptime(text.strip(), "%I:%M %p on %d %B, %Y").replace(tzinfo=UTC)
+
+
+def conversation_events(sample: dict[str, Any]) -> tuple[str, list[Any], set[str]]:
+    """The tenant, its turn events, and the set of turn ids."""
+    tenant = re.sub(r"[^A-Za-z0-9._-]", "-", sample["sample_id"])
+    conv = sample["conversation"]
+    events: list[Any] = []
+    turns: set[str] = set()
+    sessions = sorted((int(m.group(1)), k) for k in conv if (m := _SESSION.match(k)) and conv[k])
+    for n, key in sessions:
+        start = session_time(conv[f"{key}_date_time"])
+        for i, turn in enumerate(conv[key]):
+            dia = str(turn["dia_id"])
+            turns.add(dia)
+            meta: dict[str, Any] = {"dia_id": dia, "session": n}
+            if turn.get("blip_caption"):
+                meta["image_caption"] = turn["blip_caption"]
+            events.append(
+                EventIn(
+                    id=f"{tenant}.{dia}",
+                    stream=f"session-{n}",
+                    agent=turn["speaker"],
+                    type="message.user",
+                    occurred_at=start + timedelta(seconds=30 * i),
+                    payload={"text": turn["text"] or "(shared an image)"},
+                    metadata=meta,
+                ).complete(tenant)
+            )
+    return tenant, events, turns
+
+
+def packet_turns(packet: dict[str, Any]) -> list[str]:
+    """Turn ids behind the packet's evidence items, in packet order, once each."""
+    ids: list[str] = []
+    for a in packet["answer_candidates"]:
+        ids += a["support_ids"]
+    ids += [f["ref"]["event_id"] for f in packet["facts"]]
+    ids += [r["ref"]["event_id"] for r in packet["evidence"]]
+    ids += [s["item_id"] for s in packet["snippets"]]
+    return _turns(ids)
+
+
+def _turns(event_ids: list[str]) -> list[str]:
+    out: list[str] = []
+    for eid in event_ids:
+        dia = eid.split("#", 1)[0].split(".", 1)[-1]
+        if dia not in out:
+            out.append(dia)
+    return out
+
+
+def _score(retrieved: list[str], evidence: list[str], k: int) -> tuple[float, float]:
+    top = set(retrieved[:k])
+    found = sum(1 for e in evidence if e in top)
+    return found / len(evidence), 1.0 if found else 0.0
+
+
+def _pct(values: list[float], q: float) -> float:
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def run_locomo_bench(
+    data: Path, k: int, out: Path | None, progress: Progress, limit: int | None = None
+) -> dict[str, Any]:
+    samples = json.loads(data.read_text())
+    with tempfile.TemporaryDirectory(prefix="memstream-locomo-") as tmp:
+        settings = Settings().model_copy(update={"data_dir": Path(tmp)})
+        stack = EmbeddedStack(settings, Path(tmp), free_port())
+        progress("starting a throw-away embedded stack")
+        info = stack.start()
+        try:
+            return _run(
+                stack,
+                info.kafka_bootstrap,
+                info.api_url,
+                settings,
+                samples,
+                k,
+                out,
+                progress,
+                limit,
+            )
+        finally:
+            stack.stop(drain=False)
+
+
+def _wait_fresh(settings: Settings, bootstrap: str, metrics: list[str], n: int) -> None:
+    deadline = time.monotonic() + 900
+    while time.monotonic() < deadline:
+        if sum(end_offsets(bootstrap, LEDGER).values()) >= n:
+            doc = projection_status(settings, bootstrap, metrics)
+            live = [v for v in doc["versions"] if v["live"]]
+            if (
+                live
+                and live[0]["counts"]["graph_events"] >= n
+                and live[0]["counts"]["vector_points"] >= n
+                and live[0]["lag"]["total"] == 0
+            ):
+                return
+        time.sleep(0.5)
+    raise TimeoutError("projections did not catch up with the ledger in 900 s")
+
+
+def _run(
+    stack: EmbeddedStack,
+    bootstrap: str,
+    api_url: str,
+    settings: Settings,
+    samples: list[dict[str, Any]],
+    k: int,
+    out: Path | None,
+    progress: Progress,
+    limit: int | None,
+) -> dict[str, Any]:
+    assert stack.info is not None
+    metrics = stack.info.metrics_endpoints
+    keys = KeyStore(settings.resolved_keys_file())
+    convs = []
+    t0 = time.perf_counter()
+    total = 0
+    for sample in samples:
+        tenant, events, turns = conversation_events(sample)
+        with MemoryClient(bootstrap, tenant) as client:
+            client.emit_many(events)
+        total += len(events)
+        convs.append((sample, tenant, turns, keys.create(tenant)))
+    progress(f"emitted {total} turns of {len(samples)} conversations; waiting for projections")
+    _wait_fresh(settings, bootstrap, metrics, total)
+    ingest_s = time.perf_counter() - t0
+    rows: list[dict[str, Any]] = []
+    skipped = 0
+    lanes: dict[str, Literal["fused", "dense", "sparse"]] = {
+        "packet": "fused",  # the packet itself, not a recall lane
+        "bm25": "sparse",
+        "dense": "dense",
+        "recall": "fused",
+    }
+    per: dict[str, dict[int, list[tuple[float, float]]]] = {n: defaultdict(list) for n in lanes}
+    abstain: list[float] = []
+    latencies: list[float] = []
+    tokens: list[float] = []
+    out_fh = open(out, "w") if out is not None else None  # noqa: SIM115
+    try:
+        for sample, tenant, turns, key in convs:
+            qa = sample["qa"][:limit] if limit else sample["qa"]
+            progress(f"{tenant}: {len(qa)} questions")
+            with MemoryHttpClient(api_url, key) as client:
+                for qi, q in enumerate(qa):
+                    cat = int(q["category"])
+                    started = time.perf_counter()
+                    packet = client.checkout(q["question"], k=k)
+                    latency = (time.perf_counter() - started) * 1000
+                    latencies.append(latency)
+                    tokens.append(packet["budget"]["used"])
+                    retrieved = packet_turns(packet)
+                    row = {
+                        "sample_id": sample["sample_id"],
+                        "qa_index": qi,
+                        "category": cat,
+                        "retrieved": retrieved,
+                        "packet_tokens": packet["budget"]["used"],
+                        "latency_ms": round(latency, 3),
+                        "answerability": packet["answerability"],
+                    }
+                    rows.append(row)
+                    if out_fh is not None:
+                        out_fh.write(json.dumps(row) + "\n")
+                    if cat == 5:
+                        abstain.append(1.0 if packet["answerability"] in ABSTAIN else 0.0)
+                        continue
+                    evidence = [e for e in q.get("evidence", []) if e in turns]
+                    skipped += len(q.get("evidence", [])) - len(evidence)
+                    if not evidence:
+                        continue
+                    per["packet"][cat].append(_score(retrieved, evidence, k))
+                    for name, mode in lanes.items():
+                        if name == "packet":
+                            continue
+                        items = client.recall(q["question"], k=k, mode=mode)
+                        got = _turns([i["item_id"] for i in items])
+                        per[name][cat].append(_score(got, evidence, k))
+    finally:
+        if out_fh is not None:
+            out_fh.close()
+    return _report(per, abstain, latencies, tokens, ingest_s, total, skipped, k, len(rows))
+
+
+def _report(
+    per: dict[str, dict[int, list[tuple[float, float]]]],
+    abstain: list[float],
+    latencies: list[float],
+    tokens: list[float],
+    ingest_s: float,
+    turns: int,
+    skipped: int,
+    k: int,
+    questions: int,
+) -> dict[str, Any]:
+    methods: dict[str, Any] = {}
+    for name, cats in per.items():
+        allv = [v for c in cats.values() for v in c]
+        methods[name] = {
+            "recall": round(statistics.fmean(r for r, _ in allv), 4) if allv else 0.0,
+            "hit": round(statistics.fmean(h for _, h in allv), 4) if allv else 0.0,
+            "questions": len(allv),
+            "by_category": {
+                str(c): {
+                    "recall": round(statistics.fmean(r for r, _ in v), 4),
+                    "hit": round(statistics.fmean(h for _, h in v), 4),
+                    "questions": len(v),
+                }
+                for c, v in sorted(cats.items())
+            },
+        }
+    base = methods.get("bm25", {}).get("recall") or 0.0
+    return {
+        "k": k,
+        "questions": questions,
+        "turns": turns,
+        "skipped_evidence_ids": skipped,
+        "methods": methods,
+        "packet_vs_bm25_recall": round(methods["packet"]["recall"] / base, 3) if base else None,
+        "category5_abstention": round(statistics.fmean(abstain), 4) if abstain else None,
+        "packet_tokens_median": statistics.median(tokens) if tokens else 0,
+        "packet_tokens_p95": _pct(tokens, 0.95),
+        "checkout_ms_p50": round(_pct(latencies, 0.5), 3),
+        "checkout_ms_p95": round(_pct(latencies, 0.95), 3),
+        "ingest_seconds": round(ingest_s, 3),
+    }

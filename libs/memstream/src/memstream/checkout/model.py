@@ -1,0 +1,199 @@
+"""Checkout contracts: retrieved candidates in, the packet out (DESIGN.md §3.4)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from memstream.projection.model import DateRecord, QuantityRecord, SourceRef
+
+JsonScalar = str | int | float | bool | None
+
+Operation = Literal[
+    "lookup",
+    "count",
+    "sum",
+    "difference",
+    "average",
+    "argmax",
+    "argmin",
+    "latest_value",
+    "temporal_interval",
+    "temporal_order",
+    "list",
+    "absence",
+]
+Answerability = Literal["answer_from_memory", "refresh_recommended", "ask_user", "no_memory"]
+ExclusionReason = Literal["duplicate", "stale", "superseded", "out_of_window", "low_confidence"]
+WarningKind = Literal[
+    "contradiction",
+    "stale",
+    "superseded",
+    "missing_evidence",
+    "low_confidence",
+    "default_confidence",
+]
+
+
+class _M(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Candidate(_M):
+    """One retrieved memory item (phase 1): an event, or a fact read from the graph.
+
+    ``item_id`` is the event id for events and the fact id (``<event_id>#<n>``) for facts;
+    both resolve through lineage to ledger events.
+    """
+
+    item_id: str
+    kind: Literal["event", "fact"]
+    text: str
+    ref: SourceRef
+    type: str
+    agent: str
+    occurred_at: str
+    score: float = 0.0
+    lanes: list[str] = Field(default_factory=list)
+    metadata: dict[str, JsonScalar] = Field(default_factory=dict)
+    entity_keys: list[str] = Field(default_factory=list)
+    quantities: list[QuantityRecord] = Field(default_factory=list)
+    dates: list[DateRecord] = Field(default_factory=list)
+    # facts only
+    subject: str | None = None
+    predicate: str | None = None
+    value: JsonScalar = None
+    value_text: str | None = None
+    unit: str | None = None
+    valid_from: str | None = None
+    valid_to: str | None = None
+    superseded_by: str | None = None
+    confidence: float | None = None  # None = unknown (treated as 0.50 with a warning)
+
+
+class TimeWindow(_M):
+    start: str | None = None  # ISO date/time, inclusive
+    end: str | None = None  # exclusive
+    text: str = ""
+
+
+class SynthesisPlan(_M):
+    """What the query asks for, decided deterministically from its words."""
+
+    query: str
+    operation: Operation
+    answer_type: Literal["text", "number", "money", "date", "duration", "entity", "list", "boolean"]
+    entities: list[str] = Field(default_factory=list)  # entity keys named in the query
+    terms: list[str] = Field(default_factory=list)  # content words
+    unit: str | None = None  # unit/currency the answer should be in, if stated
+    time_window: TimeWindow | None = None
+    as_of: str | None = None
+
+
+class EvidenceRow(_M):
+    """One normalised piece of evidence the operation computes over."""
+
+    row_id: str
+    support_id: str  # the candidate's item_id
+    label: str
+    value: JsonScalar = None
+    unit: str | None = None
+    entity: str | None = None
+    time: str | None = None
+    ref: SourceRef
+
+
+class Exclusion(_M):
+    item_id: str
+    reason: ExclusionReason
+    detail: str = ""
+
+
+class AnswerCandidate(_M):
+    answer: str
+    value: JsonScalar | list[JsonScalar] = None
+    unit: str | None = None
+    confidence: float
+    support_ids: list[str]
+    excluded_ids: list[Exclusion] = Field(default_factory=list)
+
+
+class PacketWarning(_M):
+    kind: WarningKind
+    message: str
+    ids: list[str] = Field(default_factory=list)
+
+
+class SynthesisResult(_M):
+    """What the synthesis layer hands to packet assembly."""
+
+    answerability: Answerability
+    answer_candidates: list[AnswerCandidate]
+    warnings: list[PacketWarning]
+    evidence: list[EvidenceRow]
+
+
+class FactItem(_M):
+    fact_id: str
+    subject: str
+    predicate: str
+    value: JsonScalar = None
+    value_text: str
+    unit: str | None = None
+    valid_from: str
+    valid_to: str | None = None
+    confidence: float
+    ref: SourceRef
+
+
+class Snippet(_M):
+    item_id: str
+    text: str
+    ref: SourceRef
+    type: str
+    agent: str
+    occurred_at: str
+    score: float
+    metadata: dict[str, JsonScalar] = Field(default_factory=dict)
+
+
+class LatentItem(_M):
+    """Suggestive only: may steer ranking, never authorizes a claim."""
+
+    artifact_id: str
+    artifact_type: str
+    summary: str
+    confidence: float
+    source_event_refs: list[SourceRef]
+    label: Literal["suggestive"] = "suggestive"
+
+
+class Dropped(_M):
+    section: str
+    item_id: str
+    tokens: int
+
+
+class Budget(_M):
+    max_tokens: int
+    used: int
+    dropped: list[Dropped] = Field(default_factory=list)
+
+
+class CheckoutPacket(_M):
+    """Answer first, proof after; fields in this order (DESIGN.md §3.4)."""
+
+    answerability: Answerability
+    synthesis_plan: SynthesisPlan
+    answer_candidates: list[AnswerCandidate]
+    warnings: list[PacketWarning]
+    facts: list[FactItem]
+    evidence: list[EvidenceRow]
+    snippets: list[Snippet]
+    latent_context: list[LatentItem]
+    budget: Budget
+    packet_id: str
+    tenant: str
+    as_of: str | None = None
+    meta: dict[str, Any] = Field(default_factory=dict)  # timings, lane sizes, version

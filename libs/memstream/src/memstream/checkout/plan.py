@@ -1,0 +1,196 @@
+"""The synthesis plan: what a query asks for, read from its wording (deterministic)."""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from memstream.checkout.model import Operation, SynthesisPlan
+from memstream.checkout.window import find_window
+from memstream.checkout.words import STOP_STEMS, is_currency, normalise_unit, stem, words
+from memstream.projection.names import entity_key, name_candidates
+
+AnswerType = Literal["text", "number", "money", "date", "duration", "entity", "list", "boolean"]
+
+_TIME_UNITS = r"(?:seconds|minutes|hours|days|weeks|months|years)"
+_MEASURES = (
+    r"(?:seconds|minutes|hours|days|weeks|months|years|km|kilomet(?:er|re)s|miles|meters|metres|"
+    r"kg|kilograms|pounds|lbs|calories|steps|pages|dollars|euros|yen|percent|cups|gb|mb)"
+)
+MONEY_CUES = re.compile(
+    r"[$€£¥]|\b(?:spen[dt]|spending|costs?|pa(?:y|id)|price[ds]?|money|budget|expensive|cheap"
+    r"(?:er|est)?|fees?|charged?|earn(?:ed)?|owe[ds]?|salary|rent|dollars?|euros?|usd|eur|gbp|"
+    r"yen|afford|worth)\b"
+)
+# Operation cues in precedence order: the first that matches decides.
+_OPERATIONS: list[tuple[Operation, re.Pattern[str]]] = [
+    (
+        "temporal_interval",
+        re.compile(
+            rf"\bhow long\b|\bsince when\b|\bduration\b|\bhow many {_TIME_UNITS} (?:ago|have|has|"
+            rf"had|passed|elapsed|apart)\b|\bhow many {_TIME_UNITS}\b.*\b(?:between|since|until|"
+            r"till|before|after|ago|passed|elapsed|apart|from)\b"
+        ),
+    ),
+    (
+        "difference",
+        re.compile(
+            r"\bdifference\b|\bhow (?:much|many) (?:more|less|fewer|longer|shorter|bigger|"
+            r"smaller|higher|lower|cheaper|older|younger|further|farther|heavier|lighter)\b|"
+            r"\bcompared (?:to|with)\b"
+        ),
+    ),
+    (
+        "average",
+        re.compile(
+            r"\baverage\b|\bavg\b|\b(?:the|my|our|a|an) mean\b|\bmean (?:value|amount|number)\b"
+        ),
+    ),
+    ("sum", re.compile(r"\btotal\b|\bsum\b|\baltogether\b|\bin all\b|\bcombined\b")),
+    ("count", re.compile(r"\bhow many\b|\bnumber of\b|\bhow often\b|\bcount\b")),
+    ("sum", re.compile(r"\bspen[dt]\b|\bspending\b")),
+    (
+        "latest_value",
+        re.compile(
+            r"\bcurrent(?:ly)?\b|\bnow\b|\blatest\b|\bstill\b|\bthese days\b|\bat the moment\b|"
+            r"\bmost recent(?:ly)?\b|\bnowadays\b|\banymore\b|\bat present\b"
+        ),
+    ),
+    (
+        "argmin",
+        re.compile(r"\bleast\b|\blowest\b|\bsmallest\b|\bcheapest\b|\bfewest\b|\bminimum\b"),
+    ),
+    (
+        "argmax",
+        re.compile(
+            r"\bmost\b|\bhighest\b|\blargest\b|\bbiggest\b|\bbest\b|\blongest\b|\bmaximum\b|"
+            r"\bgreatest\b"
+        ),
+    ),
+    (
+        "temporal_order",
+        re.compile(
+            r"\bfirst\b|\bbefore\b|\bafter\b|\bearlier\b|\blater\b|\bsooner\b|\bwhat order\b|"
+            r"\border of\b|\bchronolog"
+        ),
+    ),
+    (
+        "list",
+        re.compile(
+            r"^list\b|\blist (?:all|the|every|my)\b|\bwhich ones\b|\bwhat (?:are|were) all\b|"
+            r"\bname (?:the|all|every)\b|\bwhat (?:kinds|types|sorts) of\b|\ball (?:the|of the|"
+            r"of my)\b"
+        ),
+    ),
+    (
+        "absence",
+        re.compile(
+            r"\b(?:did|have|has|had|do|does|was|were|is|are)\b.*\bever\b|\bnever\b|"
+            r"\b(?:has|have|had|did|does|do)(?:n't| not)\b|"
+            r"^(?:has|have|had|did|does|do|is|are|was|were)\b(?:\s+\w+){1,3}\s+not\b"
+        ),
+    ),
+]
+_SUM_UNIT = re.compile(rf"\bhow many {_MEASURES}\b|\bnumber of {_MEASURES}\b")
+_DATE_Q = re.compile(
+    r"^when\b|\bwhen (?:did|was|were|is|will|do|does|had|has)\b|\bwhat (?:date|day|year|month|"
+    r"time)\b|\bwhich (?:date|day|year|month)\b|\bsince when\b"
+)
+_WHO = re.compile(r"\bwho(?:m|se)?\b|\bwith whom\b")
+_YES_NO = re.compile(
+    r"^(?:is|are|was|were|do|does|did|have|has|had|can|could|will|would|should|am)\b"
+)
+_UNIT_Q = re.compile(
+    r"\b(?:how many|number of|in|into|total|of)\s+(?P<u>[a-z%°]+)\b|(?P<sym>[$€£¥])"
+)
+_KNOWN_UNITS = frozenset(
+    """
+    usd eur gbp jpy hour minute second day week month year km mile m cm mm kg lb % ticket
+    item person user book page step calorie cup gb mb tb time
+    """.split()  # noqa: SIM905
+)
+
+
+def classify(query: str) -> Operation:
+    """The operation a query's wording asks for (class-level English cues)."""
+    q = _norm(query)
+    for op, pattern in _OPERATIONS:
+        if pattern.search(q):
+            if op == "count" and _SUM_UNIT.search(q):
+                return "sum"
+            return op
+    return "lookup"
+
+
+def answer_type(query: str, op: Operation, unit: str | None = None) -> AnswerType:
+    """The expected shape of the answer."""
+    q = _norm(query)
+    if op == "temporal_interval":
+        return "date" if "since when" in q or q.startswith("when") else "duration"
+    if _DATE_Q.search(q):
+        return "date"
+    if op == "list":
+        return "list"
+    if _WHO.search(q):
+        return "entity"
+    numeric = op in ("count", "sum", "average", "difference") or bool(
+        re.search(r"\bhow (?:much|many)\b", q)
+    )
+    money = unit in ("USD", "EUR", "GBP", "JPY") or bool(MONEY_CUES.search(q))
+    if numeric:
+        return "money" if money and op != "count" else "number"
+    if op == "absence" or _YES_NO.search(q):
+        return "boolean"
+    return "text"
+
+
+def query_unit(query: str) -> str | None:
+    """The unit or currency the answer should be in, if the query states one."""
+    for m in _UNIT_Q.finditer(_norm(query)):
+        unit = normalise_unit(m.group("sym") or m.group("u"))
+        if unit in _KNOWN_UNITS or (unit is not None and unit.isupper()):
+            return unit
+    return None
+
+
+def query_terms(query: str, skip: list[str], unit: str | None = None) -> list[str]:
+    """Content words: lower-case words minus stopwords, unit words and ``skip`` spans."""
+    text = query
+    for span in skip:
+        text = re.sub(re.escape(span), " ", text, flags=re.IGNORECASE)
+    out: list[str] = []
+    for w in words(text):
+        w = w.replace("’", "'").removesuffix("'s")
+        u = normalise_unit(w)
+        if u is not None and (u == unit or is_currency(u)):
+            continue
+        if stem(w) not in STOP_STEMS and w not in out and not w.isdigit():
+            out.append(w)
+    return out
+
+
+def plan_query(query: str, now: str, as_of: str | None = None) -> SynthesisPlan:
+    """Decide operation, answer type, entities, terms, unit and time window of ``query``.
+
+    Relative dates resolve against ``as_of`` when given, else ``now``; the plan's ``as_of``
+    is the time the answer must hold at (``as_of`` or ``now``).
+    """
+    base = as_of or now
+    op = classify(query)
+    unit = query_unit(query)
+    window, spans = find_window(query, base)
+    entities = [entity_key(n) for n in name_candidates(query)]
+    return SynthesisPlan(
+        query=query,
+        operation=op,
+        answer_type=answer_type(query, op, unit),
+        entities=[e for e in dict.fromkeys(entities) if e],
+        terms=query_terms(query, spans, unit),
+        unit=unit,
+        time_window=window,
+        as_of=base,
+    )
+
+
+def _norm(query: str) -> str:
+    return " ".join(query.lower().replace("’", "'").split())

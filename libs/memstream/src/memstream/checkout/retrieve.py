@@ -1,0 +1,179 @@
+"""Phase 1 of checkout: overfetch a candidate pool from every lane, fused by RRF.
+
+Lanes: dense and sparse (BM25) over the vector index, graph (events mentioning the query's
+entities or their fact neighbours), facts (current and past facts of those entities), chain
+(the turns around the best hits) and recency (newest events, for "current" questions).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from memstream.checkout.model import Candidate, SynthesisPlan
+from memstream.embed.port import Embedder
+from memstream.graph.port import GraphStore
+from memstream.projection.dates import dates
+from memstream.projection.model import EventRecord, FactView, SourceRef
+from memstream.projection.quantities import quantities
+from memstream.vectors.port import Mode, VectorIndex
+
+RRF_K = 60
+# A ledger event is a certain record of what was said or done (its truth is another matter,
+# which facts and warnings carry).
+EVENT_CONFIDENCE = 1.0
+LANE_WEIGHTS = {"dense": 1.0, "sparse": 1.0, "graph": 0.6, "fact": 1.2, "chain": 0.4, "recent": 0.5}
+
+
+@dataclass
+class Lanes:
+    """Ranked item ids per lane, and the items themselves."""
+
+    ranked: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
+    items: dict[str, Candidate] = field(default_factory=dict)
+
+    def add(self, lane: str, cand: Candidate) -> None:
+        if cand.item_id not in self.ranked[lane]:
+            self.ranked[lane].append(cand.item_id)
+        self.items.setdefault(cand.item_id, cand)
+
+    def fused(self) -> list[Candidate]:
+        scores: dict[str, float] = defaultdict(float)
+        lanes: dict[str, list[str]] = defaultdict(list)
+        for lane, ids in self.ranked.items():
+            for rank, item_id in enumerate(ids):
+                scores[item_id] += LANE_WEIGHTS.get(lane, 1.0) / (RRF_K + rank + 1)
+                lanes[item_id].append(lane)
+        order = sorted(scores, key=lambda i: (-scores[i], i))
+        return [
+            self.items[i].model_copy(update={"score": round(scores[i], 6), "lanes": lanes[i]})
+            for i in order
+        ]
+
+
+def _enrich(text: str, occurred_at: str) -> dict[str, Any]:
+    return {"quantities": quantities(text), "dates": dates(text, occurred_at)}
+
+
+def event_candidate(e: EventRecord, entity_keys: list[str] | None = None) -> Candidate:
+    return Candidate(
+        item_id=e.event_id,
+        kind="event",
+        text=e.text,
+        ref=SourceRef(
+            tenant=e.tenant, stream=e.stream, seq=e.seq, hash=e.hash, event_id=e.event_id
+        ),
+        type=e.type,
+        agent=e.agent,
+        occurred_at=e.occurred_at,
+        metadata=e.metadata,
+        entity_keys=entity_keys or [],
+        confidence=EVENT_CONFIDENCE,
+        **_enrich(e.text, e.occurred_at),
+    )
+
+
+def _hit_candidate(payload: dict[str, Any]) -> Candidate:
+    text = str(payload.get("text") or "")
+    occurred = str(payload.get("occurred_at") or "")
+    return Candidate(
+        item_id=str(payload["event_id"]),
+        kind="event",
+        text=text,
+        ref=SourceRef(
+            tenant=str(payload["tenant"]),
+            stream=str(payload["stream"]),
+            seq=int(payload["seq"]),
+            hash=str(payload["hash"]),
+            event_id=str(payload["event_id"]),
+        ),
+        type=str(payload.get("type") or ""),
+        agent=str(payload.get("agent") or ""),
+        occurred_at=occurred,
+        metadata=dict(payload.get("metadata") or {}),
+        entity_keys=list(payload.get("entity_keys") or []),
+        confidence=EVENT_CONFIDENCE,
+        **_enrich(text, occurred),
+    )
+
+
+def fact_candidate(f: FactView, agent: str = "") -> Candidate:
+    unit = f" {f.unit}" if f.unit else ""
+    text = f"{f.subject_key} {f.predicate.replace('_', ' ')} {f.value_text}{unit}"
+    return Candidate(
+        item_id=f.fact_id,
+        kind="fact",
+        text=text,
+        ref=f.source,
+        type="fact",
+        agent=agent,
+        occurred_at=f.valid_from,
+        entity_keys=[k for k in (f.subject_key, f.object_key) if k],
+        subject=f.subject_key,
+        predicate=f.predicate,
+        value=f.value,
+        value_text=f.value_text,
+        unit=f.unit,
+        valid_from=f.valid_from,
+        valid_to=f.valid_to,
+        superseded_by=f.superseded_by,
+        confidence=f.confidence,
+    )
+
+
+@dataclass
+class Retriever:
+    graph: GraphStore
+    index: VectorIndex
+    embedder: Embedder
+    pool: int = 40
+
+    def lane(
+        self, tenant: str, query: str, mode: Mode, limit: int, stream: str | None = None
+    ) -> list[Candidate]:
+        """One index lane alone (the benchmarks' baselines)."""
+        dense = self.embedder.embed([query])[0].tolist() if mode != "sparse" else None
+        hits = self.index.query(
+            tenant, dense, query, limit=limit, mode=mode, streams=[stream] if stream else None
+        )
+        return [_hit_candidate(h.payload) for h in hits if "event_id" in h.payload]
+
+    def retrieve(
+        self, tenant: str, plan: SynthesisPlan, stream: str | None = None
+    ) -> list[Candidate]:
+        """The fused candidate pool, best first."""
+        lanes = Lanes()
+        query = plan.query
+        dense = self.embedder.embed([query])[0].tolist()
+        streams = [stream] if stream else None
+        modes: tuple[Mode, ...] = ("dense", "sparse")
+        for mode in modes:
+            hits = self.index.query(
+                tenant,
+                dense,
+                query,
+                limit=self.pool,
+                mode=mode,
+                streams=streams,
+            )
+            for h in hits:
+                if "event_id" in h.payload and "seq" in h.payload:
+                    lanes.add(mode, _hit_candidate(h.payload))
+        entity_keys = list(plan.entities)
+        if entity_keys:
+            for key in entity_keys:
+                for f in self.graph.facts(tenant, subject_key=key, include_superseded=True):
+                    lanes.add("fact", fact_candidate(f))
+            ids = self.graph.neighbourhood(tenant, entity_keys, limit=self.pool)
+            for e in self.graph.events(tenant, ids):
+                if stream is None or e.stream == stream:
+                    lanes.add("graph", event_candidate(e))
+        top = [c for c in lanes.fused()[:3] if c.kind == "event"]
+        for c in top:
+            for e in self.graph.chain(tenant, c.item_id, radius=1):
+                lanes.add("chain", event_candidate(e))
+        if plan.operation == "latest_value" or stream is not None:
+            for e in self.graph.recent(tenant, limit=10, stream=stream):
+                lanes.add("recent", event_candidate(e))
+        return lanes.fused()

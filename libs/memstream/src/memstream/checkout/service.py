@@ -1,0 +1,206 @@
+"""Checkout, recall and lineage over the live projection version (the I/O shell)."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from memstream.checkout.assemble import assemble_packet
+from memstream.checkout.metrics import ANSWERABILITY, CHECKOUT_SECONDS, PACKET_TOKENS
+from memstream.checkout.model import Candidate, CheckoutPacket
+from memstream.checkout.plan import plan_query
+from memstream.checkout.retrieve import Retriever
+from memstream.checkout.synthesize import synthesize
+from memstream.embed.port import Embedder
+from memstream.embed.registry import get_embedder
+from memstream.graph.port import GraphStore
+from memstream.projection.model import SourceRef
+from memstream.projection.versions import FileProjectionRegistry, VersionInfo
+from memstream.vectors.port import VectorIndex
+
+Format = Literal["json", "markdown", "gathered"]
+
+
+class CheckoutRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    query: str = Field(min_length=1, max_length=4000)
+    as_of: datetime | None = None
+    max_tokens: int = Field(default=1500, ge=64, le=64_000)
+    k: int = Field(default=10, ge=1, le=100)
+    purpose: str | None = Field(default=None, max_length=200)
+    stream: str | None = Field(default=None, max_length=128)
+    format: Format = "json"
+
+
+class RecallRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    query: str = Field(min_length=1, max_length=4000)
+    k: int = Field(default=10, ge=1, le=200)
+    stream: str | None = Field(default=None, max_length=128)
+    mode: Literal["fused", "hybrid", "dense", "sparse"] = Field(
+        default="fused", description="fused = every lane; the others = one vector-index lane"
+    )
+
+
+class Lineage(BaseModel):
+    """Sources one hop up and leaves = the ledger events an item rests on."""
+
+    id: str
+    kind: Literal["event", "fact", "packet"]
+    sources: list[str]
+    leaves: list[SourceRef]
+
+
+class UnknownItem(LookupError):
+    pass
+
+
+class NoProjection(RuntimeError):
+    pass
+
+
+def _iso(ts: datetime) -> str:
+    return ts.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+@dataclass
+class CheckoutService:
+    """Reads the live version from the registry on every call (promote is atomic)."""
+
+    registry: FileProjectionRegistry
+    graph_for: Callable[[VersionInfo], GraphStore]
+    index_for: Callable[[VersionInfo], VectorIndex | None]
+    trace: Callable[[dict[str, Any]], None] = lambda _doc: None
+    clock: Callable[[], datetime] = lambda: datetime.now(UTC)
+    packets: OrderedDict[str, list[str]] = field(default_factory=OrderedDict)
+    packet_memory: int = 10_000
+
+    def _live(self) -> VersionInfo:
+        reg = self.registry.load()
+        if reg.live is None or reg.live not in reg.versions:
+            raise NoProjection("no live projection version yet")
+        return reg.versions[reg.live]
+
+    def _retriever(self, info: VersionInfo, pool: int) -> tuple[Retriever, Embedder]:
+        index = self.index_for(info)
+        if index is None:
+            raise NoProjection(f"the vector index of {info.name} is not open yet")
+        embedder = get_embedder(info.config.embedder)
+        return Retriever(self.graph_for(info), index, embedder, pool=pool), embedder
+
+    def checkout(self, tenant: str, req: CheckoutRequest) -> CheckoutPacket:
+        started = time.perf_counter()
+        info = self._live()
+        now = self.clock()
+        as_of = _iso(req.as_of) if req.as_of is not None else None
+        plan = plan_query(req.query, _iso(now), as_of)
+        retriever, embedder = self._retriever(info, pool=max(40, 4 * req.k))
+        candidates = retriever.retrieve(tenant, plan, stream=req.stream)
+        result = synthesize(plan, candidates)
+        packet_id = f"pk-{uuid.uuid4().hex}"
+        packet = assemble_packet(
+            packet_id=packet_id,
+            tenant=tenant,
+            as_of=as_of,
+            plan=plan,
+            result=result,
+            candidates=candidates[: max(req.k, 20)],
+            latent=[],
+            max_tokens=req.max_tokens,
+            count_tokens=embedder.count_tokens,
+        )
+        elapsed = time.perf_counter() - started
+        packet = packet.model_copy(
+            update={
+                "meta": {
+                    "version": info.name,
+                    "candidates": len(candidates),
+                    "latency_ms": round(elapsed * 1000, 3),
+                }
+            }
+        )
+        cited = cited_ids(packet)
+        self._remember(packet_id, cited)
+        CHECKOUT_SECONDS.observe(elapsed)
+        PACKET_TOKENS.observe(packet.budget.used)
+        ANSWERABILITY.labels(packet.answerability).inc()
+        self.trace(
+            {
+                "packet_id": packet_id,
+                "tenant": tenant,
+                "query": req.query,
+                "purpose": req.purpose,
+                "stream": req.stream,
+                "as_of": as_of,
+                "answerability": packet.answerability,
+                "cited_ids": cited,
+                "at": _iso(now),
+                "version": info.name,
+            }
+        )
+        return packet
+
+    def recall(self, tenant: str, req: RecallRequest) -> list[Candidate]:
+        """The raw fused top-k (no synthesis), for comparison and simple clients."""
+        info = self._live()
+        retriever, _ = self._retriever(info, pool=max(20, req.k))
+        if req.mode != "fused":
+            return retriever.lane(tenant, req.query, req.mode, req.k, req.stream)
+        plan = plan_query(req.query, _iso(self.clock()))
+        return retriever.retrieve(tenant, plan, stream=req.stream)[: req.k]
+
+    def _remember(self, packet_id: str, cited: list[str]) -> None:
+        self.packets[packet_id] = cited
+        while len(self.packets) > self.packet_memory:
+            self.packets.popitem(last=False)
+
+    def lineage(self, tenant: str, item_id: str) -> Lineage:
+        """Resolve an event id, a fact id (``<event_id>#n``) or a recent packet id."""
+        graph = self.graph_for(self._live())
+        if item_id in self.packets:
+            cited = self.packets[item_id]
+            leaves = self._leaves(graph, tenant, cited)
+            if leaves is None:
+                raise UnknownItem(item_id)
+            return Lineage(id=item_id, kind="packet", sources=cited, leaves=leaves)
+        if "#" in item_id:
+            event_id = item_id.split("#", 1)[0]
+            fact = graph.fact(tenant, item_id)
+            if fact is None:
+                raise UnknownItem(item_id)
+            return Lineage(id=item_id, kind="fact", sources=[event_id], leaves=[fact.source])
+        event = graph.event(tenant, item_id)
+        if event is None:
+            raise UnknownItem(item_id)
+        ref = SourceRef(
+            tenant=tenant, stream=event.stream, seq=event.seq, hash=event.hash, event_id=item_id
+        )
+        return Lineage(id=item_id, kind="event", sources=[], leaves=[ref])
+
+    def _leaves(self, graph: GraphStore, tenant: str, ids: list[str]) -> list[SourceRef] | None:
+        event_ids = list(dict.fromkeys(i.split("#", 1)[0] for i in ids))
+        events = {e.event_id: e for e in graph.events(tenant, event_ids)}
+        if len(events) != len(event_ids):
+            return None
+        return [
+            SourceRef(tenant=tenant, stream=e.stream, seq=e.seq, hash=e.hash, event_id=e.event_id)
+            for e in (events[i] for i in event_ids)
+        ]
+
+
+def cited_ids(packet: CheckoutPacket) -> list[str]:
+    """Every item id a packet cites, in packet order, once."""
+    ids: list[str] = []
+    for a in packet.answer_candidates:
+        ids += a.support_ids
+    ids += [f.fact_id for f in packet.facts]
+    ids += [r.support_id for r in packet.evidence]
+    ids += [s.item_id for s in packet.snippets]
+    return list(dict.fromkeys(ids))

@@ -1,0 +1,209 @@
+"""Synthesis: candidates → evidence ledger → the plan's operation → answerability.
+
+Answerability, in order:
+- ``no_memory``: there are no candidates at all.
+- ``ask_user``: nothing relevant survives (no row shares the question's entities and focus
+  terms, every match was excluded, the operation found nothing, e.g. no numbers for a sum or
+  one side of a difference), or the answer's support is weak (its candidates together cover
+  under half the focus terms or the named entities), or its confidence is below
+  ``min_confidence``. Unsupported answers are dropped, not guessed.
+- ``refresh_recommended``: an answer exists but its support is contradicted, or, for
+  latest-value questions, rests on events older than ``stale_after_days``.
+- ``answer_from_memory``: otherwise.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import timedelta
+
+from memstream.checkout.evidence import evidence_rows, rate_rows
+from memstream.checkout.model import (
+    Answerability,
+    AnswerCandidate,
+    Candidate,
+    EvidenceRow,
+    Exclusion,
+    PacketWarning,
+    SynthesisPlan,
+    SynthesisResult,
+    WarningKind,
+)
+from memstream.checkout.operations import run_operation
+from memstream.checkout.opkit import Ctx, is_fact, make_answer, when
+from memstream.checkout.selection import (
+    HISTORY_OPS,
+    LOOSE_OPS,
+    confidence_of,
+    coverage,
+    focus_of,
+    relevant_rows,
+    row_stems,
+    screen,
+)
+from memstream.checkout.words import day_of, parse_ts, stem
+from memstream.projection.names import entity_key
+
+SUPPORT_MIN = 0.5  # share of focus terms / entities an answer's support must mention
+# A single-item answer must mention every entity the question names.
+WHOLE_ENTITY_OPS = frozenset({"lookup", "latest_value", "absence"})
+MAX_EVIDENCE = 50
+
+
+def _warn(kind: WarningKind, message: str, ids: list[str]) -> PacketWarning:
+    return PacketWarning(kind=kind, message=message, ids=list(dict.fromkeys(ids)))
+
+
+def _merge(own: list[Exclusion], shared: list[Exclusion]) -> list[Exclusion]:
+    seen = {(e.item_id, e.reason) for e in own}
+    return own + [e for e in shared if (e.item_id, e.reason) not in seen]
+
+
+def _contradictions(rows: list[EvidenceRow], ctx: Ctx) -> list[PacketWarning]:
+    """Current facts with the same subject and predicate but different values."""
+    groups: dict[tuple[str, str], list[EvidenceRow]] = defaultdict(list)
+    for r in rows:
+        if is_fact(r, ctx):
+            groups[(str(r.entity), r.label)].append(r)
+    out = []
+    for (entity, label), group in groups.items():
+        values = {str(r.value).strip().lower() for r in group}
+        if len(values) > 1:
+            shown = ", ".join(sorted(values))
+            ids = [r.support_id for r in group]
+            out.append(_warn("contradiction", f"{entity} {label}: {shown}", ids))
+    return out
+
+
+def _stale(plan: SynthesisPlan, top: AnswerCandidate, rows: list[EvidenceRow], ctx: Ctx,
+           days: float) -> PacketWarning | None:  # fmt: skip
+    """A latest value that rests only on events older than the horizon."""
+    as_of = parse_ts(plan.as_of)
+    used = [r for r in rows if r.support_id in top.support_ids]
+    if plan.operation != "latest_value" or as_of is None or not used:
+        return None
+    if any(is_fact(r, ctx) for r in used):
+        return None  # a fact holds until superseded
+    newest = max(when(r) for r in used)
+    if as_of - newest <= timedelta(days=days):
+        return None
+    msg = f"newest evidence is from {day_of(newest.isoformat())}, over {days:g} days before as_of"
+    return _warn("stale", msg, top.support_ids)
+
+
+def _abstain(plan: SynthesisPlan, ctx: Ctx) -> list[AnswerCandidate]:
+    if plan.operation == "absence":
+        return [make_answer("No record of this in memory", False, None, [], ctx)]
+    return []
+
+
+def _context(
+    plan: SynthesisPlan, by_id: dict[str, Candidate], ranked: list[tuple[EvidenceRow, int]]
+) -> Ctx:
+    relevant = [r for r, _ in ranked]
+    return Ctx(
+        confidence={i: confidence_of(c) for i, c in by_id.items()},
+        kinds={i: c.kind for i, c in by_id.items()},
+        speakers={i: entity_key(c.agent) for i, c in by_id.items()},
+        focus=focus_of(plan).terms,
+        rank={r.row_id: rank for r, rank in ranked},
+        stems={r.row_id: row_stems(r, by_id[r.support_id]) for r in relevant},
+        valid_to={i: c.valid_to for i, c in by_id.items()},
+        rates=rate_rows(list(by_id.values())),
+        echoes=frozenset(i for i, c in by_id.items() if c.type == "message.assistant"),
+        dated=frozenset(r.row_id for r in relevant if r.time != by_id[r.support_id].occurred_at),
+    )
+
+
+def synthesize(
+    plan: SynthesisPlan,
+    candidates: list[Candidate],
+    min_confidence: float = 0.3,
+    stale_after_days: float = 365.0,
+) -> SynthesisResult:
+    """Compose an answer from the candidate pool, with support, exclusions and warnings."""
+    if not candidates:
+        return SynthesisResult(
+            answerability="no_memory", answer_candidates=[], warnings=[], evidence=[]
+        )
+    by_id: dict[str, Candidate] = {}
+    for c in candidates:
+        by_id.setdefault(c.item_id, c)
+    rows = evidence_rows(plan, list(by_id.values()))
+    ranked = relevant_rows(plan, rows, by_id)
+    loose = not ranked and bool(plan.entities) and plan.operation in LOOSE_OPS
+    if loose:
+        ranked = relevant_rows(plan, rows, by_id, loose=True)
+    relevant = [r for r, _ in ranked]
+    kept, excluded = screen(plan, relevant, by_id, min_confidence)
+    ctx = _context(plan, by_id, ranked)
+    warnings: list[PacketWarning] = []
+    if loose and relevant:
+        focus = focus_of(plan).terms
+        missing = [t for t in plan.terms if stem(t) in focus]
+        msg = f"nothing mentions {', '.join(missing)}; used all memory about the entities"
+        warnings.append(_warn("missing_evidence", msg, [r.support_id for r in relevant]))
+    unknown = [r.support_id for r in relevant if by_id[r.support_id].confidence is None]
+    if unknown:
+        warnings.append(_warn("default_confidence", "confidence unknown, taken as 0.50", unknown))
+    if old := [e.item_id for e in excluded if e.reason == "superseded"]:
+        warnings.append(_warn("superseded", "superseded facts were left out", old))
+    if low := [e.item_id for e in excluded if e.reason == "low_confidence"]:
+        warnings.append(_warn("low_confidence", f"below {min_confidence:.2f}, left out", low))
+    result = run_operation(plan, kept, ctx)
+    warnings += result.warnings
+    answers = [
+        a.model_copy(update={"excluded_ids": _merge(a.excluded_ids, excluded + result.exclusions)})
+        for a in result.answers
+        if set(a.support_ids) <= by_id.keys()
+    ]
+    evidence = kept[:MAX_EVIDENCE]
+
+    def done(answerability: Answerability, out: list[AnswerCandidate]) -> SynthesisResult:
+        used = {i for a in out for i in a.support_ids}
+        ordered = [r for r in evidence if r.support_id in used]
+        ordered += [r for r in evidence if r.support_id not in used]
+        return SynthesisResult(
+            answerability=answerability,
+            answer_candidates=sorted(out, key=lambda a: -a.confidence),
+            warnings=warnings,
+            evidence=ordered,
+        )
+
+    if not any(a.support_ids for a in answers):
+        if not relevant:
+            warnings.append(_warn("missing_evidence", "no memory matches the question", []))
+        elif not kept:
+            ids = [e.item_id for e in excluded]
+            warnings.append(_warn("missing_evidence", "every matching memory was excluded", ids))
+        return done("ask_user", _abstain(plan, ctx))
+    top = max(answers, key=lambda a: a.confidence)
+    lex, ent = coverage(plan, top.support_ids, by_id)
+    if loose:
+        lex = max(lex, SUPPORT_MIN)  # entity-only support: answered, at lower confidence
+    strength = min(lex, ent)
+    if strength < SUPPORT_MIN or (plan.operation in WHOLE_ENTITY_OPS and ent < 1.0):
+        msg = f"weak support: {lex:.0%} of the question's terms, {ent:.0%} of its entities"
+        warnings.append(_warn("missing_evidence", msg, top.support_ids))
+        return done("ask_user", _abstain(plan, ctx))
+    scale = 0.5 + 0.5 * strength
+    answers = [a.model_copy(update={"confidence": round(a.confidence * scale, 3)}) for a in answers]
+    top = max(answers, key=lambda a: a.confidence)
+    refresh = False
+    if plan.operation not in HISTORY_OPS:
+        for w in _contradictions(kept, ctx):
+            warnings.append(w)
+            refresh = refresh or bool(set(w.ids) & set(top.support_ids))
+    refresh = refresh or any(
+        w.kind == "contradiction" and set(w.ids) & set(top.support_ids) for w in result.warnings
+    )
+    if (stale := _stale(plan, top, kept, ctx, stale_after_days)) is not None:
+        warnings.append(stale)
+        refresh = True
+    if top.confidence < min_confidence:
+        msg = f"answer confidence {top.confidence:.2f} is below {min_confidence:.2f}"
+        warnings.append(_warn("low_confidence", msg, top.support_ids))
+        return done("ask_user", answers)
+    if plan.operation == "absence" and top.value is False:
+        return done("ask_user", answers)
+    return done("refresh_recommended" if refresh else "answer_from_memory", answers)

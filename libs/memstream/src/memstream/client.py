@@ -1,0 +1,92 @@
+"""``MemoryHttpClient``: the HTTP API from Python (ingest, checkout, recall, lineage)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+import httpx
+
+
+class MemstreamHttpError(RuntimeError):
+    """A 4xx/5xx from the API; ``detail`` is the server's reason."""
+
+    def __init__(self, status: int, detail: str) -> None:
+        super().__init__(f"HTTP {status}: {detail}")
+        self.status = status
+        self.detail = detail
+
+
+class MemoryHttpClient:
+    """One tenant's view of memstream over HTTP (the key decides the tenant)."""
+
+    def __init__(self, base_url: str, api_key: str, timeout: float = 30.0) -> None:
+        self._http = httpx.Client(
+            base_url=base_url.rstrip("/"),
+            headers={"Authorization": f"Bearer {api_key}"},
+            timeout=timeout,
+        )
+
+    def _call(self, method: str, path: str, **kw: Any) -> httpx.Response:
+        resp = self._http.request(method, path, **kw)
+        if resp.status_code >= 400:
+            try:
+                detail = str(resp.json().get("detail"))
+            except ValueError:
+                detail = resp.text
+            raise MemstreamHttpError(resp.status_code, detail)
+        return resp
+
+    def emit(self, events: list[dict[str, Any]]) -> list[str]:
+        """Post events (envelopes without tenant); returns their ids once produced."""
+        ids: list[str] = self._call("POST", "/v1/events", json={"events": events}).json()["ids"]
+        return ids
+
+    def checkout(
+        self,
+        query: str,
+        *,
+        as_of: datetime | str | None = None,
+        max_tokens: int = 1500,
+        k: int = 10,
+        stream: str | None = None,
+        purpose: str | None = None,
+        format: Literal["json", "markdown", "gathered"] = "json",
+    ) -> Any:
+        """The packet as a dict (``json``) or the rendered Markdown text."""
+        body: dict[str, Any] = {"query": query, "max_tokens": max_tokens, "k": k, "format": format}
+        if as_of is not None:
+            body["as_of"] = as_of.isoformat() if isinstance(as_of, datetime) else as_of
+        if stream is not None:
+            body["stream"] = stream
+        if purpose is not None:
+            body["purpose"] = purpose
+        resp = self._call("POST", "/v1/checkout", json=body)
+        return resp.json() if format == "json" else resp.text
+
+    def recall(
+        self,
+        query: str,
+        k: int = 10,
+        stream: str | None = None,
+        mode: Literal["fused", "hybrid", "dense", "sparse"] = "fused",
+    ) -> list[dict[str, Any]]:
+        """Raw top-k items: every lane fused, or one vector-index lane."""
+        body: dict[str, Any] = {"query": query, "k": k, "mode": mode}
+        if stream is not None:
+            body["stream"] = stream
+        items: list[dict[str, Any]] = self._call("POST", "/v1/recall", json=body).json()["items"]
+        return items
+
+    def lineage(self, item_id: str) -> dict[str, Any]:
+        doc: dict[str, Any] = self._call("GET", f"/v1/lineage/{item_id}").json()
+        return doc
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> MemoryHttpClient:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()

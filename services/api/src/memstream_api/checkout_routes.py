@@ -1,0 +1,75 @@
+"""``/v1/checkout``, ``/v1/recall`` and ``/v1/lineage/{id}``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, HTTPException, Request, status
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
+from memstream.checkout.model import Candidate
+from memstream.checkout.render import render_gathered, render_json, render_markdown
+from memstream.checkout.service import (
+    CheckoutRequest,
+    CheckoutService,
+    Lineage,
+    NoProjection,
+    RecallRequest,
+    UnknownItem,
+)
+from starlette.concurrency import run_in_threadpool
+
+from memstream_api.auth import Tenant
+
+router = APIRouter(tags=["checkout"])
+
+
+def _service(request: Request) -> CheckoutService:
+    service: CheckoutService = request.app.state.checkout
+    return service
+
+
+def _unavailable(exc: NoProjection) -> HTTPException:
+    return HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE, detail=str(exc))
+
+
+@router.post(
+    "/v1/checkout",
+    summary="A checkout packet: answer first, proof after, within max_tokens",
+    responses={200: {"description": "the packet (JSON, or Markdown for the other formats)"}},
+)
+async def checkout(body: CheckoutRequest, request: Request, tenant: Tenant) -> Response:
+    try:
+        packet = await run_in_threadpool(_service(request).checkout, tenant, body)
+    except NoProjection as exc:
+        raise _unavailable(exc) from exc
+    if body.format == "markdown":
+        return PlainTextResponse(render_markdown(packet), media_type="text/markdown")
+    if body.format == "gathered":
+        return PlainTextResponse(render_gathered(packet), media_type="text/markdown")
+    return Response(render_json(packet), media_type="application/json")
+
+
+@router.post("/v1/recall", summary="The raw fused top-k items (no synthesis)")
+async def recall(body: RecallRequest, request: Request, tenant: Tenant) -> dict[str, Any]:
+    try:
+        items: list[Candidate] = await run_in_threadpool(_service(request).recall, tenant, body)
+    except NoProjection as exc:
+        raise _unavailable(exc) from exc
+    return {"items": [c.model_dump(mode="json") for c in items]}
+
+
+@router.get(
+    "/v1/lineage/{item_id}",
+    summary="Sources one hop up and the ledger events beneath",
+    response_model=None,
+    responses={200: {"model": Lineage}, 404: {"description": "no such item in this tenant"}},
+)
+async def lineage(item_id: str, request: Request, tenant: Tenant) -> Lineage | JSONResponse:
+    try:
+        return await run_in_threadpool(_service(request).lineage, tenant, item_id)
+    except UnknownItem:
+        return JSONResponse(
+            {"detail": f"no item {item_id!r} in this tenant's memory"}, status_code=404
+        )
+    except NoProjection as exc:
+        raise _unavailable(exc) from exc

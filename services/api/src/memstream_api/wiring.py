@@ -1,0 +1,55 @@
+"""Builds the checkout service over the stores of the live projection version."""
+
+from __future__ import annotations
+
+import threading
+
+import orjson
+from memstream.checkout.service import CheckoutService
+from memstream.graph.factory import open_graph_store
+from memstream.graph.port import GraphStore
+from memstream.kafka.topics import CHECKOUTS
+from memstream.projection.projectors import VectorProjector
+from memstream.projection.runner import ProjectionManager
+from memstream.projection.versions import FileProjectionRegistry, VersionInfo, registry_path
+from memstream.settings import Settings
+from memstream.vectors.factory import open_vector_index
+from memstream.vectors.port import VectorIndex
+
+from memstream_api.producing import BatchProducer
+
+
+def build_checkout(
+    settings: Settings, vectors: ProjectionManager | None, producer: BatchProducer
+) -> CheckoutService:
+    """Graph stores and (server) vector indexes are opened once per version and reused."""
+    graphs: dict[str, GraphStore] = {}
+    indexes: dict[str, VectorIndex] = {}
+    lock = threading.Lock()
+
+    def graph_for(info: VersionInfo) -> GraphStore:
+        with lock:
+            if info.name not in graphs:
+                graphs[info.name] = open_graph_store(settings, info.graph_namespace)
+            return graphs[info.name]
+
+    def index_for(info: VersionInfo) -> VectorIndex | None:
+        if vectors is not None:  # embedded: the projector in this process holds the Edge shard
+            projector = vectors.projector(info.name)
+            return projector.index if isinstance(projector, VectorProjector) else None
+        with lock:
+            if info.name not in indexes:
+                indexes[info.name] = open_vector_index(
+                    settings, info.vector_collection, info.config.dim
+                )
+            return indexes[info.name]
+
+    def trace(doc: dict[str, object]) -> None:
+        producer.send(CHECKOUTS, str(doc["tenant"]), orjson.dumps(doc))
+
+    return CheckoutService(
+        registry=FileProjectionRegistry(registry_path(settings.data_dir)),
+        graph_for=graph_for,
+        index_for=index_for,
+        trace=trace,
+    )

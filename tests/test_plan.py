@@ -1,0 +1,152 @@
+"""The synthesis plan: operation, answer type, entities, terms, unit and time window."""
+
+from __future__ import annotations
+
+import pytest
+from memstream.checkout.plan import answer_type, classify, plan_query, query_unit
+from synthdata import NOW
+
+OPERATIONS = {
+    "lookup": [
+        "Where does my sister work?",
+        "What colour is the new sofa?",
+        "what did the plumber say about the boiler?",
+    ],
+    "count": [
+        "How many books did I read this year?",
+        "What is the number of meetings I had with the architect?",
+        "How often did I go to the gym?",
+    ],
+    "sum": [
+        "How much did I spend on groceries?",
+        "What was the total cost of the kitchen renovation?",
+        "How many hours did I practise piano altogether?",
+        "How much did the three train tickets cost in total?",
+    ],
+    "difference": [
+        "How much more did the rug cost than the lamp?",
+        "What is the difference between the two quotes for the roof?",
+        "How many fewer pages did I read in May compared to April?",
+    ],
+    "average": [
+        "What is the average price of a night at the hostels?",
+        "What was my mean running pace?",
+    ],
+    "argmax": [
+        "Which hotel was the most expensive?",
+        "What was the longest hike I did?",
+        "Which supplier gave the highest quote?",
+    ],
+    "argmin": [
+        "Which flight was the cheapest?",
+        "What was the lowest electricity bill?",
+        "Which contractor has the fewest reviews?",
+    ],
+    "latest_value": [
+        "Where does Maria live now?",
+        "What is my current phone plan?",
+        "Do I still have the old bike?",
+        "What laptop am I using these days?",
+    ],
+    "temporal_interval": [
+        "How long have I been learning Spanish?",
+        "Since when is the garage rented out?",
+        "How many days between the flight and the hotel check-in?",
+        "How many weeks ago did I order the desk?",
+    ],
+    "temporal_order": [
+        "Which came first, the lamp or the rug?",
+        "Did I paint the fence before the storm?",
+        "What did I do after the conference?",
+        "In what order did I visit the museums?",
+    ],
+    "list": [
+        "List all the plants on the balcony.",
+        "Which ones of my friends own a dog?",
+        "What are all the cities on the itinerary?",
+        "Name the books on my reading list.",
+    ],
+    "absence": [
+        "Did I ever go to Japan?",
+        "Have I never paid the parking fine?",
+        "Has the landlord not replied?",
+    ],
+}
+
+
+@pytest.mark.parametrize(
+    ("query", "op"), [(q, op) for op, qs in OPERATIONS.items() for q in qs], ids=lambda v: v
+)
+def test_classifier_table(query: str, op: str) -> None:
+    assert classify(query) == op
+    assert plan_query(query, NOW).operation == op
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("When did I buy the rug?", "date"),
+        ("What date is the dentist appointment?", "date"),
+        ("How much did I spend on groceries?", "money"),
+        ("How much does the gym membership cost?", "money"),
+        ("How many books did I read?", "number"),
+        ("How much flour is left?", "number"),
+        ("Who recommended the plumber?", "entity"),
+        ("List all the plants on the balcony.", "list"),
+        ("Is the garage rented out?", "boolean"),
+        ("Did I ever go to Japan?", "boolean"),
+        ("How long have I been learning Spanish?", "duration"),
+        ("Since when is the garage rented out?", "date"),
+        ("What colour is the sofa?", "text"),
+    ],
+)
+def test_answer_types(query: str, expected: str) -> None:
+    assert answer_type(query, classify(query), query_unit(query)) == expected
+
+
+def test_entities_terms_and_unit() -> None:
+    plan = plan_query("How much did Maria spend on books for Project Atlas in euros?", NOW)
+    assert plan.entities == ["maria", "project atlas"]
+    assert "books" in plan.terms and "spend" in plan.terms
+    assert not {"how", "much", "did", "on", "for", "in", "euros"} & set(plan.terms)
+    assert plan.unit == "EUR" and plan.answer_type == "money"
+    lower = plan_query("how much did maria spend on books?", NOW)
+    assert lower.entities == []  # all lower case: no names are guessed
+    assert plan_query("How many hours did I practise?", NOW).unit == "hour"
+    assert plan_query("What did I pay in $ for parking?", NOW).unit == "USD"
+    assert plan_query("What did I eat?", NOW).unit is None
+
+
+@pytest.mark.parametrize(
+    ("query", "start", "end"),
+    [
+        ("What did I buy in May 2023?", "2023-05-01", "2023-06-01"),
+        ("What did I buy last week?", "2024-06-03", "2024-06-10"),
+        ("What did I eat yesterday?", "2024-06-11", "2024-06-12"),
+        ("How much did I spend this month?", "2024-06-01", "2024-07-01"),
+        ("How much did I spend last year?", "2023-01-01", "2024-01-01"),
+        ("How much did I spend in 2022?", "2022-01-01", "2023-01-01"),
+        ("What did I cook in March?", "2024-03-01", "2024-04-01"),
+        ("What did I cook in September?", "2023-09-01", "2023-10-01"),
+        ("What happened on 2024-02-29?", "2024-02-29", "2024-03-01"),
+        ("What did I buy between March 3, 2024 and March 10, 2024?", "2024-03-03", "2024-03-11"),
+        ("What did I read in the past 3 days?", "2024-06-09", "2024-06-13"),
+        ("How much did I spend since March 3, 2024?", "2024-03-03", None),
+        ("How much did I spend before June?", None, "2024-06-01"),
+    ],
+)
+def test_time_windows(query: str, start: str | None, end: str | None) -> None:
+    window = plan_query(query, NOW).time_window
+    assert window is not None
+    assert (window.start, window.end) == (start, end)
+    assert window.text
+
+
+def test_no_window_and_as_of() -> None:
+    plan = plan_query("Where does Maria live?", NOW)
+    assert plan.time_window is None and plan.as_of == NOW
+    past = plan_query("What did I eat yesterday?", NOW, as_of="2024-01-10T08:00:00Z")
+    assert past.as_of == "2024-01-10T08:00:00Z"
+    assert past.time_window is not None and past.time_window.start == "2024-01-09"
+    # dates are not content terms
+    assert "yesterday" not in past.terms and "2023" not in plan_query("in May 2023?", NOW).terms
