@@ -110,6 +110,7 @@ def run_locomo_bench(
         stack = EmbeddedStack(settings, Path(tmp), free_port())
         progress("starting a throw-away embedded stack")
         info = stack.start()
+        settings = settings.model_copy(update={"falkordb_url": info.falkordb_url})
         try:
             return _run(
                 stack,
