@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 from memstream.bench.embed import run_embed_bench
 from memstream.bench.ingest import run_ingest_bench
+from memstream.bench.load import run_load_bench
 from memstream.bench.locomo import run_locomo_bench
 from rich.table import Table
 
@@ -106,3 +107,27 @@ def locomo(
         f"{doc['checkout_ms_p50']} ms p95 {doc['checkout_ms_p95']} ms; ingest "
         f"{doc['ingest_seconds']} s; skipped evidence ids {doc['skipped_evidence_ids']}"
     )
+
+
+@bench_app.command("load")
+def load(
+    events: Annotated[int, typer.Option("--events", help="events in the workload")] = 10_000,
+    tenants: Annotated[int, typer.Option("--tenants")] = 8,
+    checkouts: Annotated[int, typer.Option("--checkouts", help="checkouts at the end")] = 200,
+    json_out: JsonFlag = False,
+) -> None:
+    """Ingest (emit -> visible), freshness, checkout latency and memory at N events."""
+    doc = run_load_bench(events, tenants, lambda m: err.print(f"[dim]{m}[/dim]"), checkouts)
+    if json_out:
+        print_json(doc)
+        return
+    table = Table("measure", "value")
+    for key in (
+        "events", "tenants", "broker_produce_events_per_s", "emit_events_per_s",
+        "ingest_events_per_s", "freshness_p50_ms", "freshness_p95_ms", "checkout_p50_ms",
+        "checkout_p95_ms",
+    ):  # fmt: skip
+        table.add_row(key, str(doc[key]))
+    for proc, mb in doc["peak_rss_mb"].items():
+        table.add_row(f"peak RSS {proc} (MB)", str(mb))
+    out.print(table)

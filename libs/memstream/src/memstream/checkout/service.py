@@ -101,9 +101,12 @@ class CheckoutService:
         now = self.clock()
         as_of = _iso(req.as_of) if req.as_of is not None else None
         plan = plan_query(req.query, _iso(now), as_of)
+        t_plan = time.perf_counter()
         retriever, embedder = self._retriever(info, pool=max(40, 4 * req.k))
         candidates = retriever.retrieve(tenant, plan, stream=req.stream)
+        t_retrieve = time.perf_counter()
         result = synthesize(plan, candidates)
+        t_synth = time.perf_counter()
         packet_id = f"pk-{uuid.uuid4().hex}"
         packet = assemble_packet(
             packet_id=packet_id,
@@ -123,6 +126,12 @@ class CheckoutService:
                     "version": info.name,
                     "candidates": len(candidates),
                     "latency_ms": round(elapsed * 1000, 3),
+                    "phases_ms": {
+                        "plan": round((t_plan - started) * 1000, 3),
+                        "retrieve": round((t_retrieve - t_plan) * 1000, 3),
+                        "synthesize": round((t_synth - t_retrieve) * 1000, 3),
+                        "assemble": round((started + elapsed - t_synth) * 1000, 3),
+                    },
                 }
             }
         )
