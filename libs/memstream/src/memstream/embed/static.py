@@ -21,6 +21,7 @@ from tokenizers import Tokenizer
 
 NAME = "minilm-static-256"
 WEIGHTS_DIR = Path(__file__).resolve().parent / "weights" / NAME
+TOKEN_CACHE_SIZE = 50_000
 WEIGHT_FILES = ("config.json", "model.safetensors", "tokenizer.json")
 MAX_TOKENS = 512  # tokens per text that are averaged; the rest is ignored
 BATCH = 2048
@@ -70,6 +71,7 @@ class StaticEmbedder:
         tokenizer.no_truncation()
         tokenizer.no_padding()
         self._tokenizer = tokenizer
+        self._token_cache: dict[str, int] = {}
 
     def embed(self, texts: list[str]) -> npt.NDArray[np.float32]:
         """L2-normalised float32 vectors, shape ``(len(texts), 256)``."""
@@ -86,4 +88,11 @@ class StaticEmbedder:
 
     def count_tokens(self, text: str) -> int:
         """WordPiece tokens of ``text`` (no special tokens, no truncation)."""
-        return len(self._tokenizer.encode(text, add_special_tokens=False).ids)
+        # Packet budgeting counts the same item renderings several times per checkout.
+        cached = self._token_cache.get(text)
+        if cached is None:
+            cached = len(self._tokenizer.encode(text, add_special_tokens=False).ids)
+            if len(self._token_cache) >= TOKEN_CACHE_SIZE:
+                self._token_cache.clear()
+            self._token_cache[text] = cached
+        return cached
