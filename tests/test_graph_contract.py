@@ -573,3 +573,22 @@ def test_fact_by_id_whatever_its_validity(store: GraphStore) -> None:
     assert store.fact(A, old.fact_id) == old
     assert store.fact(B, old.fact_id) is None
     assert store.fact(A, "no-such#0") is None
+
+
+def test_recent_facts_and_direct_mentions_are_bounded(store: GraphStore) -> None:
+    store.write(world())
+    history = store.facts(A, include_superseded=True)
+    subject = history[0].subject_key
+    own = [f for f in history if f.subject_key == subject]
+    newest = store.recent_facts(A, subject, limit=1)
+    assert len(newest) == 1 and newest[0].valid_from == max(f.valid_from for f in own)
+    assert sorted(f.fact_id for f in store.recent_facts(A, subject, limit=50)) == sorted(
+        f.fact_id for f in own
+    )
+    assert store.recent_facts(B, subject) == []
+    direct = store.mentioning(A, [subject], limit=50)
+    assert direct, "the world has events mentioning the subject"
+    hop = store.neighbourhood(A, [subject], limit=50)
+    assert set(direct) <= set(hop)
+    assert store.mentioning(A, [subject], limit=1) == direct[:1]
+    assert store.mentioning(B, [subject]) == []

@@ -7,6 +7,7 @@ entities or their fact neighbours), facts (current and past facts of those entit
 
 from __future__ import annotations
 
+import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,6 +24,7 @@ RRF_K = 60
 # A ledger event is a certain record of what was said or done (its truth is another matter,
 # which facts and warnings carry).
 EVENT_CONFIDENCE = 1.0
+FACTS_PER_SUBJECT = 20
 LANE_WEIGHTS = {"dense": 1.0, "sparse": 1.0, "graph": 0.6, "fact": 1.2, "chain": 0.4, "recent": 0.5}
 
 
@@ -140,40 +142,60 @@ class Retriever:
         return [_hit_candidate(h.payload) for h in hits if "event_id" in h.payload]
 
     def retrieve(
-        self, tenant: str, plan: SynthesisPlan, stream: str | None = None
+        self,
+        tenant: str,
+        plan: SynthesisPlan,
+        stream: str | None = None,
+        timings: dict[str, float] | None = None,
     ) -> list[Candidate]:
-        """The fused candidate pool, best first."""
+        """The fused candidate pool, best first; ``timings`` collects ms per lane."""
         lanes = Lanes()
+        clock = _LaneClock(timings)
         query = plan.query
         dense = self.embedder.embed([query])[0].tolist()
         streams = [stream] if stream else None
+        clock.lap("embed")
         modes: tuple[Mode, ...] = ("dense", "sparse")
         for mode in modes:
             hits = self.index.query(
-                tenant,
-                dense,
-                query,
-                limit=self.pool,
-                mode=mode,
-                streams=streams,
+                tenant, dense, query, limit=self.pool, mode=mode, streams=streams
             )
             for h in hits:
                 if "event_id" in h.payload and "seq" in h.payload:
                     lanes.add(mode, _hit_candidate(h.payload))
+            clock.lap(mode)
         entity_keys = list(plan.entities)
         if entity_keys:
             for key in entity_keys:
-                for f in self.graph.facts(tenant, subject_key=key, include_superseded=True):
+                for f in self.graph.recent_facts(tenant, key, limit=FACTS_PER_SUBJECT):
                     lanes.add("fact", fact_candidate(f))
-            ids = self.graph.neighbourhood(tenant, entity_keys, limit=self.pool)
+            clock.lap("fact")
+            # Direct mentions only: a fact hop through a busy entity (a city everyone
+            # mentions) costs more than it finds.
+            ids = self.graph.mentioning(tenant, entity_keys, limit=self.pool)
             for e in self.graph.events(tenant, ids):
                 if stream is None or e.stream == stream:
                     lanes.add("graph", event_candidate(e))
+            clock.lap("graph")
         top = [c for c in lanes.fused()[:3] if c.kind == "event"]
         for c in top:
             for e in self.graph.chain(tenant, c.item_id, radius=1):
                 lanes.add("chain", event_candidate(e))
+        clock.lap("chain")
         if plan.operation == "latest_value" or stream is not None:
             for e in self.graph.recent(tenant, limit=10, stream=stream):
                 lanes.add("recent", event_candidate(e))
+            clock.lap("recent")
         return lanes.fused()
+
+
+class _LaneClock:
+    def __init__(self, sink: dict[str, float] | None) -> None:
+        self.sink = sink
+        self.last = time.perf_counter()
+
+    def lap(self, name: str) -> None:
+        now = time.perf_counter()
+        if self.sink is not None:
+            self.sink[name] = round((now - self.last) * 1000, 3)
+        self.last = now

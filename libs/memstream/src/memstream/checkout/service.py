@@ -103,7 +103,8 @@ class CheckoutService:
         plan = plan_query(req.query, _iso(now), as_of)
         t_plan = time.perf_counter()
         retriever, embedder = self._retriever(info, pool=max(40, 4 * req.k))
-        candidates = retriever.retrieve(tenant, plan, stream=req.stream)
+        lane_ms: dict[str, float] = {}
+        candidates = retriever.retrieve(tenant, plan, stream=req.stream, timings=lane_ms)
         t_retrieve = time.perf_counter()
         result = synthesize(plan, candidates)
         t_synth = time.perf_counter()
@@ -132,6 +133,7 @@ class CheckoutService:
                         "synthesize": round((t_synth - t_retrieve) * 1000, 3),
                         "assemble": round((started + elapsed - t_synth) * 1000, 3),
                     },
+                    "lanes_ms": lane_ms,
                 }
             }
         )

@@ -131,6 +131,25 @@ FACTS_FOR_SUBJECT = (
     + _FACT_RETURN
 )
 
+# The newest ``$limit`` facts of one subject (checkout's fact lane: bounded on busy subjects).
+RECENT_FACTS_FOR_SUBJECT = (
+    "MATCH (s:Entity {tenant: $tenant, key: $subject_key})-[f:RELATES]->(o:Entity)"
+    + _FACT_FILTER
+    + "WITH s, f, o ORDER BY f.valid_from DESC, f.fact_id DESC LIMIT $limit"
+    + _FACT_RETURN
+)
+
+# Events mentioning the entities themselves, newest first (no fact hop: bounded work).
+MENTIONING = """
+UNWIND $keys AS k
+MATCH (e:Event)-[m:MENTIONS]->(x:Entity {tenant: $tenant, key: k})
+WHERE e.tenant = $tenant
+WITH DISTINCT e
+ORDER BY e.occurred_at DESC, e.seq DESC, e.event_id DESC
+LIMIT $limit
+RETURN e.event_id AS event_id
+"""
+
 NEIGHBOURHOOD = """
 UNWIND $keys AS k
 MATCH (x:Entity {tenant: $tenant, key: k})

@@ -28,6 +28,14 @@ class GraphStore(Protocol):
     ) -> list[FactView]:
         """Facts valid at ``as_of`` (ISO; None = now = open-ended), or all with history."""
 
+    def recent_facts(
+        self, tenant: str, subject_key: str, limit: int = 20, include_superseded: bool = True
+    ) -> list[FactView]:
+        """The newest ``limit`` facts of a subject (history included by default)."""
+
+    def mentioning(self, tenant: str, entity_keys: list[str], limit: int = 50) -> list[str]:
+        """Ids of events that mention the entities themselves, newest first."""
+
     def fact(self, tenant: str, fact_id: str) -> FactView | None:
         """One fact by id, whatever its validity."""
 

@@ -25,6 +25,7 @@ from memstream.graph.cypher import (
     LINK_NEXT,
     LINK_NEXT_BY_ID,
     MAX_CHAIN_RADIUS,
+    MENTIONING,
     MERGE_ENTITIES,
     MERGE_EVENTS,
     MERGE_FACTS,
@@ -33,6 +34,7 @@ from memstream.graph.cypher import (
     PURGE_EVENT_IDS,
     PURGE_FACTS,
     RECENT,
+    RECENT_FACTS_FOR_SUBJECT,
     SUPERSEDE,
     VALUE_KEY_PREFIX,
     VALUE_KIND,
@@ -256,6 +258,28 @@ class CypherGraphStore(ABC):
         else:
             rows = self._read(FACTS_FOR_SUBJECT, {**params, "subject_key": subject_key})
         return [_fact_view(r) for r in rows]
+
+    def recent_facts(
+        self, tenant: str, subject_key: str, limit: int = 20, include_superseded: bool = True
+    ) -> list[FactView]:
+        """The newest ``limit`` facts of a subject (history included by default)."""
+        params: dict[str, Any] = {
+            "tenant": tenant,
+            "subject_key": subject_key,
+            "as_of": None,
+            "predicate": None,
+            "include_superseded": include_superseded,
+            "limit": limit,
+        }
+        return [_fact_view(r) for r in self._read(RECENT_FACTS_FOR_SUBJECT, params)]
+
+    def mentioning(self, tenant: str, entity_keys: list[str], limit: int = 50) -> list[str]:
+        """Ids of events that mention the entities themselves, newest first."""
+        keys = sorted(set(entity_keys))
+        if not keys or limit <= 0:
+            return []
+        rows = self._read(MENTIONING, {"tenant": tenant, "keys": keys, "limit": limit})
+        return [str(r["event_id"]) for r in rows]
 
     def fact(self, tenant: str, fact_id: str) -> FactView | None:
         """One fact by id, whatever its validity."""
