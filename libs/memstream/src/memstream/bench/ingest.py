@@ -6,24 +6,21 @@ partition count and producer settings, so the ratio isolates what the pipeline c
 
 from __future__ import annotations
 
-import tempfile
 import time
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import httpx
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
+from memstream.bench.stack import throwaway_stack
 from memstream.events import EventIn
 from memstream.kafka.clients import make_producer
 from memstream.kafka.reading import high_watermarks
 from memstream.kafka.topics import LEDGER
 from memstream.sdk import MemoryClient
-from memstream.settings import Settings
-from memstream.stack.net import free_port
 from memstream.stack.supervisor import EmbeddedStack
 
 Progress = Callable[[str], None]
@@ -95,18 +92,10 @@ def raw_produce_rate(
 
 
 def run_ingest_bench(n: int, http_events: int, progress: Progress) -> dict[str, Any]:
-    settings = Settings()
-    with tempfile.TemporaryDirectory(prefix="memstream-bench-") as tmp:
-        stack = EmbeddedStack(
-            settings.model_copy(update={"data_dir": Path(tmp)}), Path(tmp), free_port()
-        )
-        progress("starting a throw-away embedded stack")
-        info = stack.start()
-        try:
-            return _measure(stack, info.kafka_bootstrap, info.api_url, n, http_events, progress)
-        finally:
-            progress("stopping the stack")
-            stack.stop(drain=False)
+    with throwaway_stack(progress) as (stack, _settings):
+        assert stack.info is not None
+        info = stack.info
+        return _measure(stack, info.kafka_bootstrap, info.api_url, n, http_events, progress)
 
 
 def _measure(

@@ -10,25 +10,23 @@ from __future__ import annotations
 import contextlib
 import random
 import statistics
-import tempfile
 import threading
 import time
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import psutil
 
 from memstream.bench.ingest import raw_produce_rate
+from memstream.bench.stack import throwaway_stack
 from memstream.client import MemoryHttpClient
 from memstream.events import EventIn
 from memstream.keys import KeyStore
 from memstream.projection.status import projection_status
 from memstream.sdk import MemoryClient
 from memstream.settings import Settings
-from memstream.stack.net import free_port
 from memstream.stack.supervisor import EmbeddedStack
 
 Progress = Callable[[str], None]
@@ -131,16 +129,8 @@ class RssSampler:
 def run_load_bench(
     n: int, tenants: int, progress: Progress, checkouts: int = 200
 ) -> dict[str, Any]:
-    with tempfile.TemporaryDirectory(prefix="memstream-load-") as tmp:
-        settings = Settings().model_copy(update={"data_dir": Path(tmp)})
-        stack = EmbeddedStack(settings, Path(tmp), free_port())
-        progress("starting a throw-away embedded stack")
-        info = stack.start()
-        settings = settings.model_copy(update={"falkordb_url": info.falkordb_url})
-        try:
-            return _measure(stack, settings, n, tenants, checkouts, progress)
-        finally:
-            stack.stop(drain=False)
+    with throwaway_stack(progress) as (stack, settings):
+        return _measure(stack, settings, n, tenants, checkouts, progress)
 
 
 def _visible(settings: Settings, bootstrap: str, metrics: list[str], n: int) -> bool:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import re
 import statistics
-import tempfile
 import time
 from collections import defaultdict
 from collections.abc import Callable
@@ -18,6 +17,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal
 
+from memstream.bench.stack import throwaway_stack
 from memstream.client import MemoryHttpClient
 from memstream.events import EventIn
 from memstream.kafka.reading import end_offsets
@@ -26,7 +26,6 @@ from memstream.keys import KeyStore
 from memstream.projection.status import projection_status
 from memstream.sdk import MemoryClient
 from memstream.settings import Settings
-from memstream.stack.net import free_port
 from memstream.stack.supervisor import EmbeddedStack
 
 Progress = Callable[[str], None]
@@ -105,26 +104,12 @@ def run_locomo_bench(
     data: Path, k: int, out: Path | None, progress: Progress, limit: int | None = None
 ) -> dict[str, Any]:
     samples = json.loads(data.read_text())
-    with tempfile.TemporaryDirectory(prefix="memstream-locomo-") as tmp:
-        settings = Settings().model_copy(update={"data_dir": Path(tmp)})
-        stack = EmbeddedStack(settings, Path(tmp), free_port())
-        progress("starting a throw-away embedded stack")
-        info = stack.start()
-        settings = settings.model_copy(update={"falkordb_url": info.falkordb_url})
-        try:
-            return _run(
-                stack,
-                info.kafka_bootstrap,
-                info.api_url,
-                settings,
-                samples,
-                k,
-                out,
-                progress,
-                limit,
-            )
-        finally:
-            stack.stop(drain=False)
+    with throwaway_stack(progress) as (stack, settings):
+        assert stack.info is not None
+        info = stack.info
+        return _run(
+            stack, info.kafka_bootstrap, info.api_url, settings, samples, k, out, progress, limit
+        )
 
 
 def _wait_fresh(settings: Settings, bootstrap: str, metrics: list[str], n: int) -> None:

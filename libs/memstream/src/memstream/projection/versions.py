@@ -10,6 +10,8 @@ import fcntl
 import hashlib
 import os
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
@@ -94,11 +96,21 @@ class FileProjectionRegistry:
         tmp.write_text(reg.model_dump_json(indent=2))
         os.replace(tmp, self.path)
 
-    def _locked(self) -> int:
+    @contextmanager
+    def _editing(self) -> Iterator[Registry]:
+        """The registry under an exclusive lock; written back if the body changed it."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path.with_suffix(".lock"), os.O_CREAT | os.O_RDWR, 0o600)
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        return fd
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            self._cache = None
+            reg = self.load().model_copy(deep=True)
+            before = reg.model_dump_json()
+            yield reg
+            if reg.model_dump_json() != before:
+                self._write(reg)
+        finally:
+            os.close(fd)
 
     def register(
         self, name: str, config: ProjectionConfig, live_if_first: bool = True
@@ -106,10 +118,7 @@ class FileProjectionRegistry:
         """Add a version (idempotent for the same config; an error for a different one)."""
         if not VERSION_NAME.match(name):
             raise RegistryError(f"invalid version name {name!r}: lower-case letters, digits, - _")
-        fd = self._locked()
-        try:
-            self._cache = None
-            reg = self.load()
+        with self._editing() as reg:
             existing = reg.versions.get(name)
             if existing is not None:
                 if existing.config_hash != config.config_hash:
@@ -127,49 +136,27 @@ class FileProjectionRegistry:
             reg.versions[name] = info
             if reg.live is None and live_if_first:
                 reg.live = name
-            self._write(reg)
             return info
-        finally:
-            os.close(fd)
 
     def set_status(self, name: str, status: Literal["building", "ready"]) -> None:
-        fd = self._locked()
-        try:
-            self._cache = None
-            reg = self.load()
-            if name in reg.versions and reg.versions[name].status != status:
+        with self._editing() as reg:
+            if name in reg.versions:
                 reg.versions[name].status = status
-                self._write(reg)
-        finally:
-            os.close(fd)
 
     def promote(self, name: str) -> None:
         """Switch reads to ``name`` in one atomic file replace."""
-        fd = self._locked()
-        try:
-            self._cache = None
-            reg = self.load()
+        with self._editing() as reg:
             if name not in reg.versions:
                 raise RegistryError(f"no projection version {name!r}")
             reg.live = name
-            self._write(reg)
-        finally:
-            os.close(fd)
 
     def drop(self, name: str) -> VersionInfo:
-        fd = self._locked()
-        try:
-            self._cache = None
-            reg = self.load()
+        with self._editing() as reg:
             if name not in reg.versions:
                 raise RegistryError(f"no projection version {name!r}")
             if reg.live == name:
                 raise RegistryError(f"{name} is live; promote another version first")
-            info = reg.versions.pop(name)
-            self._write(reg)
-            return info
-        finally:
-            os.close(fd)
+            return reg.versions.pop(name)
 
 
 def registry_path(data_dir: Path) -> Path:

@@ -1,0 +1,27 @@
+"""The throw-away embedded stack every benchmark runs in."""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from memstream.settings import Settings
+from memstream.stack.net import free_port
+from memstream.stack.supervisor import EmbeddedStack
+
+
+@contextmanager
+def throwaway_stack(progress: Callable[[str], None]) -> Iterator[tuple[EmbeddedStack, Settings]]:
+    """A fresh stack in a temporary data dir; settings point at its graph server."""
+    with tempfile.TemporaryDirectory(prefix="memstream-bench-") as tmp:
+        settings = Settings().model_copy(update={"data_dir": Path(tmp)})
+        stack = EmbeddedStack(settings, Path(tmp), free_port())
+        progress("starting a throw-away embedded stack")
+        info = stack.start()
+        try:
+            yield stack, settings.model_copy(update={"falkordb_url": info.falkordb_url})
+        finally:
+            progress("stopping the stack")
+            stack.stop(drain=False)
