@@ -172,6 +172,12 @@ def test_status_reports_components_and_lag(stack: RunningStack) -> None:
     for url in doc["metrics_endpoints"]:
         body = httpx.get(url, timeout=5).text
         assert "memstream_" in body, url
+    supervisor = httpx.get(doc["components"]["supervisor"]["metrics_url"], timeout=5).text
+    for dep in ("kafka", "graph"):
+        assert (
+            f'memstream_dependency_up{{component="supervisor",dependency="{dep}"}} 1.0'
+            in supervisor
+        )
 
 
 def test_full_restart_keeps_events_and_extends_chains(tmp_path: Path) -> None:

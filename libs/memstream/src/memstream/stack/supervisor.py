@@ -15,9 +15,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO
 
-from prometheus_client import Counter
+import redis
+from confluent_kafka.admin import AdminClient
+from prometheus_client import Counter, Gauge
 
-from memstream.kafka.reading import group_lag
+from memstream.kafka.reading import QUIET, group_lag
 from memstream.kafka.topics import ARCHIVER_GROUP, LEDGER, RAW, SEQUENCER_GROUP, ensure_topics
 from memstream.keys import KeyStore
 from memstream.metrics import UP, serve_metrics
@@ -33,7 +35,13 @@ log = logging.getLogger("memstream.stack")
 RESTARTS = Counter(
     "memstream_child_restarts_total", "Worker restarts by the supervisor", ["component", "child"]
 )
+DEPENDENCY_UP = Gauge(
+    "memstream_dependency_up",
+    "1 while a server the stack depends on answers its health probe",
+    ["component", "dependency"],
+)
 DEV_TENANT = "dev"
+PROBE_EVERY_S = 5.0
 
 
 class StackError(RuntimeError):
@@ -187,9 +195,30 @@ class EmbeddedStack:
         self.info = info
         return info
 
+    def _probe_dependencies(self) -> None:
+        """Kafka answers metadata and FalkorDB answers PING (a hung server is not an exit)."""
+        try:
+            AdminClient({"bootstrap.servers": self.bootstrap, **QUIET}).list_topics(timeout=2)
+            kafka_ok = 1.0
+        except Exception:
+            kafka_ok = 0.0
+        DEPENDENCY_UP.labels("supervisor", "kafka").set(kafka_ok)
+        graph = next((s for s in self.servers if s.name == "falkordb"), None)
+        try:
+            graph_ok = float(
+                graph is not None and bool(redis.Redis(port=graph.port, socket_timeout=2).ping())
+            )
+        except Exception:
+            graph_ok = 0.0
+        DEPENDENCY_UP.labels("supervisor", "graph").set(graph_ok)
+
     def supervise(self) -> None:
         """Restart crashed workers (with backoff) until ``stopping`` is set."""
+        next_probe = 0.0
         while not self.stopping.wait(0.5):
+            if time.monotonic() >= next_probe:
+                self._probe_dependencies()
+                next_probe = time.monotonic() + PROBE_EVERY_S
             for s in self.servers:
                 if s.proc.poll() is not None:
                     log.error("%s exited (code %s); stopping the stack", s.name, s.proc.returncode)
