@@ -7,22 +7,8 @@ from datetime import datetime
 from typing import Any
 
 import orjson
-from pydantic import BaseModel, ConfigDict
 
 from memstream.ledger.canonical import canonical_json
-
-LEDGER_FIELDS = ("seq", "prev_hash", "hash", "ingested_at", "kafka")
-
-
-class LedgerRef(BaseModel):
-    """A citation of one ledger entry."""
-
-    model_config = ConfigDict(frozen=True)
-    tenant: str
-    stream: str
-    seq: int
-    hash: str
-    event_id: str
 
 
 def iso_utc(ts: datetime) -> str:
@@ -53,17 +39,3 @@ def build_entry(
         (body[:-1], b',"hash":"', digest.encode(), b'","kafka":', orjson.dumps(kafka), b"}")
     )
     return event, encoded
-
-
-def encode_entry(entry: dict[str, Any]) -> bytes:
-    return orjson.dumps(entry)
-
-
-def ref_of(entry: dict[str, Any]) -> LedgerRef:
-    return LedgerRef(
-        tenant=entry["tenant"],
-        stream=entry["stream"],
-        seq=entry["seq"],
-        hash=entry["hash"],
-        event_id=entry["id"],
-    )
