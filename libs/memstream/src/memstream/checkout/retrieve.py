@@ -63,9 +63,7 @@ def event_candidate(e: EventRecord, entity_keys: list[str] | None = None) -> Can
         item_id=e.event_id,
         kind="event",
         text=e.text,
-        ref=SourceRef(
-            tenant=e.tenant, stream=e.stream, seq=e.seq, hash=e.hash, event_id=e.event_id
-        ),
+        ref=e.ref,
         type=e.type,
         agent=e.agent,
         occurred_at=e.occurred_at,

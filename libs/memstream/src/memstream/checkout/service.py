@@ -190,20 +190,14 @@ class CheckoutService:
         event = graph.event(tenant, item_id)
         if event is None:
             raise UnknownItem(item_id)
-        ref = SourceRef(
-            tenant=tenant, stream=event.stream, seq=event.seq, hash=event.hash, event_id=item_id
-        )
-        return Lineage(id=item_id, kind="event", sources=[], leaves=[ref])
+        return Lineage(id=item_id, kind="event", sources=[], leaves=[event.ref])
 
     def _leaves(self, graph: GraphStore, tenant: str, ids: list[str]) -> list[SourceRef] | None:
         event_ids = list(dict.fromkeys(i.split("#", 1)[0] for i in ids))
         events = {e.event_id: e for e in graph.events(tenant, event_ids)}
         if len(events) != len(event_ids):
             return None
-        return [
-            SourceRef(tenant=tenant, stream=e.stream, seq=e.seq, hash=e.hash, event_id=e.event_id)
-            for e in (events[i] for i in event_ids)
-        ]
+        return [events[i].ref for i in event_ids]
 
 
 def cited_ids(packet: CheckoutPacket) -> list[str]:

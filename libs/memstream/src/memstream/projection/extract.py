@@ -90,9 +90,7 @@ def extract(entry: dict[str, Any], light: bool = False) -> Extraction:
     """
     event = event_record(entry)
     tenant = event.tenant
-    ref = SourceRef(
-        tenant=tenant, stream=event.stream, seq=event.seq, hash=event.hash, event_id=event.event_id
-    )
+    ref = event.ref
     entities: dict[str, EntityRecord] = {}
     mentions: dict[str, MentionRecord] = {}
 

@@ -24,7 +24,7 @@ class SourceRef(_Record):
 
 
 class EventRecord(_Record):
-    """An ``Event`` node; ``prev_event_id`` links the per-stream ``NEXT`` chain."""
+    """An ``Event`` node, chained per tenant/stream by ``NEXT`` in seq order."""
 
     tenant: str
     event_id: str
@@ -38,6 +38,17 @@ class EventRecord(_Record):
     ingested_at: str
     text: str = ""
     metadata: dict[str, JsonScalar] = Field(default_factory=dict)
+
+    @property
+    def ref(self) -> SourceRef:
+        """The ledger entry this event node projects."""
+        return SourceRef(
+            tenant=self.tenant,
+            stream=self.stream,
+            seq=self.seq,
+            hash=self.hash,
+            event_id=self.event_id,
+        )
 
 
 class EntityRecord(_Record):
