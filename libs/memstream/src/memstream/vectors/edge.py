@@ -10,7 +10,7 @@ from typing import Any, cast
 import qdrant_edge as qe
 
 from memstream.projection.model import VectorHit, VectorPoint
-from memstream.vectors.port import Mode
+from memstream.vectors.port import Mode, check_query
 from memstream.vectors.sparse import (
     RRF_K,
     SparseVec,
@@ -193,12 +193,7 @@ class EdgeVectorIndex:
         ``mode="dense"`` needs ``dense``, ``"sparse"`` needs ``text``; hybrid uses whichever
         lanes have input. An empty ``kinds``/``streams`` list matches nothing.
         """
-        if mode == "dense" and dense is None:
-            raise ValueError("mode='dense' needs a dense query vector")
-        if mode == "sparse" and text is None:
-            raise ValueError("mode='sparse' needs a query text")
-        if dense is not None and len(dense) != self.dim:
-            raise ValueError(f"query has {len(dense)} dims, expected {self.dim}")
+        check_query(mode, dense, text, self.dim)
         if kinds == [] or streams == [] or limit <= 0:
             return []
         shard = self._open(create=False)

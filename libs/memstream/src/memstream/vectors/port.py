@@ -9,6 +9,16 @@ from memstream.projection.model import VectorHit, VectorPoint
 Mode = Literal["hybrid", "dense", "sparse"]
 
 
+def check_query(mode: Mode, dense: list[float] | None, text: str | None, dim: int) -> None:
+    """The argument rules every adapter's ``query`` shares (raises ValueError)."""
+    if mode == "dense" and dense is None:
+        raise ValueError("mode='dense' needs a dense query vector")
+    if mode == "sparse" and text is None:
+        raise ValueError("mode='sparse' needs a query text")
+    if dense is not None and len(dense) != dim:
+        raise ValueError(f"query has {len(dense)} dims, expected {dim}")
+
+
 class VectorIndex(Protocol):
     """One collection (= one embedding model + projection version)."""
 

@@ -11,7 +11,7 @@ from qdrant_client import QdrantClient, models
 from qdrant_client.http.exceptions import UnexpectedResponse
 
 from memstream.projection.model import VectorHit, VectorPoint
-from memstream.vectors.port import Mode
+from memstream.vectors.port import Mode, check_query
 from memstream.vectors.sparse import (
     RRF_K,
     SparseVec,
@@ -172,12 +172,7 @@ class QdrantVectorIndex:
         ``mode="dense"`` needs ``dense``, ``"sparse"`` needs ``text``; hybrid uses whichever
         lanes have input. An empty ``kinds``/``streams`` list matches nothing.
         """
-        if mode == "dense" and dense is None:
-            raise ValueError("mode='dense' needs a dense query vector")
-        if mode == "sparse" and text is None:
-            raise ValueError("mode='sparse' needs a query text")
-        if dense is not None and len(dense) != self.dim:
-            raise ValueError(f"query has {len(dense)} dims, expected {self.dim}")
+        check_query(mode, dense, text, self.dim)
         if kinds == [] or streams == [] or limit <= 0 or not self._exists():
             return []
 
