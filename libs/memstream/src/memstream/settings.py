@@ -34,6 +34,9 @@ class Settings(BaseSettings):
     dlq_retention_ms: int = 30 * 24 * 3600 * 1000
 
     sequencer_processes: int = Field(default=1, ge=1, description="embedded stack workers")
+    embedded_projections: bool = Field(
+        default=True, description="embedded stack runs the graph and vector projections"
+    )
     keys_file: Path | None = Field(default=None, description="API key store; default in data dir")
     consumer_session_timeout_ms: int = 6000
     batch_size: int = Field(default=2000, ge=1)

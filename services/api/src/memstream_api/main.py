@@ -22,7 +22,9 @@ def main() -> None:
         )
     # Without a Qdrant server the index is Qdrant Edge, in this process: project into it here.
     app = create_app(
-        settings, settings.kafka_bootstrap, project_vectors=settings.qdrant_url is None
+        settings,
+        settings.kafka_bootstrap,
+        project_vectors=settings.qdrant_url is None and settings.embedded_projections,
     )
     uvicorn.run(
         app,

@@ -25,10 +25,19 @@ def ingest(
     http_events: Annotated[
         int, typer.Option("--http-events", help="events through HTTP (0 = skip)")
     ] = 20_000,
+    projections: Annotated[
+        bool,
+        typer.Option(
+            "--projections/--spine-only",
+            help="run the graph and vector projectors beside the spine, as `memstream up` does",
+        ),
+    ] = True,
     json_out: JsonFlag = False,
 ) -> None:
     """Events/s from the SDK and HTTP into the ledger, beside the raw broker produce rate."""
-    doc = run_ingest_bench(events, http_events, lambda m: err.print(f"[dim]{m}[/dim]"))
+    doc = run_ingest_bench(
+        events, http_events, lambda m: err.print(f"[dim]{m}[/dim]"), projections=projections
+    )
     if json_out:
         print_json(doc)
         return

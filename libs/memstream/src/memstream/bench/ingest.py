@@ -91,11 +91,17 @@ def raw_produce_rate(
     return total / (time.perf_counter() - t0)
 
 
-def run_ingest_bench(n: int, http_events: int, progress: Progress) -> dict[str, Any]:
-    with throwaway_stack(progress) as (stack, _settings):
+def run_ingest_bench(
+    n: int, http_events: int, progress: Progress, projections: bool = True
+) -> dict[str, Any]:
+    """With ``projections`` the graph and vector projectors share the machine, as in
+    ``memstream up``; without, only the spine runs (broker, sequencer, archiver, API)."""
+    with throwaway_stack(progress, projections=projections) as (stack, _settings):
         assert stack.info is not None
         info = stack.info
-        return _measure(stack, info.kafka_bootstrap, info.api_url, n, http_events, progress)
+        doc = _measure(stack, info.kafka_bootstrap, info.api_url, n, http_events, progress)
+        doc["stack"] = "full" if projections else "spine"
+        return doc
 
 
 def _measure(

@@ -13,10 +13,17 @@ from memstream.stack.supervisor import EmbeddedStack
 
 
 @contextmanager
-def throwaway_stack(progress: Callable[[str], None]) -> Iterator[tuple[EmbeddedStack, Settings]]:
-    """A fresh stack in a temporary data dir; settings point at its graph server."""
+def throwaway_stack(
+    progress: Callable[[str], None], projections: bool = True
+) -> Iterator[tuple[EmbeddedStack, Settings]]:
+    """A fresh stack in a temporary data dir; settings point at its graph server.
+
+    Without ``projections`` only the spine runs (broker, sequencer, archiver, API).
+    """
     with tempfile.TemporaryDirectory(prefix="memstream-bench-") as tmp:
-        settings = Settings().model_copy(update={"data_dir": Path(tmp)})
+        settings = Settings().model_copy(
+            update={"data_dir": Path(tmp), "embedded_projections": projections}
+        )
         stack = EmbeddedStack(settings, Path(tmp), free_port())
         progress("starting a throw-away embedded stack")
         info = stack.start()

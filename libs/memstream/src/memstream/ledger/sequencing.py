@@ -8,7 +8,7 @@ from typing import Any
 import orjson
 from pydantic import ValidationError
 
-from memstream.events import parse_event
+from memstream.events.envelope import EventAdapter
 from memstream.ledger.canonical import GENESIS_HASH
 from memstream.ledger.entry import build_entry
 from memstream.ledger.redact import redact
@@ -80,19 +80,23 @@ def sequence(record: RawRecord, state: SequencerState, now: str) -> Outcome:
     """
     if record.value is None:
         return DeadLetter("empty record (no value)")
+    # Decode once and validate the decoded object: a second JSON parse of the same bytes
+    # would cost a third of the sequencer's time per event.
     try:
-        event = parse_event(record.value)
+        doc = orjson.loads(record.value)
+    except orjson.JSONDecodeError as exc:
+        return DeadLetter(f"undecodable: {exc}")
+    try:
+        event = EventAdapter.validate_python(doc)
     except ValidationError as exc:
         return DeadLetter(_reason(exc))
-    except ValueError as exc:  # not JSON at all
-        return DeadLetter(f"undecodable: {exc}")
     key = event.key
     head = state.heads.setdefault(key, StreamHead())
     if event.id in head.seen:
         return Duplicate(key, event.id)
     # The ledger keeps the envelope as the client sent it (validated above); re-serialising
     # the model would cost more than the whole rest of this function.
-    body = redact(orjson.loads(record.value), event.security.redacted_paths)
+    body = redact(doc, event.security.redacted_paths)
     kafka = {"topic": record.topic, "partition": record.partition, "offset": record.offset}
     entry, value = build_entry(body, head.seq + 1, head.hash, now, kafka)
     head.seq, head.hash = entry["seq"], entry["hash"]

@@ -147,11 +147,14 @@ class EmbeddedStack:
         )
         n_seq = self.settings.sequencer_processes
         seq_names = ["sequencer"] + [f"sequencer-{i}" for i in range(2, n_seq + 1)]
-        for name, module in [
+        workers = [
             *((n, "memstream_sequencer.main") for n in seq_names),
             ("archiver", "memstream_archiver.main"),
-            ("graph-projector", "memstream_projector.graph"),
-        ]:
+        ]
+        if self.settings.embedded_projections:
+            workers.append(("graph-projector", "memstream_projector.graph"))
+        env["MEMSTREAM_EMBEDDED_PROJECTIONS"] = str(self.settings.embedded_projections).lower()
+        for name, module in workers:
             port = free_port()
             wenv = dict(env, MEMSTREAM_METRICS_PORT=str(port))
             self.workers.append(Worker(name, module, port, self.logs / f"{name}.log", wenv))
