@@ -5,7 +5,7 @@ UV := .tools/bin/uv
 export UV_PYTHON_DOWNLOADS := never
 export UV_PROJECT_ENVIRONMENT := .venv
 
-.PHONY: install run test system-deps lint typecheck schemas bench-ingest clean
+.PHONY: install run test system-deps lint typecheck schemas dashboards bench-ingest clean
 
 $(UV):
 	$(PY) -m venv .tools
@@ -21,9 +21,9 @@ run: install
 
 ## system-deps: Debian's Prometheus (promtool and the server) for the tests
 system-deps:
-	@command -v promtool >/dev/null 2>&1 || { \
+	@{ command -v promtool && command -v prometheus; } >/dev/null 2>&1 || { \
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >/dev/null; \
-	  else echo "promtool missing: run 'sudo apt-get install prometheus'" >&2; exit 1; fi; }
+	  else echo "prometheus/promtool missing: run 'sudo apt-get install prometheus'" >&2; exit 1; fi; }
 
 ## test: lint, type-check and the whole suite against real servers
 test: install system-deps lint typecheck
@@ -39,6 +39,10 @@ typecheck: install
 ## schemas: regenerate schemas/ from the pydantic models
 schemas: install
 	.venv/bin/python -m memstream.schemas schemas
+
+## dashboards: regenerate the Grafana dashboards in deploy/grafana/dashboards/
+dashboards: install
+	.venv/bin/python -m memstream.ops.dashboards deploy/grafana/dashboards
 
 ## bench-ingest: the ingest benchmark (a measurement, not a test)
 bench-ingest: install

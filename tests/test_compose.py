@@ -346,3 +346,26 @@ def test_grafana_provisioning(services: dict[str, dict[str, Any]]) -> None:
     assert "./deploy/grafana/dashboards:/var/lib/grafana/dashboards:ro" in mounts
     assert "./deploy/grafana/provisioning:/etc/grafana/provisioning:ro" in mounts
     assert (GRAFANA / "dashboards").is_dir()
+
+
+def test_prometheus_sets_no_component_target_label(prometheus: dict[str, Any]) -> None:
+    """Series carry their own ``component``; a target label would rename it exported_component."""
+    for job in prometheus.get("scrape_configs") or []:
+        for static in job.get("static_configs") or []:
+            assert "component" not in (static.get("labels") or {}), job["job_name"]
+        for relabel in job.get("relabel_configs") or []:
+            assert relabel.get("target_label") != "component", job["job_name"]
+
+
+def test_grafana_provisions_the_generated_dashboards(services: dict[str, dict[str, Any]]) -> None:
+    from memstream.ops.dashboards import dashboards
+    from memstream.ops.grafana import DATASOURCE
+
+    boards = yaml.safe_load((GRAFANA / "provisioning/dashboards/dashboards.yml").read_text())
+    (provider_path,) = {p["options"]["path"] for p in boards["providers"]}
+    mounts = [str(m).split(":") for m in services["grafana"]["volumes"]]
+    (host_dir,) = [(COMPOSE.parent / m[0]).resolve() for m in mounts if m[1] == provider_path]
+    for dash in dashboards():
+        assert (host_dir / dash.filename).is_file(), f"{dash.filename} is not provisioned"
+    ds = yaml.safe_load((GRAFANA / "provisioning/datasources/prometheus.yml").read_text())
+    assert DATASOURCE["uid"] in {d["uid"] for d in ds["datasources"]}

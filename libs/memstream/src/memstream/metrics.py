@@ -1,4 +1,8 @@
-"""Prometheus metrics shared by every process (names ``memstream_*``, label ``component``)."""
+"""Prometheus metrics shared by every process (names ``memstream_*``, label ``component``).
+
+Label rules: ``component`` on every series; ``topic`` and ``group`` where Kafka is involved;
+``tenant`` only through :class:`TenantLabels`, which bounds its cardinality.
+"""
 
 from __future__ import annotations
 
@@ -20,7 +24,9 @@ EVENTS_REJECTED = Counter(
     ["component", "reason"],
 )
 EVENTS_LEDGERED = Counter(
-    "memstream_events_ledgered_total", "Events appended to the ledger", ["component"]
+    "memstream_events_ledgered_total",
+    "Events appended to the ledger (tenant bounded by TenantLabels)",
+    ["component", "tenant"],
 )
 EVENTS_DUPLICATE = Counter(
     "memstream_events_duplicate_total", "Events dropped as resends of a known id", ["component"]
@@ -30,6 +36,11 @@ EVENTS_DEAD_LETTERED = Counter(
 )
 ENTRIES_ARCHIVED = Counter(
     "memstream_entries_archived_total", "Ledger entries fsync'd to archive segments", ["component"]
+)
+ARCHIVE_LAG = Gauge(
+    "memstream_archive_lag_seconds",
+    "From ledger append to fsync, for the oldest entry of the last archived batch",
+    ["component"],
 )
 CONSUMER_LAG = Gauge(
     "memstream_consumer_lag",
@@ -55,6 +66,34 @@ REQUEST_SECONDS = Histogram(
     buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5),
 )
 UP = Gauge("memstream_up", "1 while the process runs its main loop", ["component"])
+DEPENDENCY_UP = Gauge(
+    "memstream_dependency_up",
+    "1 while a server this process depends on answers its health probe",
+    ["component", "dependency"],
+)
+
+TENANT_LABEL_LIMIT = 100
+OTHER_TENANTS = "_other"  # tenant names start with a letter or digit, so this never collides
+
+
+class TenantLabels:
+    """Tenant label values with bounded cardinality.
+
+    The first ``limit`` tenants a process sees keep their own series; every later one shares
+    ``_other``. Per-tenant totals beyond that come from ``memstream ledger stats``.
+    """
+
+    def __init__(self, limit: int = TENANT_LABEL_LIMIT) -> None:
+        self.limit = limit
+        self._named: set[str] = set()
+
+    def __call__(self, tenant: str) -> str:
+        if tenant in self._named:
+            return tenant
+        if len(self._named) < self.limit:
+            self._named.add(tenant)
+            return tenant
+        return OTHER_TENANTS
 
 
 def serve_metrics(port: int, host: str = "127.0.0.1") -> int:

@@ -13,6 +13,7 @@ from fastapi.responses import JSONResponse, Response
 from memstream.events import EventIn
 from memstream.keys import KeyStore
 from memstream.metrics import UP
+from memstream.ops.health import DependencyProbe, dependency_checks
 from memstream.projection.embedded import vector_manager
 from memstream.settings import Settings
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
@@ -57,11 +58,14 @@ def create_app(
             thread.start()
         app.state.vectors = manager
         app.state.checkout = build_checkout(settings, manager, producer)
+        # The API's own view of Kafka and the graph: the distributed stack has no supervisor.
+        probe = DependencyProbe(COMPONENT, dependency_checks(settings, bootstrap)).start()
         UP.labels(component=COMPONENT).set(1)
         try:
             yield
         finally:
             UP.labels(component=COMPONENT).set(0)
+            await run_in_threadpool(probe.stop)
             if manager is not None and thread is not None:
                 manager.stopping.set()
                 await run_in_threadpool(thread.join, 60)
@@ -74,6 +78,7 @@ def create_app(
     app.state.max_batch = max_batch
     app.state.max_body_bytes = max_body_bytes
     app.add_middleware(HttpMetrics, component=COMPONENT)
+    ingest.init_metrics()
     app.include_router(ingest.router)
     app.include_router(checkout_routes.router)
 

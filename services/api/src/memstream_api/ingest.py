@@ -79,6 +79,16 @@ REQUEST_BODY: dict[str, Any] = {
 }
 
 
+REJECT_REASONS = ("too_large", "malformed", "tenant", "invalid", "delivery")
+
+
+def init_metrics() -> None:
+    """Create the ingest series at 0, so rates read 0 before the first event or refusal."""
+    EVENTS_RECEIVED.labels(component=COMPONENT)
+    for reason in REJECT_REASONS:
+        EVENTS_REJECTED.labels(component=COMPONENT, reason=reason)
+
+
 class _Rejected(Exception):
     def __init__(self, response: Response, reason: str, count: int) -> None:
         self.response, self.reason, self.count = response, reason, count

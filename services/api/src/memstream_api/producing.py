@@ -13,7 +13,7 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from memstream.events import Event
 from memstream.kafka.clients import producer_config
-from memstream.kafka.topics import RAW
+from memstream.kafka.topics import CHECKOUTS, RAW
 from memstream.metrics import EVENTS_PRODUCED
 from prometheus_client import Counter
 from starlette.concurrency import run_in_threadpool
@@ -90,6 +90,8 @@ class BatchProducer:
         # Wait a little longer than librdkafka's own retry budget before giving up.
         self.wait_s = int(self.config["message.timeout.ms"]) / 1000 + 5
         self._producer = Producer(self.config)
+        EVENTS_PRODUCED.labels(component=component, topic=RAW)
+        TRACES_DROPPED.labels(component=component, topic=CHECKOUTS)
         self._stop = threading.Event()
         self._poller = threading.Thread(target=self._poll, name="kafka-delivery", daemon=True)
         self._poller.start()

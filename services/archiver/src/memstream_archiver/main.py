@@ -7,10 +7,11 @@ redeliveries and a ledger restored from this very archive change nothing.
 from __future__ import annotations
 
 import logging
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from confluent_kafka import Message, Producer
+from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Message, Producer
 from memstream.archive.plan import Append, Poison, plan_record
 from memstream.archive.segments import TenantWriter, archive_heads
 from memstream.kafka.clients import make_consumer, make_producer
@@ -19,7 +20,7 @@ from memstream.kafka.loop import BatchLoop, tune_gc_for_batches
 from memstream.kafka.reading import headers_of
 from memstream.kafka.topics import ARCHIVER_GROUP, DLQ, LEDGER
 from memstream.kafka.worker import start_worker
-from memstream.metrics import ENTRIES_ARCHIVED, EVENTS_DEAD_LETTERED
+from memstream.metrics import ARCHIVE_LAG, ENTRIES_ARCHIVED, EVENTS_DEAD_LETTERED
 
 COMPONENT = "archiver"
 log = logging.getLogger(COMPONENT)
@@ -31,6 +32,7 @@ class Archiver:
         self.producer = producer
         self.heads = archive_heads(archive)
         self.writers: dict[str, TenantWriter] = {}
+        EVENTS_DEAD_LETTERED.labels(COMPONENT, LEDGER)  # 0, not "no data", until the first
         log.info("archive at %s holds %d streams", archive, len(self.heads))
 
     def _writer(self, tenant: str) -> TenantWriter:
@@ -43,6 +45,7 @@ class Archiver:
     def process(self, msgs: list[Message]) -> None:
         touched: set[str] = set()
         appended = dead = 0
+        oldest_ms: int | None = None  # ledger append time of the oldest archived entry
         now = datetime.now(UTC)
         for m in msgs:
             k, h = m.key(), headers_of(m).get("seq")
@@ -56,6 +59,9 @@ class Archiver:
                 self._writer(out.tenant).append(out.line)
                 touched.add(out.tenant)
                 appended += 1
+                ts_type, ts_ms = m.timestamp()
+                if ts_type != TIMESTAMP_NOT_AVAILABLE and (oldest_ms is None or ts_ms < oldest_ms):
+                    oldest_ms = ts_ms
             elif isinstance(out, Poison):
                 value = dead_letter(
                     out.reason,
@@ -70,6 +76,8 @@ class Archiver:
                 dead += 1
         for tenant in touched:
             self.writers[tenant].sync()
+        if oldest_ms is not None:
+            ARCHIVE_LAG.labels(COMPONENT).set(max(0.0, time.time() - oldest_ms / 1000))
         if dead and self.producer.flush(30):
             raise RuntimeError("DLQ delivery failed")
         ENTRIES_ARCHIVED.labels(COMPONENT).inc(appended)

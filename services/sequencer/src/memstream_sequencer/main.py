@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections import Counter
 from datetime import UTC, datetime
 
 from confluent_kafka import Message, Producer
@@ -32,6 +33,7 @@ from memstream.metrics import (
     EVENTS_DUPLICATE,
     EVENTS_LEDGERED,
     EVENTS_PRODUCED,
+    TenantLabels,
 )
 
 COMPONENT = "sequencer"
@@ -52,6 +54,7 @@ class Sequencer:
         self.failures: list[str] = []
         self._m_ledger = EVENTS_PRODUCED.labels(COMPONENT, LEDGER)
         self._m_dlq = EVENTS_PRODUCED.labels(COMPONENT, DLQ)
+        self._tenant_label = TenantLabels()
 
     def rebuild(self, partitions: list[int]) -> None:
         for p in partitions:
@@ -106,7 +109,8 @@ class Sequencer:
     def process(self, msgs: list[Message]) -> None:
         now = datetime.now(UTC)
         now_iso = iso_utc(now)
-        ledgered = dead = dup = 0
+        ledgered: Counter[str] = Counter()  # per tenant
+        dead = dup = 0
         for m in msgs:
             p, off = m.partition() or 0, m.offset() or 0
             state = self.states.get(p)
@@ -128,7 +132,7 @@ class Sequencer:
                         ("hash", e["hash"].encode()),
                     ],
                 )
-                ledgered += 1
+                ledgered[e["tenant"]] += 1
             elif isinstance(out, DeadLetter):
                 value = dead_letter(out.reason, m.value(), rec.topic, p, rec.offset, COMPONENT, now)
                 self._produce(DLQ, value, m.key())
@@ -138,9 +142,10 @@ class Sequencer:
         remaining = self.producer.flush(30)
         if remaining or self.failures:
             raise DeliveryFailed(f"{remaining} undelivered; {self.failures[:3]}")
-        self._m_ledger.inc(ledgered)
+        self._m_ledger.inc(ledgered.total())
         self._m_dlq.inc(dead)
-        EVENTS_LEDGERED.labels(COMPONENT).inc(ledgered)
+        for tenant, n in ledgered.items():
+            EVENTS_LEDGERED.labels(COMPONENT, self._tenant_label(tenant)).inc(n)
         EVENTS_DEAD_LETTERED.labels(COMPONENT, RAW).inc(dead)
         EVENTS_DUPLICATE.labels(COMPONENT).inc(dup)
 

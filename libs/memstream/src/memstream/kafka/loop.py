@@ -60,6 +60,8 @@ class BatchLoop:
         if self.on_revoke is not None:
             self.on_revoke(parts)
         self.assigned = [p for p in self.assigned if p not in parts]
+        for p in parts:  # the new owner reports it; a stale copy here would count it twice
+            CONSUMER_LAG.remove(self.component, self.group, self.topic, str(p))
 
     def _update_lag(self, last: dict[int, int]) -> None:
         for p, off in last.items():
@@ -108,6 +110,8 @@ class BatchLoop:
         finally:
             UP.labels(self.component).set(0)
             self.consumer.close()
+            for p in self.assigned:  # e.g. a dropped projection version: no stale lag
+                CONSUMER_LAG.remove(self.component, self.group, self.topic, str(p))
 
 
 def tune_gc_for_batches() -> None:

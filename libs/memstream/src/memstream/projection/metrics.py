@@ -7,16 +7,16 @@ from prometheus_client import Counter, Gauge, Histogram
 FRESHNESS = Histogram(
     "memstream_projection_freshness_seconds",
     "From ledger ingestion to visible in a projection",
-    ["projection", "version"],
+    ["component", "projection", "version"],
     buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300),
 )
 PROJECTED = Counter(
     "memstream_projected_events_total",
     "Ledger events written to a projection",
-    ["projection", "version"],
+    ["component", "projection", "version"],
 )
 POINTS = Gauge(
     "memstream_projection_points",
     "Points in a version's vector collection (all tenants)",
-    ["version"],
+    ["component", "version"],
 )

@@ -15,14 +15,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO
 
-import redis
-from confluent_kafka.admin import AdminClient
-from prometheus_client import Counter, Gauge
+from prometheus_client import Counter
 
-from memstream.kafka.reading import QUIET, group_lag
+from memstream.kafka.reading import group_lag
 from memstream.kafka.topics import ARCHIVER_GROUP, LEDGER, RAW, SEQUENCER_GROUP, ensure_topics
 from memstream.keys import KeyStore
 from memstream.metrics import UP, serve_metrics
+from memstream.ops.health import Check, falkordb_check, kafka_check, probe
 from memstream.projection.embedded import ensure_default_version
 from memstream.settings import Settings
 from memstream.stack.children import spawn, stop_process
@@ -34,11 +33,6 @@ from memstream.stack.stackfile import ComponentInfo, StackInfo, stack_file, writ
 log = logging.getLogger("memstream.stack")
 RESTARTS = Counter(
     "memstream_child_restarts_total", "Worker restarts by the supervisor", ["component", "child"]
-)
-DEPENDENCY_UP = Gauge(
-    "memstream_dependency_up",
-    "1 while a server the stack depends on answers its health probe",
-    ["component", "dependency"],
 )
 DEV_TENANT = "dev"
 PROBE_EVERY_S = 5.0
@@ -83,6 +77,7 @@ class EmbeddedStack:
     dev_key: str = ""
     restored: int = 0
     info: StackInfo | None = None
+    checks: dict[str, Check] = field(default_factory=dict)
 
     @property
     def logs(self) -> Path:
@@ -167,6 +162,12 @@ class EmbeddedStack:
             )
         sup_port = serve_metrics(0)
         UP.labels("supervisor").set(1)
+        for w in self.workers:  # a restart counter reads 0 until the first restart
+            RESTARTS.labels("supervisor", w.name)
+        self.checks = {
+            "kafka": kafka_check(self.bootstrap),
+            "graph": falkordb_check(f"redis://127.0.0.1:{graph.port}"),
+        }
         return self._write_info(graph, sup_port)
 
     def _write_info(self, graph: Server, sup_port: int) -> StackInfo:
@@ -200,20 +201,7 @@ class EmbeddedStack:
 
     def _probe_dependencies(self) -> None:
         """Kafka answers metadata and FalkorDB answers PING (a hung server is not an exit)."""
-        try:
-            AdminClient({"bootstrap.servers": self.bootstrap, **QUIET}).list_topics(timeout=2)
-            kafka_ok = 1.0
-        except Exception:
-            kafka_ok = 0.0
-        DEPENDENCY_UP.labels("supervisor", "kafka").set(kafka_ok)
-        graph = next((s for s in self.servers if s.name == "falkordb"), None)
-        try:
-            graph_ok = float(
-                graph is not None and bool(redis.Redis(port=graph.port, socket_timeout=2).ping())
-            )
-        except Exception:
-            graph_ok = 0.0
-        DEPENDENCY_UP.labels("supervisor", "graph").set(graph_ok)
+        probe("supervisor", self.checks)
 
     def supervise(self) -> None:
         """Restart crashed workers (with backoff) until ``stopping`` is set."""

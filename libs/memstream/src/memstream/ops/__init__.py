@@ -1,0 +1,1 @@
+"""Operations: dependency probes and the Grafana dashboards generator."""

@@ -1,0 +1,495 @@
+"""The four memstream dashboards: ``python -m memstream.ops.dashboards OUT_DIR`` writes them.
+
+Pure: the same code always yields the same JSON, and a test holds the committed files in
+``deploy/grafana/dashboards/`` to it.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from memstream.ops.grafana import (
+    UP_IS_GOOD,
+    ZERO_IS_GOOD,
+    Dashboard,
+    Panel,
+    Query,
+    quantile,
+    rate,
+    ratio,
+    render,
+)
+
+CHECKOUT_ROUTES = 'route=~"/v1/(checkout|recall|lineage).*"'
+PROJECTORS = 'component=~"graph-projector|vector-projector"'
+SPINE_GROUPS = 'group=~"memstream-sequencer|memstream-archiver"'
+
+
+def overview() -> Dashboard:
+    return Dashboard(
+        uid="memstream-overview",
+        title="memstream / Overview",
+        question="Is memstream up, and is memory keeping up with what agents send?",
+        panels=(
+            Panel(
+                "Processes up",
+                "Prometheus scrape of every memstream process (1 = answering /metrics).",
+                (Query('up{job=~"memstream-.*"}', "{{job}}"),),
+                kind="stat",
+                width=8,
+                height=5,
+                steps=UP_IS_GOOD,
+            ),
+            Panel(
+                "Dependencies up",
+                "Kafka metadata and graph-server probes, as seen by each prober (API, supervisor).",
+                (Query("memstream_dependency_up", "{{component}} → {{dependency}}"),),
+                kind="stat",
+                width=8,
+                height=5,
+                steps=UP_IS_GOOD,
+            ),
+            Panel(
+                "Alerts firing",
+                "memstream alerts currently firing (see the alert table in the README).",
+                (Query('sum(ALERTS{alertstate="firing"}) or vector(0)', "firing"),),
+                kind="stat",
+                width=8,
+                height=5,
+                steps=ZERO_IS_GOOD,
+            ),
+            Panel(
+                "Events in → ledger",
+                "Events accepted over HTTP vs events appended to the ledger (SDK events are "
+                "counted in the client process, so the ledger line can be higher).",
+                (
+                    Query(rate("memstream_events_received_total"), "received (HTTP)"),
+                    Query(rate("memstream_events_ledgered_total"), "ledgered"),
+                ),
+                unit="ops",
+            ),
+            Panel(
+                "Dead letters",
+                "Records sent to memory.dlq per second, by the component that gave up on them.",
+                (
+                    Query(
+                        rate("memstream_events_dead_lettered_total", "component"), "{{component}}"
+                    ),
+                ),
+                unit="ops",
+            ),
+            Panel(
+                "Consumer lag by group",
+                "Records behind the end of the topic, per consumer group.",
+                (Query("sum by (group) (memstream_consumer_lag)", "{{group}}"),),
+            ),
+            Panel(
+                "Freshness p95",
+                "Ledger append → visible in the projection, 95th percentile (alert above 1 s).",
+                (
+                    Query(
+                        quantile(0.95, "memstream_projection_freshness_seconds", "projection"),
+                        "{{projection}}",
+                    ),
+                ),
+                unit="s",
+            ),
+            Panel(
+                "Checkout p95",
+                "Checkout latency inside the service, 95th percentile (alert above 50 ms).",
+                (Query(quantile(0.95, "memstream_checkout_seconds"), "p95"),),
+                unit="s",
+            ),
+            Panel(
+                "API 5xx ratio",
+                "Share of API requests answered with 5xx (alert above 5%).",
+                (
+                    Query(
+                        ratio(
+                            rate("memstream_http_request_seconds_count", where='status=~"5.."'),
+                            rate("memstream_http_request_seconds_count"),
+                        ),
+                        "5xx",
+                    ),
+                ),
+                unit="percentunit",
+            ),
+            Panel(
+                "Resident memory",
+                "RSS of every scraped memstream process.",
+                (Query('process_resident_memory_bytes{job=~"memstream-.*"}', "{{job}}"),),
+                unit="bytes",
+            ),
+            Panel(
+                "CPU",
+                "CPU seconds per second of every scraped memstream process.",
+                (
+                    Query(
+                        rate("process_cpu_seconds_total", "job", 'job=~"memstream-.*"'), "{{job}}"
+                    ),
+                ),
+                unit="percentunit",
+            ),
+            Panel(
+                "Worker restarts (1 h)",
+                "Restarts by the embedded stack's supervisor (elsewhere the orchestrator restarts "
+                "containers; look at TargetDown instead).",
+                (
+                    Query(
+                        "sum by (child) (increase(memstream_child_restarts_total[1h]))",
+                        "{{child}}",
+                    ),
+                ),
+                width=24,
+            ),
+        ),
+    )
+
+
+def ingestion() -> Dashboard:
+    return Dashboard(
+        uid="memstream-ingestion",
+        title="memstream / Ingestion & ledger",
+        question="Are events getting in, sequenced into the ledger and archived, and what is "
+        "refused or dead-lettered?",
+        panels=(
+            Panel(
+                "Events received",
+                "Events accepted by an ingest surface, before producing to memory.events.raw.",
+                (Query(rate("memstream_events_received_total", "component"), "{{component}}"),),
+                unit="ops",
+            ),
+            Panel(
+                "Events refused",
+                "Events refused at ingest by reason: invalid (422), tenant (403), malformed, "
+                "too_large (413), delivery (Kafka did not acknowledge, 503).",
+                (
+                    Query(
+                        rate("memstream_events_rejected_total", "component, reason"),
+                        "{{component}} {{reason}}",
+                    ),
+                ),
+                unit="ops",
+            ),
+            Panel(
+                "Records produced by topic",
+                "Delivery reports received, per producing component and topic.",
+                (
+                    Query(
+                        rate("memstream_events_produced_total", "component, topic"),
+                        "{{component}} → {{topic}}",
+                    ),
+                ),
+                unit="ops",
+            ),
+            Panel(
+                "Ledger appends and duplicates",
+                "Events the sequencer appended vs resends it dropped by event id.",
+                (
+                    Query(rate("memstream_events_ledgered_total"), "ledgered"),
+                    Query(rate("memstream_events_duplicate_total"), "duplicates dropped"),
+                ),
+                unit="ops",
+            ),
+            Panel(
+                "Ledger appends by tenant (top 10)",
+                "Per-tenant rate; the first 100 tenants a sequencer sees keep their name, later "
+                "ones share _other (memstream ledger stats has exact counts).",
+                (
+                    Query(
+                        f"topk(10, {rate('memstream_events_ledgered_total', 'tenant')})",
+                        "{{tenant}}",
+                    ),
+                ),
+                unit="ops",
+            ),
+            Panel(
+                "Dead letters by source topic",
+                "Records sent to memory.dlq: reason, raw bytes and source offset are in each.",
+                (
+                    Query(
+                        rate("memstream_events_dead_lettered_total", "component, topic"),
+                        "{{component}} from {{topic}}",
+                    ),
+                ),
+                unit="ops",
+            ),
+            Panel(
+                "Sequencer and archiver lag per partition",
+                "Records behind the end of memory.events.raw (sequencer) and memory.ledger "
+                "(archiver), per partition.",
+                (
+                    Query(
+                        f"sum by (group, partition) (memstream_consumer_lag{{{SPINE_GROUPS}}})",
+                        "{{group}} p{{partition}}",
+                    ),
+                ),
+            ),
+            Panel(
+                "Archiver lag",
+                "Seconds from ledger append to fsync for the oldest entry of the last archived "
+                "batch.",
+                (Query("max by (component) (memstream_archive_lag_seconds)", "{{component}}"),),
+                unit="s",
+            ),
+            Panel(
+                "Entries archived",
+                "Ledger entries fsync'd to archive segments per second.",
+                (Query(rate("memstream_entries_archived_total"), "archived"),),
+                unit="ops",
+            ),
+            Panel(
+                "Batch latency p95",
+                "Consume → handle → write → commit of one batch, by worker.",
+                (
+                    Query(
+                        quantile(0.95, "memstream_batch_seconds", "component"),
+                        "{{component}}",
+                    ),
+                ),
+                unit="s",
+            ),
+            Panel(
+                "Mean batch size",
+                "Records per consumer batch; near the batch size limit means the worker is behind.",
+                (
+                    Query(
+                        f"{rate('memstream_batch_records_sum', 'component')} / "
+                        f"{rate('memstream_batch_records_count', 'component')}",
+                        "{{component}}",
+                    ),
+                ),
+            ),
+            Panel(
+                "HTTP ingest p95",
+                "POST /v1/events latency until Kafka acknowledged every event.",
+                (
+                    Query(
+                        quantile(
+                            0.95, "memstream_http_request_seconds", where='route="/v1/events"'
+                        ),
+                        "p95",
+                    ),
+                ),
+                unit="s",
+            ),
+        ),
+    )
+
+
+def projections() -> Dashboard:
+    return Dashboard(
+        uid="memstream-projections",
+        title="memstream / Projections & freshness",
+        question="How fresh are the graph and vector views, per version, and are side-by-side "
+        "builds (replays) keeping up?",
+        panels=(
+            Panel(
+                "Freshness p50 / p95 by version",
+                "Ledger append → visible in the projection.",
+                (
+                    Query(
+                        quantile(
+                            0.5, "memstream_projection_freshness_seconds", "projection, version"
+                        ),
+                        "p50 {{projection}} {{version}}",
+                    ),
+                    Query(
+                        quantile(
+                            0.95, "memstream_projection_freshness_seconds", "projection, version"
+                        ),
+                        "p95 {{projection}} {{version}}",
+                    ),
+                ),
+                unit="s",
+            ),
+            Panel(
+                "Projection throughput by version",
+                "Ledger events written per second into each projection version.",
+                (
+                    Query(
+                        rate("memstream_projected_events_total", "projection, version"),
+                        "{{projection}} {{version}}",
+                    ),
+                ),
+                unit="ops",
+            ),
+            Panel(
+                "Projection lag by group",
+                "Ledger records each version's consumer group still has to project "
+                "(memstream-graph-<version>, memstream-vector-<version>).",
+                (
+                    Query(
+                        f"sum by (group) (memstream_consumer_lag{{{PROJECTORS}}})",
+                        "{{group}}",
+                    ),
+                ),
+            ),
+            Panel(
+                "Vector points by version",
+                "Points in each version's collection (all tenants); equals the ledger when "
+                "caught up.",
+                (Query("max by (version) (memstream_projection_points)", "{{version}}"),),
+            ),
+            Panel(
+                "Projector batch latency p95",
+                "One batch: decode, extract, write to the store, commit.",
+                (
+                    Query(
+                        quantile(0.95, "memstream_batch_seconds", "component", PROJECTORS),
+                        "{{component}}",
+                    ),
+                ),
+                unit="s",
+            ),
+            Panel(
+                "Projection dead letters",
+                "Ledger entries a projector could not project (sent to memory.dlq).",
+                (
+                    Query(
+                        rate("memstream_events_dead_lettered_total", "component", PROJECTORS),
+                        "{{component}}",
+                    ),
+                ),
+                unit="ops",
+            ),
+        ),
+    )
+
+
+def checkout() -> Dashboard:
+    return Dashboard(
+        uid="memstream-checkout",
+        title="memstream / Checkout quality & latency",
+        question="How fast are checkouts, how big are packets, and how often can memory answer?",
+        panels=(
+            Panel(
+                "Checkouts per second",
+                "Packets built by the checkout service.",
+                (Query(rate("memstream_checkout_seconds_count"), "checkouts"),),
+                unit="ops",
+                width=8,
+            ),
+            Panel(
+                "Answered from memory",
+                "Share of packets with answerability answer_from_memory.",
+                (
+                    Query(
+                        ratio(
+                            rate(
+                                "memstream_checkout_answerability_total",
+                                where='answerability="answer_from_memory"',
+                            ),
+                            rate("memstream_checkout_answerability_total"),
+                        ),
+                        "answered",
+                    ),
+                ),
+                unit="percentunit",
+                width=8,
+            ),
+            Panel(
+                "Checkout traces dropped",
+                "Traces to memory.checkouts dropped because the producer queue was full.",
+                (Query(rate("memstream_records_dropped_total", "topic"), "{{topic}}"),),
+                unit="ops",
+                width=8,
+            ),
+            Panel(
+                "Checkout latency",
+                "Inside the service: plan, retrieval lanes, synthesis, assembly.",
+                tuple(
+                    Query(quantile(q, "memstream_checkout_seconds"), f"p{round(q * 100)}")
+                    for q in (0.5, 0.95, 0.99)
+                ),
+                unit="s",
+            ),
+            Panel(
+                "Packet tokens",
+                "Tokens used by returned packets (never above the request's max_tokens).",
+                tuple(
+                    Query(quantile(q, "memstream_packet_tokens"), f"p{round(q * 100)}")
+                    for q in (0.5, 0.95)
+                ),
+            ),
+            Panel(
+                "Answerability",
+                "Packets per second by answerability: answer_from_memory, refresh_recommended, "
+                "ask_user, no_memory.",
+                (
+                    Query(
+                        rate("memstream_checkout_answerability_total", "answerability"),
+                        "{{answerability}}",
+                    ),
+                ),
+                unit="ops",
+            ),
+            Panel(
+                "Read API p95 by route",
+                "HTTP latency of checkout, recall and lineage, including serialisation.",
+                (
+                    Query(
+                        quantile(0.95, "memstream_http_request_seconds", "route", CHECKOUT_ROUTES),
+                        "{{route}}",
+                    ),
+                ),
+                unit="s",
+            ),
+            Panel(
+                "Read API requests by status",
+                "Requests per second to checkout, recall and lineage by route and status.",
+                (
+                    Query(
+                        rate(
+                            "memstream_http_request_seconds_count", "route, status", CHECKOUT_ROUTES
+                        ),
+                        "{{route}} {{status}}",
+                    ),
+                ),
+                unit="ops",
+            ),
+            Panel(
+                "API 5xx ratio",
+                "Share of all API requests answered with 5xx (503: Kafka or no live projection).",
+                (
+                    Query(
+                        ratio(
+                            rate("memstream_http_request_seconds_count", where='status=~"5.."'),
+                            rate("memstream_http_request_seconds_count"),
+                        ),
+                        "5xx",
+                    ),
+                ),
+                unit="percentunit",
+                width=24,
+            ),
+        ),
+    )
+
+
+def dashboards() -> tuple[Dashboard, ...]:
+    return (overview(), ingestion(), projections(), checkout())
+
+
+def write_all(out_dir: Path) -> list[Path]:
+    """Write every dashboard into ``out_dir``; returns the paths written."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for dash in dashboards():
+        path = out_dir / dash.filename
+        path.write_text(render(dash), encoding="utf-8")
+        written.append(path)
+    return written
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        sys.exit("usage: python -m memstream.ops.dashboards OUT_DIR")
+    for path in write_all(Path(args[0])):
+        print(path)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,293 @@
+"""Real Prometheus against the running embedded stack: every dashboard query returns data.
+
+Prometheus comes from Debian's package (`make test` installs it as root); without it this
+test fails, it never skips. It scrapes every endpoint `memstream status --json` lists, every
+second, loads the alert rules, and is queried while a workload runs: HTTP events for two
+tenants, refused events, checkouts, recalls, lineage and garbage for the DLQ.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+from confluent_kafka import Producer
+from memstream.kafka.topics import RAW
+from memstream.ops.dashboards import dashboards
+from memstream.stack.net import free_port
+from stackproc import RunningStack, memstream, start_stack, wait_until
+
+ROOT = Path(__file__).resolve().parents[1]
+RULES = ROOT / "deploy" / "prometheus" / "memstream-rules.yml"
+DATA_TIMEOUT_S = 90
+# Activity the workload causes: these must be above zero, not merely present.
+BUSY = {
+    'sum(rate(memstream_events_received_total{component="api"}[1m]))',
+    "sum(rate(memstream_events_ledgered_total[1m]))",
+    'sum(rate(memstream_events_dead_lettered_total{component="sequencer"}[1m]))',
+    "sum(rate(memstream_checkout_seconds_count[1m]))",
+    'sum(rate(memstream_projected_events_total{projection="graph"}[1m]))',
+    'sum(rate(memstream_projected_events_total{projection="vector"}[1m]))',
+    'sum(rate(memstream_events_rejected_total{reason="invalid"}[1m]))',
+}
+
+
+def prometheus_binary() -> str:
+    path = shutil.which("prometheus")
+    assert path is not None, (
+        "prometheus is not installed: run `make test`, which installs Debian's prometheus "
+        "package (as root), or `sudo apt-get install prometheus`"
+    )
+    return path
+
+
+class Workload:
+    """Posts events for two tenants and reads them back until stopped (a daemon thread)."""
+
+    def __init__(self, stack: RunningStack, beta_key: str) -> None:
+        self.stack = stack
+        self.keys = {"dev": stack.dev_key, "beta": beta_key}
+        self.stop = threading.Event()
+        self.errors: list[str] = []
+        self.rounds = 0
+        self.thread = threading.Thread(target=self._run, name="workload", daemon=True)
+
+    def _run(self) -> None:
+        producer = Producer({"bootstrap.servers": self.stack.bootstrap})
+        with httpx.Client(base_url=self.stack.api_url, timeout=30) as http:
+            while not self.stop.is_set():
+                try:
+                    self._round(http, producer)
+                except Exception as exc:  # reported by the test, never swallowed
+                    self.errors.append(repr(exc))
+                self.rounds += 1
+                self.stop.wait(0.5)
+
+    def _round(self, http: httpx.Client, producer: Producer) -> None:
+        n = self.rounds
+        for tenant, key in self.keys.items():
+            auth = {"Authorization": f"Bearer {key}"}
+            events = [
+                {
+                    "id": f"{tenant}-{n}-{i}",
+                    "stream": f"chat-{i % 2}",
+                    "type": "message.user",
+                    "payload": {"text": f"Round {n}: the pilot budget is now ${1000 + n}."},
+                }
+                for i in range(4)
+            ]
+            events.append(
+                {
+                    "id": f"{tenant}-{n}-fact",
+                    "stream": "chat-0",
+                    "type": "fact.asserted",
+                    "payload": {"subject": "pilot", "predicate": "budget", "object": f"{n}"},
+                }
+            )
+            self._expect(http.post("/v1/events", json={"events": events}, headers=auth), 202)
+            bad = {"stream": "chat-0", "type": "message.user", "payload": {}}  # no text
+            self._expect(http.post("/v1/events", json=bad, headers=auth), 422)
+            query = {"query": "How much is the pilot budget now?", "max_tokens": 400}
+            self._expect(http.post("/v1/checkout", json=query, headers=auth), 200)
+            self._expect(http.post("/v1/recall", json={"query": "pilot budget"}, headers=auth), 200)
+            # 404 while the graph has not caught up is fine: the route is timed either way.
+            lineage = http.get(f"/v1/lineage/{tenant}-{max(0, n - 10)}-0", headers=auth)
+            self._expect(lineage, 200, 404)
+        if n % 10 == 0:  # keeps the DLQ rate above zero
+            producer.produce(RAW, b"\x00 not an envelope \xff", key=b"dev/chat-0")
+            producer.flush(10)
+
+    def _expect(self, resp: httpx.Response, *codes: int) -> None:
+        if resp.status_code not in codes:
+            self.errors.append(
+                f"{resp.request.method} {resp.request.url.path}: "
+                f"{resp.status_code} {resp.text[:200]}"
+            )
+
+
+class Prometheus:
+    def __init__(self, url: str, proc: subprocess.Popen[bytes], log: Path) -> None:
+        self.url, self.proc, self.log = url, proc, log
+
+    def get(self, path: str, **params: str) -> Any:
+        resp = httpx.get(f"{self.url}{path}", params=params, timeout=10)
+        resp.raise_for_status()
+        body = resp.json()
+        assert body["status"] == "success", body
+        return body["data"]
+
+    def query(self, expr: str) -> list[dict[str, Any]]:
+        data = self.get("/api/v1/query", query=expr)
+        result = data["result"]
+        if data["resultType"] == "scalar":
+            return [{"metric": {}, "value": result}]
+        return list(result)
+
+    def tail(self) -> str:
+        return self.log.read_text(errors="replace")[-3000:]
+
+
+def scrape_config(stack: RunningStack) -> dict[str, Any]:
+    """One job per component (``memstream-<name>``), as in deploy/prometheus/prometheus.yml."""
+    status = json.loads(memstream("status", "--json", data_dir=stack.data_dir).stdout)
+    endpoints = status["metrics_endpoints"]
+    names = {
+        c["metrics_url"]: name for name, c in status["components"].items() if c.get("metrics_url")
+    }
+    assert set(endpoints) == set(names), (endpoints, names)
+    jobs = []
+    for url in endpoints:
+        hostport = url.removeprefix("http://").removesuffix("/metrics")
+        jobs.append(
+            {
+                "job_name": f"memstream-{names[url]}",
+                "metrics_path": "/metrics",
+                "static_configs": [{"targets": [hostport]}],
+            }
+        )
+    return {
+        "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+        "rule_files": [str(RULES)],
+        "scrape_configs": jobs,
+    }
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
+    s = start_stack(tmp_path_factory.mktemp("prom-stack") / "data")
+    try:
+        yield s
+    finally:
+        s.stop()
+
+
+@pytest.fixture(scope="module")
+def prometheus(
+    stack: RunningStack, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Prometheus]:
+    binary = prometheus_binary()
+    root = tmp_path_factory.mktemp("prometheus")
+    config = root / "prometheus.yml"
+    config.write_text(yaml.safe_dump(scrape_config(stack), sort_keys=False))
+    port = free_port()
+    log = root / "prometheus.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            [
+                binary,
+                f"--config.file={config}",
+                f"--storage.tsdb.path={root / 'tsdb'}",
+                f"--web.listen-address=127.0.0.1:{port}",
+                "--log.level=warn",
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    prom = Prometheus(f"http://127.0.0.1:{port}", proc, log)
+    try:
+
+        def ready() -> bool:
+            assert proc.poll() is None, f"prometheus exited: {prom.tail()}"
+            try:
+                return httpx.get(f"{prom.url}/-/ready", timeout=2).status_code == 200
+            except httpx.HTTPError:
+                return False
+
+        wait_until(ready, 30, "prometheus to be ready")
+        yield prom
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+
+
+@pytest.fixture(scope="module")
+def workload(stack: RunningStack, prometheus: Prometheus) -> Iterator[Workload]:
+    beta = memstream("keys", "create", "--tenant", "beta", data_dir=stack.data_dir).stdout.strip()
+    w = Workload(stack, beta)
+
+    def checkout_ready() -> bool:  # the live version's vector index opens after start-up
+        resp = httpx.post(
+            f"{stack.api_url}/v1/checkout",
+            json={"query": "anything"},
+            headers={"Authorization": f"Bearer {stack.dev_key}"},
+            timeout=30,
+        )
+        return resp.status_code == 200
+
+    wait_until(checkout_ready, 60, "checkout to answer")
+    w.thread.start()
+    try:
+        yield w
+    finally:
+        w.stop.set()
+        w.thread.join(30)
+
+
+def has_data(result: list[dict[str, Any]]) -> bool:
+    """At least one sample that is a number (a quantile over an empty window is NaN)."""
+    return any(math.isfinite(float(s["value"][1])) for s in result)
+
+
+def test_every_dashboard_query_returns_data(prometheus: Prometheus, workload: Workload) -> None:
+    panels = [
+        (f"{d.title} / {p.title}", q.expr)
+        for d in dashboards()
+        for p in d.panels
+        for q in p.queries
+    ]
+    missing = dict.fromkeys(expr for _, expr in panels)
+    deadline = time.monotonic() + DATA_TIMEOUT_S
+    while missing and time.monotonic() < deadline:
+        for expr in list(missing):
+            if has_data(prometheus.query(expr)):
+                del missing[expr]
+        time.sleep(1)
+    assert not workload.errors, workload.errors[:5]
+    failing = [f"{title}: {expr}" for title, expr in panels if expr in missing]
+    assert not failing, (
+        f"{len(failing)} dashboard queries returned no data after {DATA_TIMEOUT_S}s of "
+        f"workload ({workload.rounds} rounds):\n" + "\n".join(failing)
+    )
+    idle = [
+        expr
+        for expr in sorted(BUSY)
+        if not any(float(s["value"][1]) > 0 for s in prometheus.query(expr))
+    ]
+    assert not idle, f"the workload should make these non-zero: {idle}"
+    tenants = prometheus.query("count by (tenant) (memstream_events_ledgered_total)")
+    assert {s["metric"]["tenant"] for s in tenants} == {"dev", "beta"}
+
+
+def test_rules_are_loaded_and_targets_up(prometheus: Prometheus, workload: Workload) -> None:
+    groups = yaml.safe_load(RULES.read_text())["groups"]
+    expected = {r["alert"] for g in groups for r in g["rules"] if "alert" in r}
+    loaded = {
+        r["name"]
+        for g in prometheus.get("/api/v1/rules")["groups"]
+        for r in g["rules"]
+        if r["type"] == "alerting"
+    }
+    assert expected <= loaded, f"alerts not loaded: {sorted(expected - loaded)}"
+
+    def all_up() -> bool:
+        targets = prometheus.get("/api/v1/targets")["activeTargets"]
+        return bool(targets) and all(t["health"] == "up" for t in targets)
+
+    wait_until(all_up, 30, "every scrape target to be up")
+    jobs = {t["labels"]["job"] for t in prometheus.get("/api/v1/targets")["activeTargets"]}
+    assert {"memstream-api", "memstream-sequencer", "memstream-archiver"} <= jobs
+    assert {"memstream-graph-projector", "memstream-supervisor"} <= jobs
