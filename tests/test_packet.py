@@ -30,9 +30,9 @@ from memstream.checkout.model import (
     SynthesisResult,
     TimeWindow,
 )
+from memstream.checkout.prompt import body_lines, head_lines, item_line
 from memstream.checkout.render import (
     FIELD_ORDER,
-    item_json,
     render_gathered,
     render_json,
     render_markdown,
@@ -299,11 +299,24 @@ def test_json_has_design_field_order_and_round_trips() -> None:
 def test_used_is_the_measured_size(wordpiece: Counter) -> None:
     for count in (wordpiece, words_counter):
         p = build(count=count)
-        by_hand = count(item_json(p.answerability)) + count(item_json(p.synthesis_plan))
-        for section in SECTIONS:
-            by_hand += sum(count(item_json(x)) for x in getattr(p, section))
-        assert p.budget.used == by_hand == measure(p, count)
+        body = "\n".join(body_lines(p))
+        assert p.budget.used == count(body) == measure(p, count)
+        # the measured text is the prompt rendering minus its closing budget line
+        md = render_markdown(p)
+        assert md.startswith(body) and md[len(body) :].strip().startswith("_Budget:")
+        assert p.budget.counted == "markdown"
         assert not p.budget.dropped
+
+
+def test_every_item_has_its_line_in_the_prompt_rendering() -> None:
+    p = build()
+    md = render_markdown(p)
+    for x in items(p):
+        assert item_line(x) in md
+    for s in p.snippets:
+        assert f"`{s.item_id}`" in md
+    for a in p.answer_candidates:
+        assert all(f"`{i}`" in md for i in a.support_ids)
 
 
 def check_budget(p: CheckoutPacket, full: CheckoutPacket, count: Counter, limit: int) -> None:
@@ -315,7 +328,7 @@ def check_budget(p: CheckoutPacket, full: CheckoutPacket, count: Counter, limit:
     # the kept items are a prefix of the full ranking; the dropped ones the rest, lowest first
     assert kept == everything[: len(kept)]
     assert whole == everything[len(kept) :][::-1]
-    costs = {(s, i): count(item_json(x)) for (s, i), x in zip(everything, items(full), strict=True)}
+    costs = {(s, i): count(item_line(x)) for (s, i), x in zip(everything, items(full), strict=True)}
     for d in p.budget.dropped:
         if d.section in SECTIONS:
             assert d.tokens == costs[(d.section, d.item_id)]
@@ -344,8 +357,9 @@ def test_budget_is_never_exceeded(limit: int, chars: int) -> None:
 def test_lower_priorities_go_first() -> None:
     full = build()
     head = measure(full.model_copy(update={s: [] for s in SECTIONS}), words_counter)
-    answer = words_counter(item_json(full.answer_candidates[0]))
-    warnings = sum(words_counter(item_json(w)) for w in full.warnings)
+    answer = words_counter(item_line(full.answer_candidates[0]))
+    warnings = sum(words_counter(item_line(w)) for w in full.warnings)
+    warnings += words_counter("## Warnings")
     p = build(head + answer + warnings + 1)
     assert p.answer_candidates == full.answer_candidates and p.warnings == full.warnings
     assert not p.facts and not p.snippets and not p.latent_context
@@ -363,7 +377,7 @@ def test_a_tight_budget_slims_the_top_answer() -> None:
     bare = build(result=result.model_copy(update={"answer_candidates": []}))
     head = measure(bare.model_copy(update={s: [] for s in SECTIONS}), words_counter)
     smallest = answer.model_copy(update={"answer": "…", "excluded_ids": []})
-    limit = head + words_counter(item_json(smallest)) + 5
+    limit = head + words_counter(item_line(smallest)) + 5
     p = build(limit, result=result)
     assert p.budget.used <= limit
     top = p.answer_candidates[0]
@@ -389,14 +403,17 @@ def test_a_long_query_is_cut_to_fit(wordpiece: Counter) -> None:
     assert p.budget.used == measure(p, wordpiece) <= 64
     assert p.synthesis_plan.query.endswith("…")
     steps = [d.item_id for d in p.budget.dropped if d.section == "synthesis_plan"]
-    assert steps[:5] == ["terms", "entities", "time_window.text", "as_of", "query"]
+    assert steps[:3] == ["time_window.text", "as_of", "query"]
+    # terms and entities are not in the prompt rendering: dropping them would save nothing
+    assert p.synthesis_plan.entities == ["robin"]
     assert p.synthesis_plan.operation == "sum"
     with pytest.raises(ValueError, match="below the smallest packet head"):
         build(3, wordpiece)
 
 
 def test_a_head_that_fits_is_left_alone(wordpiece: Counter) -> None:
-    head = wordpiece(item_json(RESULT.answerability)) + wordpiece(item_json(PLAN))
+    head = sum(wordpiece(x) for x in head_lines(RESULT.answerability, PLAN))
+    head += wordpiece("## Answer") + wordpiece("- none from memory")
     p = build(head, wordpiece)
     assert p.synthesis_plan == PLAN and p.budget.used == head
     assert all(d.section != "synthesis_plan" for d in p.budget.dropped)

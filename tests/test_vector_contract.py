@@ -255,6 +255,24 @@ def test_kinds_and_streams_filters(index: VectorIndex) -> None:
         assert index.query(*q, mode=mode, kinds=[]) == []
 
 
+def test_actors_filter_keeps_points_said_by_them(index: VectorIndex) -> None:
+    index.upsert(
+        [
+            pt("a", "e1", "kayak trip plans", unit(0), actor_key="noor"),
+            pt("a", "e2", "kayak trip plans", unit(0), actor_key="idris"),
+            pt("a", "e3", "kayak trip plans", unit(0), entities=["noor"]),
+            pt("b", "e4", "kayak trip plans", unit(0), actor_key="noor"),
+        ]
+    )
+    q = ("a", unit(0), "kayak")
+    for mode in ("hybrid", "dense", "sparse"):
+        assert keys(index.query(*q, mode=mode, actors=["noor"])) == ["e1"]
+        got = index.query(*q, mode=mode, actors=["noor", "idris"])
+        assert sorted(keys(got)) == ["e1", "e2"]
+        assert index.query(*q, mode=mode, actors=["nobody"]) == []
+        assert index.query(*q, mode=mode, actors=[]) == []
+
+
 def test_delete_where_matches_values_and_list_members(index: VectorIndex) -> None:
     index.upsert(
         [

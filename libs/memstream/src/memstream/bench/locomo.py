@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 from memstream.bench.stack import throwaway_stack
 from memstream.client import MemoryHttpClient
+from memstream.embed.registry import get_embedder
 from memstream.events import EventIn
 from memstream.kafka.reading import end_offsets
 from memstream.kafka.topics import LEDGER
@@ -167,6 +168,9 @@ def _run(
     abstain: list[float] = []
     latencies: list[float] = []
     tokens: list[float] = []
+    # The budget counts the Markdown prompt form; the JSON form is reported beside it.
+    json_tokens: list[float] = []
+    count_tokens = get_embedder().count_tokens
     out_fh = open(out, "w") if out is not None else None  # noqa: SIM115
     try:
         for sample, tenant, turns, key in convs:
@@ -180,6 +184,7 @@ def _run(
                     latency = (time.perf_counter() - started) * 1000
                     latencies.append(latency)
                     tokens.append(packet["budget"]["used"])
+                    json_tokens.append(count_tokens(json.dumps(packet, separators=(",", ":"))))
                     retrieved = packet_turns(packet)
                     row = {
                         "sample_id": sample["sample_id"],
@@ -210,7 +215,9 @@ def _run(
     finally:
         if out_fh is not None:
             out_fh.close()
-    return _report(per, abstain, latencies, tokens, ingest_s, total, skipped, k, len(rows))
+    doc = _report(per, abstain, latencies, tokens, ingest_s, total, skipped, k, len(rows))
+    doc["packet_json_tokens_median"] = statistics.median(json_tokens) if json_tokens else 0
+    return doc
 
 
 def _report(

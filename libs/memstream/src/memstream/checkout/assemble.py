@@ -1,11 +1,11 @@
 """Packet assembly: candidates + synthesis result → one budgeted ``CheckoutPacket`` (pure).
 
-Token measure (used for ``budget.used``, ``budget.dropped`` and the fit): the sum of the
-token counts of each part's own rendering, ``render.item_json`` = compact JSON of the item
-with ``None`` fields left out. Parts: the head (``answerability`` and ``synthesis_plan``) and
-every item of answer_candidates, warnings, facts, evidence, snippets and latent_context. The
-JSON framing (section keys, brackets, commas), ``budget`` and the envelope (packet_id, tenant,
-as_of, meta) are bookkeeping and not counted. ``measure(packet, count)`` recomputes it.
+Token measure (used for ``budget.used``, ``budget.dropped`` and the fit): the tokens of the
+Markdown prompt rendering (``prompt.body_lines``), i.e. what an LLM is given: the head
+(answerability, plan, query), a title per non-empty section and one line per item. The
+closing budget line is the only part not counted. The JSON form carries the same items with
+full ledger refs and scores for programs, and is larger. ``measure(packet, count)``
+recomputes it.
 
 Fit: items are ranked by section priority (answers, warnings, facts, evidence, snippets,
 latent), then by rank inside a section; the packet keeps the longest ranked prefix that fits,
@@ -34,7 +34,13 @@ from memstream.checkout.model import (
     SynthesisPlan,
     SynthesisResult,
 )
-from memstream.checkout.render import item_json
+from memstream.checkout.prompt import (
+    NO_ANSWER,
+    SECTION_TITLES,
+    body_lines,
+    head_lines,
+    item_line,
+)
 from memstream.checkout.words import content_stems, parse_ts, stem
 
 TokenCounter = Callable[[str], int]
@@ -181,19 +187,18 @@ def trim_text(text: str, focus: frozenset[str], limit: int) -> str:
 # --- budgeting ----------------------------------------------------------------------------
 
 
-def item_tokens(obj: BaseModel | str, count_tokens: TokenCounter) -> int:
-    """Tokens of one part's rendering (``render.item_json``)."""
-    return count_tokens(item_json(obj))
+def item_tokens(obj: BaseModel, count_tokens: TokenCounter) -> int:
+    """Tokens of one item's prompt line (``prompt.item_line``)."""
+    return count_tokens(item_line(obj))
+
+
+def lines_tokens(lines: Sequence[str], count_tokens: TokenCounter) -> int:
+    return sum(count_tokens(line) for line in lines if line)
 
 
 def measure(packet: CheckoutPacket, count_tokens: TokenCounter) -> int:
     """The packet's size under the budget measure (see the module docstring)."""
-    total = item_tokens(packet.answerability, count_tokens)
-    total += item_tokens(packet.synthesis_plan, count_tokens)
-    for section in SECTIONS:
-        items: Sequence[BaseModel] = getattr(packet, section)
-        total += sum(item_tokens(x, count_tokens) for x in items)
-    return total
+    return lines_tokens(body_lines(packet), count_tokens)
 
 
 def _shorten(text: str, keep: int) -> str:
@@ -226,21 +231,24 @@ def _fit_head(
 ) -> tuple[SynthesisPlan, list[Dropped]]:
     """The plan, shrunk only if the head alone is over budget.
 
-    Order: terms, entities, the window's label, the plan's as_of; then the query is cut;
-    then the time window and the unit go. Each step is recorded in ``dropped``.
+    The head includes the answer section's title and its "none" line (a reservation: that
+    line goes when an answer is kept). Order: the window's label, the plan's as_of; then the
+    query is cut; then the time window and the unit go. Parts the rendering does not show
+    (terms, entities) cost nothing and stay. Each step is recorded in ``dropped``.
     """
-    fixed = item_tokens(answerability, count)
+    frame = lines_tokens([*SECTION_TITLES["answer_candidates"], NO_ANSWER], count)
     drops: list[Dropped] = []
 
     def cost(p: SynthesisPlan) -> int:
-        return fixed + item_tokens(p, count)
+        return frame + lines_tokens(head_lines(answerability, p), count)
 
     def step(p: SynthesisPlan, name: str, slim: SynthesisPlan) -> SynthesisPlan:
-        if (saved := cost(p) - cost(slim)) > 0:
-            drops.append(Dropped(section="synthesis_plan", item_id=name, tokens=saved))
+        if (saved := cost(p) - cost(slim)) <= 0:
+            return p
+        drops.append(Dropped(section="synthesis_plan", item_id=name, tokens=saved))
         return slim
 
-    for name in ("terms", "entities", "time_window.text", "as_of"):
+    for name in ("time_window.text", "as_of"):
         if cost(plan) <= max_tokens:
             return plan, drops
         plan = step(plan, name, _without(plan, name))
@@ -355,12 +363,19 @@ def assemble_packet(
         *(("latent_context", x.artifact_id, x) for x in latent),
     ]
     plan, head_drops = _fit_head(result.answerability, plan, max_tokens, count_tokens)
-    room = max_tokens - item_tokens(result.answerability, count_tokens)
-    room -= item_tokens(plan, count_tokens)
+    room = max_tokens - lines_tokens(head_lines(result.answerability, plan), count_tokens)
+    room -= lines_tokens([*SECTION_TITLES["answer_candidates"], NO_ANSWER], count_tokens)
     costs = [item_tokens(obj, count_tokens) for _, _, obj in ranked]
+    titles = {s: lines_tokens(t, count_tokens) for s, t in SECTION_TITLES.items()}
+    titles["answer_candidates"] = 0  # reserved with the head
     kept, used = 0, 0
-    while kept < len(ranked) and used + costs[kept] <= room:
-        used += costs[kept]
+    while kept < len(ranked):
+        section = ranked[kept][0]
+        opens = kept == 0 or ranked[kept - 1][0] != section
+        cost = costs[kept] + (titles[section] if opens else 0)
+        if used + cost > room:
+            break
+        used += cost
         kept += 1
     shrink: list[Dropped] = []
     top = ranked[0][2] if ranked else None

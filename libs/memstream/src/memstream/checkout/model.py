@@ -33,6 +33,7 @@ WarningKind = Literal[
     "missing_evidence",
     "low_confidence",
     "default_confidence",
+    "misattributed",
 ]
 
 
@@ -176,8 +177,11 @@ class Dropped(_M):
 
 
 class Budget(_M):
+    """Tokens of the Markdown prompt rendering (the form an LLM reads), WordPiece-counted."""
+
     max_tokens: int
     used: int
+    counted: Literal["markdown"] = "markdown"
     dropped: list[Dropped] = Field(default_factory=list)
 
 

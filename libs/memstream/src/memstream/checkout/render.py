@@ -9,7 +9,10 @@ from typing import Any
 from pydantic import BaseModel
 
 from memstream.checkout.model import CheckoutPacket, Snippet
-from memstream.checkout.words import fmt_amount, parse_ts
+from memstream.checkout.prompt import cite, render_markdown
+from memstream.checkout.prompt import flat as _flat
+from memstream.checkout.prompt import show_value as _value
+from memstream.checkout.words import parse_ts
 from memstream.projection.model import SourceRef
 
 __all__ = [
@@ -56,145 +59,6 @@ def render_json(packet: CheckoutPacket) -> str:
     doc.update(packet_id=packet.packet_id, tenant=packet.tenant, as_of=packet.as_of)
     doc["meta"] = packet.meta
     return json.dumps(doc, ensure_ascii=False, separators=(",", ":"), default=str)
-
-
-def cite(ref: SourceRef) -> str:
-    """``[tenant/stream#seq hash8]``."""
-    return f"[{ref.tenant}/{ref.stream}#{ref.seq} {ref.hash[:8]}]"
-
-
-def _flat(text: object) -> str:
-    return " ".join(str(text).split())
-
-
-def _cell(text: object) -> str:
-    return _flat(text).replace("|", "\\|")
-
-
-def _value(value: object, unit: str | None) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return fmt_amount(float(value), unit)
-    shown = json.dumps(value, ensure_ascii=False) if isinstance(value, list) else str(value)
-    return f"{shown} {unit}" if unit else shown
-
-
-def _refs(packet: CheckoutPacket) -> dict[str, SourceRef]:
-    out: dict[str, SourceRef] = {}
-    for f in packet.facts:
-        out.setdefault(f.fact_id, f.ref)
-    for r in packet.evidence:
-        out.setdefault(r.support_id, r.ref)
-    for s in packet.snippets:
-        out.setdefault(s.item_id, s.ref)
-    return out
-
-
-def _ids(ids: list[str], refs: dict[str, SourceRef]) -> str:
-    return ", ".join(cite(refs[i]) if i in refs else f"`{i}`" for i in ids)
-
-
-def _head(packet: CheckoutPacket) -> list[str]:
-    p = packet.synthesis_plan
-    plan = f"{p.operation} → {p.answer_type}" + (f" ({p.unit})" if p.unit else "")
-    parts = [f"**Answerability:** {packet.answerability}", f"**Plan:** {plan}"]
-    if p.time_window is not None:
-        w = p.time_window
-        parts.append(f"**Window:** {w.start or '…'} – {w.end or '…'} {w.text}".rstrip())
-    if packet.as_of:
-        parts.append(f"**As of:** {packet.as_of}")
-    return [" · ".join(parts), f"**Query:** {_flat(p.query)}"]
-
-
-def _answers(packet: CheckoutPacket, refs: dict[str, SourceRef]) -> list[str]:
-    lines = ["", "## Answer"]
-    if not packet.answer_candidates:
-        return [*lines, "- none from memory"]
-    for n, a in enumerate(packet.answer_candidates, 1):
-        line = f"{n}. **{_flat(a.answer)}** — confidence {a.confidence:.2f}"
-        value = _value(a.value, a.unit)
-        if value and not isinstance(a.value, str) and value != _flat(a.answer):
-            line += f" · value {value}"
-        if a.support_ids:
-            line += f" · support: {_ids(a.support_ids, refs)}"
-        if a.excluded_ids:
-            excl = ", ".join(f"`{e.item_id}` ({e.reason})" for e in a.excluded_ids)
-            line += f" · excluded: {excl}"
-        lines.append(line)
-    return lines
-
-
-def _body(packet: CheckoutPacket, refs: dict[str, SourceRef]) -> list[str]:
-    out: list[str] = []
-    if packet.warnings:
-        out += ["", "## Warnings"]
-        out += [
-            f"- **{w.kind}**: {_flat(w.message)}" + (f" ({_ids(w.ids, refs)})" if w.ids else "")
-            for w in packet.warnings
-        ]
-    if packet.facts:
-        out += ["", "## Facts"]
-        for f in packet.facts:
-            until = f", until {f.valid_to}" if f.valid_to else ""
-            value = _value(f.value_text, f.unit)
-            out.append(
-                f"- {f.subject} · {f.predicate.replace('_', ' ')} · {_flat(value)} "
-                f"(from {f.valid_from}{until}, confidence {f.confidence:.2f}) {cite(f.ref)}"
-            )
-    if packet.evidence:
-        out += [
-            "",
-            "## Evidence",
-            "| label | value | entity | time | source |",
-            "|---|---|---|---|---|",
-        ]
-        out += [
-            f"| {_cell(r.label)} | {_cell(_value(r.value, r.unit))} | {_cell(r.entity or '')} "
-            f"| {_cell(r.time or '')} | {cite(r.ref)} |"
-            for r in packet.evidence
-        ]
-    if packet.snippets:
-        out += ["", "## Snippets"]
-        out += [
-            f"- {cite(s.ref)} {s.occurred_at} {s.agent} ({s.type}): {_flat(s.text)}"
-            for s in packet.snippets
-        ]
-    if packet.latent_context:
-        out += ["", "## Latent context (suggestive only: not evidence, never cite as proof)"]
-        for x in packet.latent_context:
-            sources = ", ".join(cite(r) for r in x.source_event_refs)
-            out.append(
-                f"- {x.artifact_type}: {_flat(x.summary)} "
-                f"(confidence {x.confidence:.2f}; derived from {sources or 'nothing'})"
-            )
-    return out
-
-
-def _budget_line(packet: CheckoutPacket) -> str:
-    b = packet.budget
-    line = f"_Budget: {b.used} of {b.max_tokens} tokens"
-    if not b.dropped:
-        return line + "; nothing dropped._"
-    per: dict[str, int] = {}
-    for d in b.dropped:
-        per[d.section] = per.get(d.section, 0) + 1
-    shown = ", ".join(f"{s} {n}" for s, n in per.items())
-    return line + f"; dropped {len(b.dropped)} ({shown})._"
-
-
-def render_markdown(packet: CheckoutPacket) -> str:
-    """Compact Markdown for prompts: answer first, then warnings, facts, evidence, snippets,
-    latent context (labelled suggestive) and a budget line."""
-    refs = _refs(packet)
-    lines = [
-        *_head(packet),
-        *_answers(packet, refs),
-        *_body(packet, refs),
-        "",
-        _budget_line(packet),
-    ]
-    return "\n".join(lines) + "\n"
 
 
 # --- "Gathered Context" (seed 003 §4-§6) ------------------------------------------------------

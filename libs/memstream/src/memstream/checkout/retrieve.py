@@ -1,7 +1,8 @@
 """Phase 1 of checkout: overfetch a candidate pool from every lane, fused by RRF.
 
-Lanes: dense and sparse (BM25) over the vector index, graph (events mentioning the query's
-entities or their fact neighbours), facts (current and past facts of those entities), chain
+Lanes: dense and sparse (BM25) over the vector index, speaker (the same hybrid search among
+the events said by someone the query names), graph (the newest events mentioning the
+query's entities), facts (current and past facts of those entities), chain
 (the turns around the best hits) and recency (newest events, for "current" questions).
 """
 
@@ -25,7 +26,15 @@ RRF_K = 60
 # which facts and warnings carry).
 EVENT_CONFIDENCE = 1.0
 FACTS_PER_SUBJECT = 20
-LANE_WEIGHTS = {"dense": 1.0, "sparse": 1.0, "graph": 0.6, "fact": 1.2, "chain": 0.4, "recent": 0.5}
+LANE_WEIGHTS = {
+    "dense": 1.0,
+    "sparse": 1.0,
+    "speaker": 1.0,
+    "graph": 0.6,
+    "fact": 1.2,
+    "chain": 0.4,
+    "recent": 0.5,
+}
 
 
 @dataclass
@@ -164,6 +173,15 @@ class Retriever:
             clock.lap(mode)
         entity_keys = list(plan.entities)
         if entity_keys:
+            # A person's own words rarely repeat their name, so the global lanes rank turns
+            # that address them ("Thanks, Noor!") above turns by them.
+            hits = self.index.query(
+                tenant, dense, query, limit=self.pool, streams=streams, actors=entity_keys
+            )
+            for h in hits:
+                if "event_id" in h.payload and "seq" in h.payload:
+                    lanes.add("speaker", _hit_candidate(h.payload))
+            clock.lap("speaker")
             for key in entity_keys:
                 for f in self.graph.recent_facts(tenant, key, limit=FACTS_PER_SUBJECT):
                     lanes.add("fact", fact_candidate(f))

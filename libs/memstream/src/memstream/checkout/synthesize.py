@@ -5,8 +5,9 @@ Answerability, in order:
 - ``ask_user``: nothing relevant survives (no row shares the question's entities and focus
   terms, every match was excluded, the operation found nothing, e.g. no numbers for a sum or
   one side of a difference), or the answer's support is weak (its candidates together cover
-  under half the focus terms or the named entities), or its confidence is below
-  ``min_confidence``. Unsupported answers are dropped, not guessed.
+  under half the focus terms or the named entities), or it rests on another speaker's
+  first-person words when the question is about a named speaker (``misattributed``), or
+  its confidence is below ``min_confidence``. Unsupported answers are dropped, not guessed.
 - ``refresh_recommended``: an answer exists but its support is contradicted, or, for
   latest-value questions, rests on events older than ``stale_after_days``.
 - ``answer_from_memory``: otherwise.
@@ -17,6 +18,7 @@ from __future__ import annotations
 from collections import defaultdict
 from datetime import timedelta
 
+from memstream.checkout.attribution import misattributed
 from memstream.checkout.evidence import evidence_rows, rate_rows
 from memstream.checkout.model import (
     Answerability,
@@ -178,6 +180,9 @@ def synthesize(
             warnings.append(_warn("missing_evidence", "every matching memory was excluded", ids))
         return done("ask_user", _abstain(plan, ctx))
     top = max(answers, key=lambda a: a.confidence)
+    if (why := misattributed(plan.entities, top.support_ids, by_id)) is not None:
+        warnings.append(_warn("misattributed", why, top.support_ids))
+        return done("ask_user", _abstain(plan, ctx))
     lex, ent = coverage(plan, top.support_ids, by_id)
     if loose:
         lex = max(lex, SUPPORT_MIN)  # entity-only support: answered, at lower confidence

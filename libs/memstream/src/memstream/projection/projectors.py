@@ -19,6 +19,8 @@ from memstream.metrics import EVENTS_DEAD_LETTERED
 from memstream.projection.extract import extract, graph_batch
 from memstream.projection.metrics import FRESHNESS, POINTS, PROJECTED
 from memstream.projection.model import Extraction, VectorPoint
+from memstream.projection.names import entity_key
+from memstream.projection.text import descriptive_metadata
 from memstream.vectors.port import VectorIndex
 
 log = logging.getLogger(__name__)
@@ -32,10 +34,14 @@ class _Base:
     """Decoding with dead letters: a record that cannot be projected never stops the loop."""
 
     component = "projector"
+    kind = "none"  # the ``projection`` label
 
     def __init__(self, version: str, producer: Producer) -> None:
         self.version = version
         self.producer = producer
+        # Series exist from the start, so a quiet projector reads 0, not "no data".
+        EVENTS_DEAD_LETTERED.labels(self.component, LEDGER)
+        PROJECTED.labels(self.component, self.kind, version)
 
     def decode(self, msgs: list[Message], light: bool) -> list[Extraction]:
         out: list[Extraction] = []
@@ -63,16 +69,17 @@ class _Base:
             EVENTS_DEAD_LETTERED.labels(self.component, LEDGER).inc(dead)
         return out
 
-    def observe(self, extractions: list[Extraction], kind: str) -> None:
+    def observe(self, extractions: list[Extraction]) -> None:
         now = time.time()
-        hist = FRESHNESS.labels(kind, self.version)
+        hist = FRESHNESS.labels(self.component, self.kind, self.version)
         for x in extractions:
             hist.observe(max(0.0, now - _parse_ts(x.event.ingested_at)))
-        PROJECTED.labels(kind, self.version).inc(len(extractions))
+        PROJECTED.labels(self.component, self.kind, self.version).inc(len(extractions))
 
 
 class GraphProjector(_Base):
     component = "graph-projector"
+    kind = "graph"
 
     def __init__(self, store: GraphStore, version: str, producer: Producer) -> None:
         super().__init__(version, producer)
@@ -83,7 +90,7 @@ class GraphProjector(_Base):
         extractions = self.decode(msgs, light=False)
         if extractions:
             self.store.write(graph_batch(extractions))
-            self.observe(extractions, "graph")
+            self.observe(extractions)
 
     def close(self) -> None:
         self.producer.flush(10)
@@ -98,7 +105,11 @@ def event_point(x: Extraction) -> VectorPoint:
     return VectorPoint(
         point_key=f"event:{e.tenant}:{e.event_id}",
         dense=[],
-        text=f"{e.agent}: {e.text.strip() or e.type}",
+        text=" ".join(
+            part
+            for part in (f"{e.agent}:", e.text.strip() or e.type, descriptive_metadata(e.metadata))
+            if part
+        ),
         payload={
             "tenant": e.tenant,
             "kind": "event",
@@ -108,6 +119,7 @@ def event_point(x: Extraction) -> VectorPoint:
             "event_id": e.event_id,
             "type": e.type,
             "agent": e.agent,
+            "actor_key": entity_key(e.agent),
             "occurred_at": e.occurred_at,
             "valid_to": None,
             "entity_keys": sorted({m.entity_key for m in x.mentions}),
@@ -161,6 +173,7 @@ class IdleOptimizer:
 
 class VectorProjector(_Base):
     component = "vector-projector"
+    kind = "vector"
 
     def __init__(
         self, index: VectorIndex, embedder: Embedder, version: str, producer: Producer
@@ -169,7 +182,7 @@ class VectorProjector(_Base):
         self.index = index
         self.embedder = embedder
         index.ensure()
-        POINTS.labels(version).set(index.count())
+        POINTS.labels(self.component, version).set(index.count())
         self.optimizer = IdleOptimizer(index)
 
     def process(self, msgs: list[Message]) -> None:
@@ -178,8 +191,8 @@ class VectorProjector(_Base):
         if points:
             self.index.upsert(points)
             self.optimizer.wrote(len(points))
-        self.observe(extractions, "vector")
-        POINTS.labels(self.version).set(self.index.count())
+        self.observe(extractions)
+        POINTS.labels(self.component, self.version).set(self.index.count())
 
     def close(self) -> None:
         self.optimizer.stop.set()

@@ -41,3 +41,16 @@ def event_text(entry: dict[str, Any]) -> str:
     if t == "memory.purge":
         return f"purge {p.get('subject')}"
     return str(explicit or "")
+
+
+DESCRIPTIVE_MIN_WORDS = 3
+
+
+def descriptive_metadata(metadata: dict[str, Any]) -> str:
+    """Metadata values written as prose (a caption, a note), joined: they describe the event
+    and are searchable with it. Identifiers, codes, numbers and flags are left out."""
+    return " ".join(
+        " ".join(v.split())
+        for v in metadata.values()
+        if isinstance(v, str) and len(v.split()) >= DESCRIPTIVE_MIN_WORDS
+    )

@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from memstream.ledger.canonical import canonical_json
 from memstream.projection.extract import EXTRACTOR_VERSION
 
-PROJECTOR_VERSION = "p1"
+PROJECTOR_VERSION = "p2"  # p2: descriptive metadata is indexed with the event text
 VERSION_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
 DEFAULT_VERSION = "v1"
 

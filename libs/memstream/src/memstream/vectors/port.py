@@ -40,8 +40,13 @@ class VectorIndex(Protocol):
         mode: Mode = "hybrid",
         kinds: list[str] | None = None,
         streams: list[str] | None = None,
+        actors: list[str] | None = None,
     ) -> list[VectorHit]:
-        """Top hits of one tenant; hybrid = RRF fusion of the dense and sparse lanes."""
+        """Top hits of one tenant; hybrid = RRF fusion of the dense and sparse lanes.
+
+        ``kinds``, ``streams`` and ``actors`` (payload ``actor_key``: the entity key of the
+        event's agent) filter the hits; an empty list matches nothing.
+        """
 
     def count(self, tenant: str | None = None) -> int: ...
 

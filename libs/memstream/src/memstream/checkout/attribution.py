@@ -1,0 +1,77 @@
+"""Who a remembered statement is about: the check behind "that was someone else".
+
+A question about a named speaker ("What did Noor buy?") must not be answered from another
+speaker's first-person words ("I bought a kayak", said by Idris), unless those words talk
+about the named person. Addressing someone ("Thanks, Noor!") is not talking about them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+
+from memstream.checkout.model import Candidate
+from memstream.projection.names import entity_key
+
+_FIRST_PERSON = re.compile(
+    r"\bI\b|\bI['’](?:m|ve|d|ll)\b|\b(?:my|me|mine|myself|we|our|ours|us|ourselves)\b",
+    re.IGNORECASE,
+)
+_LONE_I = re.compile(r"\bi\b")
+# Words that open a direct address: "Hey Noor", "Thanks, Noor".
+_ADDRESS_OPENERS = re.compile(
+    r"(?:^|\b)(?:hey|hi|hello|thanks|thank you|dear|oh|wow|yes|yeah|no|ok|okay|bye|"
+    r"congrats|congratulations|sorry|well|aw|aww)[,!]?$",
+    re.IGNORECASE,
+)
+
+
+def first_person(text: str) -> bool:
+    """The text speaks of its speaker (I, my, we, our, ...)."""
+    hits = [m.group(0) for m in _FIRST_PERSON.finditer(text)]
+    # a lower-case lone "i" is more often a list marker or a typo than the pronoun
+    return any(not _LONE_I.fullmatch(h) for h in hits)
+
+
+def _addressed(before: str, after: str) -> bool:
+    before, after = before.rstrip(), after.lstrip()
+    closes = after == "" or after[0] in ",!?.;:"
+    opens = before == "" or before[-1] in ",.!?;:" or bool(_ADDRESS_OPENERS.search(before))
+    return closes and opens
+
+
+def talks_about(text: str, name: str) -> bool:
+    """``name`` occurs in ``text`` other than as a direct address."""
+    for m in re.finditer(rf"\b{re.escape(name)}\b", text, re.IGNORECASE):
+        if not _addressed(text[: m.start()], text[m.end() :]):
+            return True
+    return False
+
+
+def named_speakers(entities: Iterable[str], candidates: Iterable[Candidate]) -> list[str]:
+    """Entity keys of the question that are speakers (agents) of some candidate event."""
+    speakers = {entity_key(c.agent) for c in candidates if c.kind == "event" and c.agent}
+    return [e for e in entities if e in speakers]
+
+
+def misattributed(
+    entities: list[str], support_ids: list[str], by_id: Mapping[str, Candidate]
+) -> str | None:
+    """Why the support speaks of someone other than the named speakers, or None if it may not.
+
+    Fires only when every supporting item is an event said in the first person by another
+    speaker that does not talk about any named speaker.
+    """
+    named = named_speakers(entities, by_id.values())
+    support = [by_id[i] for i in support_ids if i in by_id]
+    if not named or not support or any(c.kind != "event" for c in support):
+        return None
+    others: set[str] = set()
+    for c in support:
+        if entity_key(c.agent) in named or not first_person(c.text):
+            return None
+        if any(talks_about(c.text, n) for n in named):
+            return None
+        others.add(c.agent)
+    who = ", ".join(sorted(others))
+    return f"the matching memories are {who} speaking of themself, not of {', '.join(named)}"

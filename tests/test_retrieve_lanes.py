@@ -1,0 +1,89 @@
+"""Retrieval lanes over a real FalkorDB graph and a Qdrant Edge index (hand-written talk)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from falkordb import FalkorDB
+from memstream.checkout.plan import plan_query
+from memstream.checkout.retrieve import Retriever
+from memstream.embed.registry import get_embedder
+from memstream.graph.falkor import FalkorGraphStore
+from memstream.ledger.sequencing import RawRecord, Sequenced, SequencerState, sequence
+from memstream.projection.extract import extract, graph_batch
+from memstream.projection.projectors import vector_points
+from memstream.stack.servers import Server
+from memstream.vectors.edge import EdgeVectorIndex
+
+# Idris keeps addressing Noor by name with the question's words; Noor's own answer never
+# names herself. Filler turns make the tenant large enough for ranks to matter.
+TALK = [
+    ("Idris", "Noor, any plans for the summer? Summer plans are the best part of the year."),
+    ("Noor", "This summer I'm restoring an old sailing boat with my uncle."),
+    ("Idris", "Summer plans sound great, Noor! My summer plans are mostly sleeping."),
+    ("Idris", "Noor, did you ever finish those summer plans from last year?"),
+    ("Idris", "Hey Noor, summer is nearly here, got plans?"),
+] + [
+    ("Idris" if i % 2 else "Noor", f"Filler chat number {i} about groceries and the weather.")
+    for i in range(40)
+]
+
+
+def entries() -> list[dict[str, Any]]:
+    state, out = SequencerState(), []
+    for i, (agent, text) in enumerate(TALK):
+        doc = {
+            "id": f"t{i}",
+            "tenant": "pals",
+            "stream": "chat",
+            "agent": agent,
+            "type": "message.user",
+            "occurred_at": f"2031-05-01T10:{i:02d}:00Z",
+            "payload": {"text": text},
+        }
+        o = sequence(RawRecord(orjson.dumps(doc), 0, i, "raw"), state, "2031-05-02T00:00:00Z")
+        assert isinstance(o, Sequenced)
+        out.append(o.entry)
+    return out
+
+
+@pytest.fixture
+def retriever(falkordb_server: Server, tmp_path: Path) -> Iterator[Retriever]:
+    emb = get_embedder()
+    graph = FalkorGraphStore(FalkorDB(port=falkordb_server.port), "lanes_test")
+    index = EdgeVectorIndex(tmp_path / "edge", "lanes", emb.dim)
+    docs = entries()
+    graph.ensure_schema()
+    graph.write(graph_batch([extract(e) for e in docs]))
+    index.ensure()
+    index.upsert(vector_points([extract(e, light=True) for e in docs], emb))
+    try:
+        yield Retriever(graph=graph, index=index, embedder=emb, pool=10)
+    finally:
+        graph.drop()
+        index.close()
+
+
+def test_the_speaker_lane_finds_what_a_named_person_said(retriever: Retriever) -> None:
+    plan = plan_query("What are Noor's plans for the summer?", "2031-06-01T00:00:00Z")
+    assert "noor" in plan.entities
+    timings: dict[str, float] = {}
+    pool = retriever.retrieve("pals", plan, timings=timings)
+    by_id = {c.item_id: c for c in pool}
+    assert "speaker" in by_id["t1"].lanes
+    assert "speaker" in timings
+    # every speaker-lane hit was said by Noor
+    assert {c.agent for c in pool if "speaker" in c.lanes} == {"Noor"}
+    assert [c.item_id for c in pool].index("t1") < 5
+
+
+def test_without_named_people_there_is_no_speaker_lane(retriever: Retriever) -> None:
+    plan = plan_query("what about the weather and groceries?", "2031-06-01T00:00:00Z")
+    timings: dict[str, float] = {}
+    pool = retriever.retrieve("pals", plan, timings=timings)
+    assert pool and all("speaker" not in c.lanes for c in pool)
+    assert "speaker" not in timings
