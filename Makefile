@@ -5,7 +5,7 @@ UV := .tools/bin/uv
 export UV_PYTHON_DOWNLOADS := never
 export UV_PROJECT_ENVIRONMENT := .venv
 
-.PHONY: install run test system-deps lint typecheck schemas dashboards bench-ingest clean
+.PHONY: install run test system-deps lint typecheck schemas dashboards bench-ingest bench-results clean
 
 $(UV):
 	$(PY) -m venv .tools
@@ -47,6 +47,19 @@ dashboards: install
 ## bench-ingest: the ingest benchmark (a measurement, not a test)
 bench-ingest: install
 	.venv/bin/memstream bench ingest --events 100000
+
+LOCOMO ?= ../shared/bench/locomo/locomo-dev.json
+RESULTS ?= bench/results
+## bench-results: run every bench (about 15 min), keep the JSON, rewrite the README tables
+bench-results: install
+	mkdir -p $(RESULTS)
+	.venv/bin/memstream bench ingest --events 100000 --spine-only --json > $(RESULTS)/ingest-spine.json
+	.venv/bin/memstream bench ingest --events 100000 --json > $(RESULTS)/ingest-full.json
+	.venv/bin/memstream bench embed --docs 20000 --locomo $(LOCOMO) --json > $(RESULTS)/embed.json
+	.venv/bin/memstream bench locomo --data $(LOCOMO) --out $(RESULTS)/locomo.jsonl --json > $(RESULTS)/locomo.json
+	.venv/bin/memstream bench load --events 10000 --json > $(RESULTS)/load-10000.json
+	.venv/bin/memstream bench load --events 100000 --json > $(RESULTS)/load-100000.json
+	.venv/bin/memstream bench report --results $(RESULTS) --readme README.md
 
 clean:
 	rm -rf .venv .tools .mypy_cache .ruff_cache .pytest_cache

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from memstream.projection.extract import extract, graph_batch
 from memstream.projection.names import entity_key, name_candidates
 from memstream.projection.quantities import quantities
@@ -119,3 +120,18 @@ def test_currency_forms() -> None:
 
 def test_sentence_initial_single_words_are_not_names() -> None:
     assert name_candidates("Back home. Great trip with Anna! Lisbon next.") == ["Anna"]
+
+
+@pytest.mark.parametrize(
+    ("text", "names"),
+    [
+        ("Thanks, Caroline! The event was great.", []),
+        ("Hey Mel! Long time.", []),
+        ("Wow, Mel, family love is the best!", []),
+        ("Hey Mel, how was Paris?", ["Paris"]),
+        ("I told Mel about Lake Como and Paris.", ["Mel", "Lake Como", "Paris"]),
+        ("We met Dr Noor Aziz yesterday, Idris.", ["Dr Noor Aziz"]),
+    ],
+)
+def test_a_name_used_as_direct_address_is_not_a_mention(text: str, names: list[str]) -> None:
+    assert name_candidates(text) == names

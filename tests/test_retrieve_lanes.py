@@ -74,16 +74,20 @@ def test_the_speaker_lane_finds_what_a_named_person_said(retriever: Retriever) -
     timings: dict[str, float] = {}
     pool = retriever.retrieve("pals", plan, timings=timings)
     by_id = {c.item_id: c for c in pool}
-    assert "speaker" in by_id["t1"].lanes
+    # the one turn of hers that matches the question's words, among twenty of hers
+    assert "speaker_sparse" in by_id["t1"].lanes
     assert "speaker" in timings
     # every speaker-lane hit was said by Noor
-    assert {c.agent for c in pool if "speaker" in c.lanes} == {"Noor"}
-    assert [c.item_id for c in pool].index("t1") < 5
+    assert {c.agent for c in pool if any(x.startswith("speaker") for x in c.lanes)} == {"Noor"}
+    # addressing Noor does not make Idris's turns about her
+    for i in ("t0", "t2", "t3", "t4"):
+        if i in by_id:
+            assert not any(x.startswith("mention") for x in by_id[i].lanes)
 
 
 def test_without_named_people_there_is_no_speaker_lane(retriever: Retriever) -> None:
     plan = plan_query("what about the weather and groceries?", "2031-06-01T00:00:00Z")
     timings: dict[str, float] = {}
     pool = retriever.retrieve("pals", plan, timings=timings)
-    assert pool and all("speaker" not in c.lanes for c in pool)
+    assert pool and not any(x.startswith("speaker") for c in pool for x in c.lanes)
     assert "speaker" not in timings

@@ -273,6 +273,24 @@ def test_actors_filter_keeps_points_said_by_them(index: VectorIndex) -> None:
         assert index.query(*q, mode=mode, actors=[]) == []
 
 
+def test_entities_filter_keeps_points_naming_any_of_them(index: VectorIndex) -> None:
+    index.upsert(
+        [
+            pt("a", "e1", "kayak trip plans", unit(0), entity_keys=["noor", "lake como"]),
+            pt("a", "e2", "kayak trip plans", unit(0), entity_keys=["idris"]),
+            pt("a", "e3", "kayak trip plans", unit(0), entity_keys=[]),
+            pt("b", "e4", "kayak trip plans", unit(0), entity_keys=["noor"]),
+        ]
+    )
+    q = ("a", unit(0), "kayak")
+    for mode in ("hybrid", "dense", "sparse"):
+        assert keys(index.query(*q, mode=mode, entities=["lake como"])) == ["e1"]
+        got = index.query(*q, mode=mode, entities=["noor", "idris"])
+        assert sorted(keys(got)) == ["e1", "e2"]
+        assert index.query(*q, mode=mode, entities=["nobody"]) == []
+        assert index.query(*q, mode=mode, entities=[]) == []
+
+
 def test_delete_where_matches_values_and_list_members(index: VectorIndex) -> None:
     index.upsert(
         [

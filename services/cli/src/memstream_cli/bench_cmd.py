@@ -10,6 +10,7 @@ from memstream.bench.embed import run_embed_bench
 from memstream.bench.ingest import run_ingest_bench
 from memstream.bench.load import run_load_bench
 from memstream.bench.locomo import run_locomo_bench
+from memstream.bench.report import blocks_from, update_readme
 from rich.table import Table
 
 from memstream_cli.common import JsonFlag, err, out, print_json
@@ -123,20 +124,45 @@ def load(
     events: Annotated[int, typer.Option("--events", help="events in the workload")] = 10_000,
     tenants: Annotated[int, typer.Option("--tenants")] = 8,
     checkouts: Annotated[int, typer.Option("--checkouts", help="checkouts at the end")] = 200,
+    steady_rate: Annotated[
+        int, typer.Option("--steady-rate", help="events/s of the steady phase (freshness)")
+    ] = 500,
+    steady_seconds: Annotated[float, typer.Option("--steady-seconds")] = 15.0,
     json_out: JsonFlag = False,
 ) -> None:
     """Ingest (emit -> visible), freshness, checkout latency and memory at N events."""
-    doc = run_load_bench(events, tenants, lambda m: err.print(f"[dim]{m}[/dim]"), checkouts)
+    doc = run_load_bench(
+        events,
+        tenants,
+        lambda m: err.print(f"[dim]{m}[/dim]"),
+        checkouts,
+        steady_rate=steady_rate,
+        steady_s=steady_seconds,
+    )
     if json_out:
         print_json(doc)
         return
     table = Table("measure", "value")
     for key in (
         "events", "tenants", "broker_produce_events_per_s", "emit_events_per_s",
-        "ingest_events_per_s", "freshness_p50_ms", "freshness_p95_ms", "checkout_p50_ms",
+        "ingest_events_per_s", "freshness_burst_p50_ms", "freshness_burst_p95_ms",
+        "steady_events_per_s", "freshness_p50_ms", "freshness_p95_ms", "checkout_p50_ms",
         "checkout_p95_ms",
     ):  # fmt: skip
         table.add_row(key, str(doc[key]))
     for proc, mb in doc["peak_rss_mb"].items():
         table.add_row(f"peak RSS {proc} (MB)", str(mb))
     out.print(table)
+
+
+@bench_app.command("report")
+def report(
+    results: Annotated[Path, typer.Option("--results", help="folder of bench JSON files")],
+    readme: Annotated[Path, typer.Option("--readme")] = Path("README.md"),
+) -> None:
+    """Rewrite the README's result tables from the JSON the benches wrote."""
+    blocks = blocks_from(results)
+    if not blocks:
+        raise typer.BadParameter(f"no bench JSON in {results}", param_hint="--results")
+    readme.write_text(update_readme(readme.read_text(), blocks))
+    err.print(f"updated {', '.join(sorted(blocks))} in {readme}")

@@ -15,6 +15,7 @@ import random
 import statistics
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -115,6 +116,7 @@ def machine_info() -> dict[str, Any]:
         except metadata.PackageNotFoundError:
             versions[dist] = None
     return {
+        "date": datetime.now(UTC).date().isoformat(),
         "cpu": cpu,
         "cpu_count": os.cpu_count(),
         "platform": platform.platform(),

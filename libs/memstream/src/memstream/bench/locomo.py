@@ -8,6 +8,7 @@ metadata). Questions, answers and evidence are used for scoring only.
 from __future__ import annotations
 
 import json
+import os
 import re
 import statistics
 import time
@@ -217,6 +218,11 @@ def _run(
             out_fh.close()
     doc = _report(per, abstain, latencies, tokens, ingest_s, total, skipped, k, len(rows))
     doc["packet_json_tokens_median"] = statistics.median(json_tokens) if json_tokens else 0
+    by_cat: dict[str, list[float]] = defaultdict(list)
+    for row in rows:
+        by_cat[str(row["category"])].append(0.0 if row["answerability"] in ABSTAIN else 1.0)
+    doc["answered_by_category"] = {c: round(statistics.fmean(v), 3) for c, v in by_cat.items()}
+    doc["machine"] = {"cpus": os.cpu_count(), "date": datetime.now(UTC).date().isoformat()}
     return doc
 
 

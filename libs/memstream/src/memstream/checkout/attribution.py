@@ -11,19 +11,13 @@ import re
 from collections.abc import Iterable, Mapping
 
 from memstream.checkout.model import Candidate
-from memstream.projection.names import entity_key
+from memstream.projection.names import entity_key, is_address
 
 _FIRST_PERSON = re.compile(
     r"\bI\b|\bI['’](?:m|ve|d|ll)\b|\b(?:my|me|mine|myself|we|our|ours|us|ourselves)\b",
     re.IGNORECASE,
 )
 _LONE_I = re.compile(r"\bi\b")
-# Words that open a direct address: "Hey Noor", "Thanks, Noor".
-_ADDRESS_OPENERS = re.compile(
-    r"(?:^|\b)(?:hey|hi|hello|thanks|thank you|dear|oh|wow|yes|yeah|no|ok|okay|bye|"
-    r"congrats|congratulations|sorry|well|aw|aww)[,!]?$",
-    re.IGNORECASE,
-)
 
 
 def first_person(text: str) -> bool:
@@ -33,17 +27,10 @@ def first_person(text: str) -> bool:
     return any(not _LONE_I.fullmatch(h) for h in hits)
 
 
-def _addressed(before: str, after: str) -> bool:
-    before, after = before.rstrip(), after.lstrip()
-    closes = after == "" or after[0] in ",!?.;:"
-    opens = before == "" or before[-1] in ",.!?;:" or bool(_ADDRESS_OPENERS.search(before))
-    return closes and opens
-
-
 def talks_about(text: str, name: str) -> bool:
     """``name`` occurs in ``text`` other than as a direct address."""
     for m in re.finditer(rf"\b{re.escape(name)}\b", text, re.IGNORECASE):
-        if not _addressed(text[: m.start()], text[m.end() :]):
+        if not is_address(text, m.start(), m.end()):
             return True
     return False
 

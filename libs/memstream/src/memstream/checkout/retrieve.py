@@ -1,8 +1,8 @@
 """Phase 1 of checkout: overfetch a candidate pool from every lane, fused by RRF.
 
 Lanes: dense and sparse (BM25) over the vector index, speaker (the same hybrid search among
-the events said by someone the query names), graph (the newest events mentioning the
-query's entities), facts (current and past facts of those entities), chain
+the events said by someone the query names), mention (among the events involving any entity
+the query names), facts (current and past facts of those entities), chain
 (the turns around the best hits) and recency (newest events, for "current" questions).
 """
 
@@ -29,8 +29,11 @@ FACTS_PER_SUBJECT = 20
 LANE_WEIGHTS = {
     "dense": 1.0,
     "sparse": 1.0,
-    "speaker": 1.0,
-    "graph": 0.6,
+    # the filtered lanes query dense and sparse apart (see ``_filtered``): half each
+    "speaker_dense": 0.5,
+    "speaker_sparse": 0.5,
+    "mention_dense": 0.3,
+    "mention_sparse": 0.3,
     "fact": 1.2,
     "chain": 0.4,
     "recent": 0.5,
@@ -148,6 +151,35 @@ class Retriever:
         )
         return [_hit_candidate(h.payload) for h in hits if "event_id" in h.payload]
 
+    def _filtered(
+        self,
+        lanes: Lanes,
+        lane: str,
+        tenant: str,
+        dense: list[float],
+        query: str,
+        streams: list[str] | None,
+        actors: list[str] | None = None,
+        entities: list[str] | None = None,
+    ) -> None:
+        """Dense and sparse apart: fused inside the index, a weak dense ranking among one
+        person's many turns buries the one turn that matches the question's words."""
+        modes: tuple[Mode, ...] = ("dense", "sparse")
+        for mode in modes:
+            hits = self.index.query(
+                tenant,
+                dense,
+                query,
+                limit=self.pool,
+                mode=mode,
+                streams=streams,
+                actors=actors,
+                entities=entities,
+            )
+            for h in hits:
+                if "event_id" in h.payload and "seq" in h.payload:
+                    lanes.add(f"{lane}_{mode}", _hit_candidate(h.payload))
+
     def retrieve(
         self,
         tenant: str,
@@ -175,24 +207,16 @@ class Retriever:
         if entity_keys:
             # A person's own words rarely repeat their name, so the global lanes rank turns
             # that address them ("Thanks, Noor!") above turns by them.
-            hits = self.index.query(
-                tenant, dense, query, limit=self.pool, streams=streams, actors=entity_keys
-            )
-            for h in hits:
-                if "event_id" in h.payload and "seq" in h.payload:
-                    lanes.add("speaker", _hit_candidate(h.payload))
+            self._filtered(lanes, "speaker", tenant, dense, query, streams, actors=entity_keys)
             clock.lap("speaker")
+            # Events involving the entities, ranked by the question rather than by date: a
+            # graph walk over a busy entity (everyone's city) costs more than it finds.
+            self._filtered(lanes, "mention", tenant, dense, query, streams, entities=entity_keys)
+            clock.lap("mention")
             for key in entity_keys:
                 for f in self.graph.recent_facts(tenant, key, limit=FACTS_PER_SUBJECT):
                     lanes.add("fact", fact_candidate(f))
             clock.lap("fact")
-            # Direct mentions only: a fact hop through a busy entity (a city everyone
-            # mentions) costs more than it finds.
-            ids = self.graph.mentioning(tenant, entity_keys, limit=self.pool)
-            for e in self.graph.events(tenant, ids):
-                if stream is None or e.stream == stream:
-                    lanes.add("graph", event_candidate(e))
-            clock.lap("graph")
         top = [c for c in lanes.fused()[:3] if c.kind == "event"]
         for c in top:
             for e in self.graph.chain(tenant, c.item_id, radius=1):

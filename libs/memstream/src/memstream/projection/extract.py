@@ -19,7 +19,7 @@ from memstream.projection.quantities import quantities
 from memstream.projection.text import event_text
 
 # Part of every projection version's config hash: bump when extraction output changes.
-EXTRACTOR_VERSION = "det-1"
+EXTRACTOR_VERSION = "det-2"  # det-2: names used as a direct address are not mentions
 _SCALAR_META = (str, int, float, bool)
 
 

@@ -21,6 +21,21 @@ _FUNCTION_WORDS = frozenset(
 )
 _WORD = re.compile(r"[A-Z][\w'’-]*(?:\s+(?:[A-Z][\w'’-]*|of|de|la|van|von|the))*")
 _POSSESSIVE = re.compile(r"['’]s$")
+# Words that open a direct address: "Hey Noor", "Thanks, Noor".
+_ADDRESS_OPENERS = re.compile(
+    r"(?:^|\b)(?:hey|hi|hello|thanks|thank you|dear|oh|wow|yes|yeah|no|ok|okay|bye|"
+    r"congrats|congratulations|sorry|well|aw|aww)[,!]?$",
+    re.IGNORECASE,
+)
+
+
+def is_address(text: str, start: int, end: int) -> bool:
+    """``text[start:end]`` (a name) is a direct address ("Thanks, Noor!", "Noor, look"),
+    set off like an interjection, rather than something said about its bearer."""
+    before, after = text[:start].rstrip(), text[end:].lstrip()
+    closes = after == "" or after[0] in ",!?.;:"
+    opens = before == "" or before[-1] in ",.!?;:" or bool(_ADDRESS_OPENERS.search(before))
+    return closes and opens
 
 
 def entity_key(name: str) -> str:
@@ -40,20 +55,26 @@ def name_candidates(text: str, limit: int = 12) -> list[str]:
     """Proper-noun-like spans: runs of capitalised words, minus function words.
 
     A single capitalised word opening a sentence is skipped: capitalisation says nothing
-    there (precision over recall; speakers and agents are entities anyway).
+    there (precision over recall; speakers and agents are entities anyway). So is a name
+    used as a direct address.
     """
     found: list[str] = []
     seen: set[str] = set()
     for m in _WORD.finditer(text):
+        spans = [(w.start() + m.start(), w.end() + m.start()) for w in re.finditer(r"\S+", m[0])]
         words = m.group(0).split()
         if len(words) == 1 and _sentence_initial(text, m.start()):
             continue
-        while words and words[0].lower().strip("'’") in _FUNCTION_WORDS:
-            words = words[1:]
+        lead = 0
+        while lead < len(words) and words[lead].lower().strip("'’") in _FUNCTION_WORDS:
+            lead += 1
+        words = words[lead:]
         while words and words[-1].lower() in ("of", "de", "la", "van", "von", "the"):
             words = words[:-1]
         if not words:
             continue
+        if is_address(text, spans[lead][0], spans[lead + len(words) - 1][1]):
+            continue  # the name of whoever is spoken to says nothing about the event
         name = _POSSESSIVE.sub("", " ".join(words))
         key = entity_key(name)
         if len(key) < 2 or key in seen or key in _FUNCTION_WORDS:

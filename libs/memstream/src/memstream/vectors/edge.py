@@ -22,7 +22,7 @@ from memstream.vectors.sparse import (
 
 DENSE = "dense"
 SPARSE = "bm25"
-KEYWORD_FIELDS = ("kind", "stream", "actor_key")
+KEYWORD_FIELDS = ("kind", "stream", "actor_key", "entity_keys")
 # the stub types ``Fusion.Rrf`` as its own class; the engine accepts it as a Fusion query
 _RRF = cast(qe.Fusion, qe.Fusion.Rrf(k=RRF_K))
 
@@ -188,16 +188,17 @@ class EdgeVectorIndex:
         kinds: list[str] | None = None,
         streams: list[str] | None = None,
         actors: list[str] | None = None,
+        entities: list[str] | None = None,
     ) -> list[VectorHit]:
         """Top hits of one tenant; hybrid = RRF fusion of the dense and sparse lanes.
 
         ``mode="dense"`` needs ``dense``, ``"sparse"`` needs ``text``; hybrid uses whichever
         lanes have input. ``actors`` keeps points whose ``actor_key`` (the entity key of the
-        event's agent) is one of them. An empty ``kinds``/``streams``/``actors`` list matches
-        nothing.
+        event's agent) is one of them, ``entities`` points whose ``entity_keys`` name one of
+        them. An empty filter list matches nothing.
         """
         check_query(mode, dense, text, self.dim)
-        if kinds == [] or streams == [] or actors == [] or limit <= 0:
+        if [] in (kinds, streams, actors, entities) or limit <= 0:
             return []
         shard = self._open(create=False)
         if shard is None:
@@ -210,6 +211,8 @@ class EdgeVectorIndex:
             must.append(qe.FieldCondition("stream", match=qe.MatchAny(streams)))
         if actors:
             must.append(qe.FieldCondition("actor_key", match=qe.MatchAny(actors)))
+        if entities:
+            must.append(qe.FieldCondition("entity_keys", match=qe.MatchAny(entities)))
         flt = qe.Filter(must=must)
         idf = qe.SearchParams(idf=qe.IdfParams(corpus=qe.Filter(must=[_match("tenant", tenant)])))
 

@@ -41,11 +41,13 @@ class VectorIndex(Protocol):
         kinds: list[str] | None = None,
         streams: list[str] | None = None,
         actors: list[str] | None = None,
+        entities: list[str] | None = None,
     ) -> list[VectorHit]:
         """Top hits of one tenant; hybrid = RRF fusion of the dense and sparse lanes.
 
-        ``kinds``, ``streams`` and ``actors`` (payload ``actor_key``: the entity key of the
-        event's agent) filter the hits; an empty list matches nothing.
+        ``kinds``, ``streams``, ``actors`` (payload ``actor_key``: the entity key of the
+        event's agent) and ``entities`` (payload ``entity_keys``: every entity the event
+        involves) filter the hits; an empty list matches nothing.
         """
 
     def count(self, tenant: str | None = None) -> int: ...

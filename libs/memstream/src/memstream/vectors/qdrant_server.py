@@ -25,7 +25,7 @@ log = logging.getLogger(__name__)
 
 DENSE = "dense"
 SPARSE = "bm25"
-KEYWORD_FIELDS = ("kind", "stream", "actor_key")
+KEYWORD_FIELDS = ("kind", "stream", "actor_key", "entity_keys")
 
 
 def _sparse(vec: SparseVec) -> models.SparseVector:
@@ -167,16 +167,24 @@ class QdrantVectorIndex:
         kinds: list[str] | None = None,
         streams: list[str] | None = None,
         actors: list[str] | None = None,
+        entities: list[str] | None = None,
     ) -> list[VectorHit]:
         """Top hits of one tenant; hybrid = RRF fusion of the dense and sparse lanes.
 
         ``mode="dense"`` needs ``dense``, ``"sparse"`` needs ``text``; hybrid uses whichever
         lanes have input. ``actors`` keeps points whose ``actor_key`` (the entity key of the
-        event's agent) is one of them. An empty ``kinds``/``streams``/``actors`` list matches
-        nothing.
+        event's agent) is one of them, ``entities`` points whose ``entity_keys`` name one of
+        them. An empty filter list matches nothing.
         """
         check_query(mode, dense, text, self.dim)
-        if kinds == [] or streams == [] or actors == [] or limit <= 0 or not self._exists():
+        if (
+            kinds == []
+            or streams == []
+            or actors == []
+            or entities == []
+            or limit <= 0
+            or not self._exists()
+        ):
             return []
 
         must: list[models.Condition] = [_match("tenant", tenant)]
@@ -186,6 +194,10 @@ class QdrantVectorIndex:
             must.append(models.FieldCondition(key="stream", match=models.MatchAny(any=streams)))
         if actors:
             must.append(models.FieldCondition(key="actor_key", match=models.MatchAny(any=actors)))
+        if entities:
+            must.append(
+                models.FieldCondition(key="entity_keys", match=models.MatchAny(any=entities))
+            )
         flt = models.Filter(must=must)
         sparse_vec = query_vector(text) if text is not None else SparseVec([], [])
         if mode == "sparse" and not sparse_vec:

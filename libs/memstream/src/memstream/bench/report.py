@@ -1,0 +1,151 @@
+"""README result tables, rendered from the JSON the benches wrote (``make bench-results``).
+
+Each table sits between ``<!-- bench:NAME -->`` and ``<!-- /bench:NAME -->`` in the README;
+``update_readme`` replaces what is between the markers and nothing else.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+Doc = dict[str, Any]
+
+
+def _n(x: float) -> str:
+    return f"{x:,.0f}"
+
+
+def _machine(doc: Doc) -> str:
+    m = doc.get("machine") or {}
+    cpus = m.get("cpus") or m.get("cpu_count") or "?"
+    return f"_Measured {m.get('date', '?')} on a {cpus}-core machine._"
+
+
+def ingest_table(docs: list[Doc]) -> str:
+    rows = [
+        "| stack | events | raw broker produce/s | SDK → ledger/s | vs raw "
+        "| HTTP → ledger/s | vs raw |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for d in docs:
+        http = d.get("http") or {}
+        rows.append(
+            f"| {d.get('stack', 'full')} | {_n(d['events'])} | "
+            f"{_n(d['raw_broker_produce_events_per_s'])} | {_n(d['sdk']['ledger_events_per_s'])} | "
+            f"{d['sdk_ledger_vs_raw']:.2f} | {_n(http.get('ledger_events_per_s', 0))} | "
+            f"{d.get('http_ledger_vs_raw', 0):.2f} |"
+        )
+    return "\n".join([*rows, "", _machine(docs[0])]) if docs else ""
+
+
+def embed_table(doc: Doc) -> str:
+    rows = [
+        "| embedder | dim | docs | docs/s |",
+        "|---|---:|---:|---:|",
+        f"| {doc['embedder']} | {doc['dim']} | {_n(doc['docs'])} | {_n(doc['docs_per_s'])} |",
+    ]
+    lanes = doc.get("locomo")
+    if lanes:
+        rows += [
+            "",
+            f"LoCoMo turns ranked per conversation (k = {lanes['k']}, "
+            f'{lanes["questions"]} questions of categories 1–4, turn = "{lanes["turn_text"]}"):',
+            "",
+            "| lane | Recall@10 | Hit@10 |",
+            "|---|---:|---:|",
+        ]
+        names = {"bm25": "BM25", "dense": f"dense ({doc['embedder']})", "rrf": "RRF of both"}
+        for key, label in names.items():
+            m = lanes[key]
+            rows.append(f"| {label} | {m['recall']:.3f} | {m['hit']:.3f} |")
+    return "\n".join([*rows, "", _machine(doc)])
+
+
+def locomo_table(doc: Doc) -> str:
+    methods: dict[str, Doc] = doc["methods"]
+    base = methods.get("bm25", {}).get("recall") or 1.0
+    rows = [
+        "| method | Recall@10 | Hit@10 | cat 1 | cat 2 | cat 3 | cat 4 | recall vs BM25 |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    names = {"packet": "checkout packet", "bm25": "BM25 only", "dense": "dense only"}
+    names["recall"] = "`/v1/recall` top-k"
+    for name, m in methods.items():
+        cats = [m["by_category"].get(str(c), {}) for c in (1, 2, 3, 4)]
+        shown = " | ".join(f"{c.get('recall', 0):.3f} / {c.get('hit', 0):.3f}" for c in cats)
+        rows.append(
+            f"| {names.get(name, name)} | {m['recall']:.3f} | {m['hit']:.3f} | {shown} | "
+            f"{m['recall'] / base:.2f} |"
+        )
+    lines = [
+        *rows,
+        "",
+        f"Questions: {doc['questions']} ({doc['methods']['packet']['questions']} of categories "
+        f"1–4); category cells are Recall / Hit. Category 5 abstention: "
+        f"{doc['category5_abstention']}. Packet tokens (Markdown form, the budget's measure): "
+        f"median {doc['packet_tokens_median']}, p95 {doc['packet_tokens_p95']}; the same packets "
+        f"as JSON: median {doc.get('packet_json_tokens_median', '?')}. Checkout p50 "
+        f"{doc['checkout_ms_p50']} ms, p95 {doc['checkout_ms_p95']} ms.",
+    ]
+    answered = doc.get("answered_by_category")
+    if answered:
+        shown = ", ".join(f"cat {c}: {v:.2f}" for c, v in sorted(answered.items()))
+        lines.append(f"Share answered from memory (not abstained), by category: {shown}.")
+    return "\n".join([*lines, "", _machine(doc)])
+
+
+def load_table(docs: list[Doc]) -> str:
+    rows = [
+        "| events | broker produce/s | ingest/s (emit → visible) | freshness p50 / p95, "
+        "steady | steady load/s | freshness p95, burst | checkout p50 / p95 |",
+        "|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for d in sorted(docs, key=lambda d: int(d["events"])):
+        rows.append(
+            f"| {_n(d['events'])} | {_n(d['broker_produce_events_per_s'])} | "
+            f"{_n(d['ingest_events_per_s'])} | {d['freshness_p50_ms']:,.0f} / "
+            f"{d['freshness_p95_ms']:,.0f} ms ({d['freshness_probes']} probes) | "
+            f"{_n(d.get('steady_events_per_s', 0))} | "
+            f"{d.get('freshness_burst_p95_ms', 0):,.0f} ms | "
+            f"{d['checkout_p50_ms']} / {d['checkout_p95_ms']} ms |"
+        )
+    rss = [
+        f"{_n(d['events'])}: "
+        + ", ".join(f"{k} {v:,.0f}" for k, v in sorted(d["peak_rss_mb"].items()))
+        for d in sorted(docs, key=lambda d: int(d["events"]))
+    ]
+    return "\n".join([*rows, "", "Peak RSS (MB) — " + "; ".join(rss), "", _machine(docs[0])])
+
+
+def update_readme(text: str, blocks: dict[str, str]) -> str:
+    """Replace each ``<!-- bench:NAME -->`` … ``<!-- /bench:NAME -->`` block's body."""
+    for name, body in blocks.items():
+        pattern = re.compile(rf"(<!-- bench:{name} -->\n).*?(<!-- /bench:{name} -->)", re.S)
+        if not pattern.search(text):
+            raise ValueError(f"README has no <!-- bench:{name} --> block")
+        text = pattern.sub(lambda m: f"{m.group(1)}{body}\n{m.group(2)}", text)  # noqa: B023
+    return text
+
+
+def blocks_from(results: Path) -> dict[str, str]:
+    """The tables whose JSON is present in ``results``."""
+
+    def load(name: str) -> Doc | None:
+        p = results / name
+        return json.loads(p.read_text()) if p.is_file() else None
+
+    out: dict[str, str] = {}
+    ingest = [d for d in (load("ingest-spine.json"), load("ingest-full.json")) if d]
+    if ingest:
+        out["ingest"] = ingest_table(ingest)
+    if (embed := load("embed.json")) is not None:
+        out["embed"] = embed_table(embed)
+    if (locomo := load("locomo.json")) is not None:
+        out["locomo"] = locomo_table(locomo)
+    loads = [json.loads(p.read_text()) for p in sorted(results.glob("load-*.json"))]
+    if loads:
+        out["load"] = load_table(loads)
+    return out
