@@ -34,6 +34,10 @@ class Settings(BaseSettings):
     dlq_retention_ms: int = 30 * 24 * 3600 * 1000
 
     sequencer_processes: int = Field(default=1, ge=1, description="embedded stack workers")
+    vector_optimize: bool = Field(
+        default=False,
+        description="Qdrant Edge: build HNSW when writes pause (freezes the API during a build)",
+    )
     embedded_projections: bool = Field(
         default=True, description="embedded stack runs the graph and vector projections"
     )

@@ -99,13 +99,18 @@ def locomo_table(doc: Doc) -> str:
 
 def load_table(docs: list[Doc]) -> str:
     rows = [
-        "| events | broker produce/s | ingest/s (emit → visible) | freshness p50 / p95, "
-        "steady | steady load/s | freshness p95, burst | checkout p50 / p95 |",
-        "|---:|---:|---:|---:|---:|---:|---:|",
+        "| events | vector index | broker produce/s | ingest/s (emit → visible) | freshness "
+        "p50 / p95, steady | steady load/s | freshness p95, burst | checkout p50 / p95 |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|",
     ]
-    for d in sorted(docs, key=lambda d: int(d["events"])):
+    for d in sorted(docs, key=_load_order):
+        index = (
+            f"HNSW (built in {d.get('index_build_wait_s', 0):g} s)"
+            if d.get("vector_optimize")
+            else "exhaustive"
+        )
         rows.append(
-            f"| {_n(d['events'])} | {_n(d['broker_produce_events_per_s'])} | "
+            f"| {_n(d['events'])} | {index} | {_n(d['broker_produce_events_per_s'])} | "
             f"{_n(d['ingest_events_per_s'])} | {d['freshness_p50_ms']:,.0f} / "
             f"{d['freshness_p95_ms']:,.0f} ms ({d['freshness_probes']} probes) | "
             f"{_n(d.get('steady_events_per_s', 0))} | "
@@ -113,11 +118,24 @@ def load_table(docs: list[Doc]) -> str:
             f"{d['checkout_p50_ms']} / {d['checkout_p95_ms']} ms |"
         )
     rss = [
-        f"{_n(d['events'])}: "
+        f"{_n(d['events'])}{' (HNSW)' if d.get('vector_optimize') else ''}: "
         + ", ".join(f"{k} {v:,.0f}" for k, v in sorted(d["peak_rss_mb"].items()))
-        for d in sorted(docs, key=lambda d: int(d["events"]))
+        for d in sorted(docs, key=_load_order)
     ]
-    return "\n".join([*rows, "", "Peak RSS (MB) — " + "; ".join(rss), "", _machine(docs[0])])
+    parts = [
+        f"{_n(d['events'])}{' (HNSW)' if d.get('vector_optimize') else ''}: "
+        + ", ".join(f"{k} {v:g}" for k, v in d["checkout_median_ms_by_part"].items())
+        for d in sorted(docs, key=_load_order)
+        if d.get("checkout_median_ms_by_part")
+    ]
+    tail = ["", "Peak RSS (MB) — " + "; ".join(rss)]
+    if parts:
+        tail += ["", "Median ms per checkout phase and lane — " + "; ".join(parts)]
+    return "\n".join([*rows, *tail, "", _machine(docs[0])])
+
+
+def _load_order(d: Doc) -> tuple[int, bool]:
+    return int(d["events"]), bool(d.get("vector_optimize"))
 
 
 def update_readme(text: str, blocks: dict[str, str]) -> str:

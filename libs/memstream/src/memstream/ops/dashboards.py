@@ -333,6 +333,18 @@ def projections() -> Dashboard:
                 (Query("max by (version) (memstream_projection_points)", "{{version}}"),),
             ),
             Panel(
+                "Vector index build (embedded)",
+                "Points not yet in the HNSW index (queries scan them exhaustively) and whether "
+                "a build is running; a build starts when writes pause and uses every core.",
+                (
+                    Query(
+                        "max by (version) (memstream_vector_unoptimized_points)",
+                        "unindexed {{version}}",
+                    ),
+                    Query("max by (version) (memstream_vector_optimizing)", "building {{version}}"),
+                ),
+            ),
+            Panel(
                 "Projector batch latency p95",
                 "One batch: decode, extract, write to the store, commit.",
                 (

@@ -35,7 +35,9 @@ def vector_manager(settings: Settings, bootstrap: str) -> ProjectionManager:
     def factory(info: VersionInfo) -> VectorProjector:
         embedder = get_embedder(info.config.embedder)
         index = open_vector_index(settings, info.vector_collection, info.config.dim)
-        return VectorProjector(index, embedder, info.name, make_producer(bootstrap))
+        return VectorProjector(
+            index, embedder, info.name, make_producer(bootstrap), optimize=settings.vector_optimize
+        )
 
     return ProjectionManager(
         settings=settings,

@@ -20,3 +20,13 @@ POINTS = Gauge(
     "Points in a version's vector collection (all tenants)",
     ["component", "version"],
 )
+UNOPTIMIZED = Gauge(
+    "memstream_vector_unoptimized_points",
+    "Points written since the index (HNSW) was last built; queries scan them exhaustively",
+    ["component", "version"],
+)
+OPTIMIZING = Gauge(
+    "memstream_vector_optimizing",
+    "1 while the vector index is being built (HNSW, segment merges)",
+    ["component", "version"],
+)

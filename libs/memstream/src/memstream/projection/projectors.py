@@ -17,7 +17,13 @@ from memstream.kafka.dlq import dead_letter
 from memstream.kafka.topics import DLQ, LEDGER
 from memstream.metrics import EVENTS_DEAD_LETTERED
 from memstream.projection.extract import extract, graph_batch
-from memstream.projection.metrics import FRESHNESS, POINTS, PROJECTED
+from memstream.projection.metrics import (
+    FRESHNESS,
+    OPTIMIZING,
+    POINTS,
+    PROJECTED,
+    UNOPTIMIZED,
+)
 from memstream.projection.model import Extraction, VectorPoint
 from memstream.projection.names import entity_key
 from memstream.projection.text import descriptive_metadata
@@ -140,35 +146,58 @@ def vector_points(extractions: list[Extraction], embedder: Embedder) -> list[Vec
     ]
 
 
+OPTIMIZE_MIN_NEW = 2000  # points written before a build is worth it
+OPTIMIZE_IDLE_S = 3.0  # seconds without writes before a build starts
+
+
 class IdleOptimizer:
     """Builds the index (HNSW, segment merges) when writes pause, off the projection loop.
 
     Only indexes that have ``optimize()`` (Qdrant Edge) need it; a server optimizes itself.
+    Qdrant Edge holds the GIL for the whole build (measured: 26 s for 60k 256-d points, no
+    other thread of the process ran), so it is off unless ``enabled``: in the embedded stack
+    the index lives in the API process, which a build would freeze.
     """
 
-    def __init__(self, index: VectorIndex, min_new: int = 2000, idle_s: float = 3.0) -> None:
+    def __init__(
+        self,
+        index: VectorIndex,
+        min_new: int = OPTIMIZE_MIN_NEW,
+        idle_s: float = OPTIMIZE_IDLE_S,
+        component: str = "vector-projector",
+        version: str = "",
+        enabled: bool = False,
+    ) -> None:
         self.index = index
         self.min_new = min_new
         self.idle_s = idle_s
         self.new = 0
         self.last_write = time.monotonic()
         self.stop = threading.Event()
+        self._m_new = UNOPTIMIZED.labels(component, version)
+        self._m_busy = OPTIMIZING.labels(component, version)
+        self._m_busy.set(0)
         self.thread = threading.Thread(target=self._run, name="vector-optimizer", daemon=True)
-        if callable(getattr(index, "optimize", None)):
+        if enabled and callable(getattr(index, "optimize", None)):
             self.thread.start()
 
     def wrote(self, n: int) -> None:
         self.new += n
         self.last_write = time.monotonic()
+        self._m_new.set(self.new)
 
     def _run(self) -> None:
         while not self.stop.wait(1.0):
             if self.new >= self.min_new and time.monotonic() - self.last_write >= self.idle_s:
+                self._m_busy.set(1)  # before ``new`` drops, so a watcher never sees neither
                 self.new = 0
                 try:
                     self.index.optimize()  # type: ignore[attr-defined]
                 except Exception:
                     log.exception("optimizing the vector index failed")
+                finally:
+                    self._m_busy.set(0)
+                    self._m_new.set(self.new)
 
 
 class VectorProjector(_Base):
@@ -176,14 +205,21 @@ class VectorProjector(_Base):
     kind = "vector"
 
     def __init__(
-        self, index: VectorIndex, embedder: Embedder, version: str, producer: Producer
+        self,
+        index: VectorIndex,
+        embedder: Embedder,
+        version: str,
+        producer: Producer,
+        optimize: bool = False,
     ) -> None:
         super().__init__(version, producer)
         self.index = index
         self.embedder = embedder
         index.ensure()
         POINTS.labels(self.component, version).set(index.count())
-        self.optimizer = IdleOptimizer(index)
+        self.optimizer = IdleOptimizer(
+            index, component=self.component, version=version, enabled=optimize
+        )
 
     def process(self, msgs: list[Message]) -> None:
         extractions = self.decode(msgs, light=True)
