@@ -8,6 +8,7 @@ the query names), facts (current and past facts of those entities), chain
 
 from __future__ import annotations
 
+import functools
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -52,6 +53,17 @@ class Lanes:
             self.ranked[lane].append(cand.item_id)
         self.items.setdefault(cand.item_id, cand)
 
+    def add_hit(self, lane: str, payload: dict[str, Any]) -> None:
+        """An index hit; the candidate is built once, however many lanes return it."""
+        if "event_id" not in payload or "seq" not in payload:
+            return
+        item_id = str(payload["event_id"])
+        if item_id in self.items:
+            if item_id not in self.ranked[lane]:
+                self.ranked[lane].append(item_id)
+            return
+        self.add(lane, _hit_candidate(payload))
+
     def fused(self) -> list[Candidate]:
         scores: dict[str, float] = defaultdict(float)
         lanes: dict[str, list[str]] = defaultdict(list)
@@ -66,8 +78,15 @@ class Lanes:
         ]
 
 
+@functools.lru_cache(maxsize=20_000)
+def _enriched(text: str, occurred_at: str) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+    # The same events come back checkout after checkout; their numbers and dates do not change.
+    return tuple(quantities(text)), tuple(dates(text, occurred_at))
+
+
 def _enrich(text: str, occurred_at: str) -> dict[str, Any]:
-    return {"quantities": quantities(text), "dates": dates(text, occurred_at)}
+    q, d = _enriched(text, occurred_at)
+    return {"quantities": list(q), "dates": list(d)}
 
 
 def event_candidate(e: EventRecord, entity_keys: list[str] | None = None) -> Candidate:
@@ -177,8 +196,7 @@ class Retriever:
                 entities=entities,
             )
             for h in hits:
-                if "event_id" in h.payload and "seq" in h.payload:
-                    lanes.add(f"{lane}_{mode}", _hit_candidate(h.payload))
+                lanes.add_hit(f"{lane}_{mode}", h.payload)
 
     def retrieve(
         self,
@@ -200,8 +218,7 @@ class Retriever:
                 tenant, dense, query, limit=self.pool, mode=mode, streams=streams
             )
             for h in hits:
-                if "event_id" in h.payload and "seq" in h.payload:
-                    lanes.add(mode, _hit_candidate(h.payload))
+                lanes.add_hit(mode, h.payload)
             clock.lap(mode)
         entity_keys = list(plan.entities)
         if entity_keys:
