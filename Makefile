@@ -5,7 +5,7 @@ UV := .tools/bin/uv
 export UV_PYTHON_DOWNLOADS := never
 export UV_PROJECT_ENVIRONMENT := .venv
 
-.PHONY: install run test system-deps lint typecheck schemas dashboards bench-ingest bench-results clean
+.PHONY: install run test system-deps lint typecheck schemas dashboards bench-ingest bench-results bench-load-extra clean
 
 $(UV):
 	$(PY) -m venv .tools
@@ -59,6 +59,14 @@ bench-results: install
 	.venv/bin/memstream bench locomo --data $(LOCOMO) --out $(RESULTS)/locomo.jsonl --json > $(RESULTS)/locomo.json
 	.venv/bin/memstream bench load --events 10000 --json > $(RESULTS)/load-10000.json
 	.venv/bin/memstream bench load --events 100000 --json > $(RESULTS)/load-100000.json
+	.venv/bin/memstream bench report --results $(RESULTS) --readme README.md
+
+## bench-load-extra: the 1M row and the 100k row with the HNSW build on (about 20 min)
+bench-load-extra: install
+	mkdir -p $(RESULTS)
+	.venv/bin/memstream bench load --events 1000000 --json > $(RESULTS)/load-1000000.json
+	MEMSTREAM_VECTOR_OPTIMIZE=true .venv/bin/memstream bench load --events 100000 --json \
+		> $(RESULTS)/load-100000-hnsw.json
 	.venv/bin/memstream bench report --results $(RESULTS) --readme README.md
 
 clean:
