@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from memstream.stack.net import free_port
 from memstream.stack.servers import Server, start_falkordb, start_tansu
+from stackproc import RunningStack, start_stack
 
 
 @pytest.fixture(scope="session")
@@ -30,3 +31,15 @@ def falkordb_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="module")
+def stack(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[RunningStack]:
+    """``memstream up`` as a real process, one per test module, stopped after it."""
+    s = start_stack(tmp_path_factory.mktemp(request.module.__name__) / "data")
+    try:
+        yield s
+    finally:
+        s.stop()

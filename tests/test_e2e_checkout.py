@@ -14,16 +14,7 @@ from hypothesis import strategies as st
 from memstream.client import MemoryHttpClient
 from memstream.kafka.reading import read_to_end
 from memstream.kafka.topics import CHECKOUTS
-from stackproc import RunningStack, memstream, start_stack, wait_until
-
-
-@pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
-    s = start_stack(tmp_path_factory.mktemp("checkout") / "data")
-    try:
-        yield s
-    finally:
-        s.stop()
+from stackproc import RunningStack, memstream, wait_until
 
 
 def key_for(s: RunningStack, tenant: str) -> str:

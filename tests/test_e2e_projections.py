@@ -3,23 +3,12 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
 from memstream.sdk import MemoryClient
-from stackproc import RunningStack, memstream, start_stack, wait_until
+from stackproc import RunningStack, memstream, wait_until
 
 N = 2000
-
-
-@pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
-    s = start_stack(tmp_path_factory.mktemp("proj") / "data")
-    try:
-        yield s
-    finally:
-        s.stop()
 
 
 def versions(s: RunningStack) -> dict[str, dict[str, Any]]:

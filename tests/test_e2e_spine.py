@@ -10,27 +10,16 @@ import signal
 import subprocess
 import threading
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import orjson
-import pytest
 from confluent_kafka import Producer
 from memstream.kafka.reading import read_to_end
 from memstream.kafka.topics import DLQ, RAW
 from memstream.sdk import MemoryClient
 from stackproc import BIN, RunningStack, memstream, pid_alive, start_stack, wait_until
-
-
-@pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
-    s = start_stack(tmp_path_factory.mktemp("spine") / "data")
-    try:
-        yield s
-    finally:
-        s.stop()
 
 
 def batch(tenant_prefix: str, n: int, streams: int) -> list[dict[str, Any]]:

@@ -25,7 +25,7 @@ from confluent_kafka import Producer
 from memstream.kafka.topics import RAW
 from memstream.ops.dashboards import dashboards
 from memstream.stack.net import free_port
-from stackproc import RunningStack, memstream, start_stack, wait_until
+from stackproc import RunningStack, memstream, wait_until
 
 ROOT = Path(__file__).resolve().parents[1]
 RULES = ROOT / "deploy" / "prometheus" / "memstream-rules.yml"
@@ -160,15 +160,6 @@ def scrape_config(stack: RunningStack) -> dict[str, Any]:
         "rule_files": [str(RULES)],
         "scrape_configs": jobs,
     }
-
-
-@pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
-    s = start_stack(tmp_path_factory.mktemp("prom-stack") / "data")
-    try:
-        yield s
-    finally:
-        s.stop()
 
 
 @pytest.fixture(scope="module")

@@ -19,6 +19,7 @@ from memstream.sdk import (
     DeliveryError,
     MemoryClient,
     TopicMissingError,
+    emit_by_tenant,
 )
 from memstream.settings import Settings
 from memstream.stack.net import free_port
@@ -102,6 +103,18 @@ def test_emit_event_and_emit_many(topics: str) -> None:
         assert ids[1] == "x-2"
     got = {parse_event(v).id: k for k, v in _raw_for(topics, tenant)}
     assert got == {prebuilt.id: f"{tenant}/a", ids[0]: f"{tenant}/b", "x-2": f"{tenant}/b"}
+
+
+def test_emit_by_tenant_sends_each_envelope_under_its_own_tenant(topics: str) -> None:
+    a, b = _tenant(), _tenant()
+    events = [
+        EventIn(stream=f"s{i}", type="observation", payload={"text": f"n{i}"}).complete(t)
+        for i, t in enumerate([a, b, a, b, a])
+    ]
+    assert emit_by_tenant(topics, events) == 5
+    for tenant, want in ((a, [0, 2, 4]), (b, [1, 3])):
+        got = {parse_event(v).id: k for k, v in _raw_for(topics, tenant)}
+        assert got == {events[i].id: f"{tenant}/s{i}" for i in want}
 
 
 def test_invalid_input_raises_before_anything_is_produced(topics: str) -> None:

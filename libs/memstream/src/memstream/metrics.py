@@ -6,7 +6,12 @@ Label rules: ``component`` on every series; ``topic`` and ``group`` where Kafka 
 
 from __future__ import annotations
 
+import urllib.request
+from collections.abc import Collection
+
 from prometheus_client import Counter, Gauge, Histogram, start_http_server
+from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.samples import Sample
 
 EVENTS_RECEIVED = Counter(
     "memstream_events_received_total",
@@ -100,3 +105,17 @@ def serve_metrics(port: int, host: str = "127.0.0.1") -> int:
     """Expose ``/metrics`` on ``port`` (0 = any free port); returns the bound port."""
     server, _thread = start_http_server(port, addr=host)
     return int(server.server_port)
+
+
+def scrape(urls: list[str], names: Collection[str], timeout: float = 3.0) -> list[Sample]:
+    """The samples called ``names`` from every ``/metrics`` URL that answers (one read each)."""
+    found: list[Sample] = []
+    for url in urls:
+        try:
+            with urllib.request.urlopen(url, timeout=timeout) as resp:
+                text = resp.read().decode()
+        except OSError:
+            continue
+        for family in text_string_to_metric_families(text):
+            found += [x for x in family.samples if x.name in names]
+    return found

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 from memstream.events import EventIn
-from memstream.sdk import MemoryClient
+from memstream.sdk import MemoryClient, emit_by_tenant
 from pydantic import ValidationError
 
 from memstream_cli.common import DataDir, endpoints, fail, out, settings_for
@@ -66,10 +66,4 @@ def _emit_file(bootstrap: str, file: Path, tenant: str | None) -> None:
             events.append(raw.complete(t, agent=raw.agent or "cli"))
         except ValidationError as exc:
             fail(f"{file}:{lineno}: invalid event: {exc}")
-    by_tenant: dict[str, list[Any]] = {}
-    for e in events:
-        by_tenant.setdefault(e.tenant, []).append(e)
-    for t, evs in by_tenant.items():
-        with MemoryClient(bootstrap, t) as client:
-            client.emit_many(evs)
-    out.print(f"emitted {len(events)} events")
+    out.print(f"emitted {emit_by_tenant(bootstrap, events)} events")

@@ -19,18 +19,17 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import httpx
 import psutil
-from prometheus_client.parser import text_string_to_metric_families
 
 from memstream.bench.ingest import raw_produce_rate
 from memstream.bench.stack import throwaway_stack
 from memstream.client import MemoryHttpClient
 from memstream.events import EventIn
 from memstream.keys import KeyStore
+from memstream.metrics import scrape
 from memstream.projection.projectors import OPTIMIZE_IDLE_S, OPTIMIZE_MIN_NEW
 from memstream.projection.status import projection_status
-from memstream.sdk import MemoryClient
+from memstream.sdk import MemoryClient, emit_by_tenant
 from memstream.settings import Settings
 from memstream.stack.supervisor import EmbeddedStack
 
@@ -145,16 +144,8 @@ def run_load_bench(
         return _measure(stack, settings, n, tenants, checkouts, progress, steady_rate, steady_s)
 
 
-def _gauge_sum(endpoints: list[str], name: str) -> float:
-    total = 0.0
-    for url in endpoints:
-        try:
-            text = httpx.get(url, timeout=5).text
-        except httpx.HTTPError:
-            continue
-        for family in text_string_to_metric_families(text):
-            total += sum(s.value for s in family.samples if s.name == name)
-    return total
+BUILDING = "memstream_vector_optimizing"
+UNINDEXED = "memstream_vector_unoptimized_points"
 
 
 def _wait_index_built(endpoints: list[str], timeout: float = 1800) -> float:
@@ -166,8 +157,9 @@ def _wait_index_built(endpoints: list[str], timeout: float = 1800) -> float:
     t0 = time.perf_counter()
     time.sleep(OPTIMIZE_IDLE_S + 2)  # a build starts only after writes pause
     while time.perf_counter() - t0 < timeout:
-        busy = _gauge_sum(endpoints, "memstream_vector_optimizing")
-        due = _gauge_sum(endpoints, "memstream_vector_unoptimized_points")
+        samples = scrape(endpoints, {BUILDING, UNINDEXED})
+        busy = sum(x.value for x in samples if x.name == BUILDING)
+        due = sum(x.value for x in samples if x.name == UNINDEXED)
         if busy == 0 and due < OPTIMIZE_MIN_NEW:
             return time.perf_counter() - t0
         time.sleep(1)
@@ -251,12 +243,7 @@ def _measure(
     t0 = time.perf_counter()
     prober = threading.Thread(target=probes, args=(burst,), daemon=True)
     prober.start()
-    by_tenant: dict[str, list[Any]] = {}
-    for e in events:
-        by_tenant.setdefault(e.tenant, []).append(e)
-    for tenant, evs in by_tenant.items():
-        with MemoryClient(bootstrap, tenant) as client:
-            client.emit_many(evs)
+    emit_by_tenant(bootstrap, events)
     emitted_s = time.perf_counter() - t0
     deadline = time.monotonic() + 3600
     while not _visible(settings, bootstrap, metrics, n):
@@ -283,7 +270,7 @@ def _measure(
     latencies: list[float] = []
     parts: dict[str, list[float]] = {}  # where a checkout spends its time, per phase and lane
     rng = random.Random(7)
-    tenant_keys = {t: keys.create(t) for t in by_tenant}
+    tenant_keys = {t: keys.create(t) for t in sorted({e.tenant for e in events})}
     clients = {t: MemoryHttpClient(api, k) for t, k in tenant_keys.items()}
     queries = [
         "Where does {who} live now?",

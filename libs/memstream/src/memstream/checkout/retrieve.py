@@ -23,6 +23,7 @@ from memstream.projection.quantities import quantities
 from memstream.vectors.port import Mode, VectorIndex
 
 RRF_K = 60
+MODES: tuple[Mode, ...] = ("dense", "sparse")
 # A ledger event is a certain record of what was said or done (its truth is another matter,
 # which facts and warnings carry).
 EVENT_CONFIDENCE = 1.0
@@ -30,7 +31,7 @@ FACTS_PER_SUBJECT = 20
 LANE_WEIGHTS = {
     "dense": 1.0,
     "sparse": 1.0,
-    # the filtered lanes query dense and sparse apart (see ``_filtered``): half each
+    # the filtered lanes query dense and sparse apart (see ``retrieve``): half each
     "speaker_dense": 0.5,
     "speaker_sparse": 0.5,
     "mention_dense": 0.3,
@@ -55,14 +56,9 @@ class Lanes:
 
     def add_hit(self, lane: str, payload: dict[str, Any]) -> None:
         """An index hit; the candidate is built once, however many lanes return it."""
-        if "event_id" not in payload or "seq" not in payload:
-            return
-        item_id = str(payload["event_id"])
-        if item_id in self.items:
-            if item_id not in self.ranked[lane]:
-                self.ranked[lane].append(item_id)
-            return
-        self.add(lane, _hit_candidate(payload))
+        if "event_id" in payload and "seq" in payload:
+            known = self.items.get(str(payload["event_id"]))
+            self.add(lane, known if known is not None else _hit_candidate(payload))
 
     def fused(self) -> list[Candidate]:
         scores: dict[str, float] = defaultdict(float)
@@ -170,10 +166,11 @@ class Retriever:
         )
         return [_hit_candidate(h.payload) for h in hits if "event_id" in h.payload]
 
-    def _filtered(
+    def _search(
         self,
         lanes: Lanes,
         lane: str,
+        mode: Mode,
         tenant: str,
         dense: list[float],
         query: str,
@@ -181,22 +178,18 @@ class Retriever:
         actors: list[str] | None = None,
         entities: list[str] | None = None,
     ) -> None:
-        """Dense and sparse apart: fused inside the index, a weak dense ranking among one
-        person's many turns buries the one turn that matches the question's words."""
-        modes: tuple[Mode, ...] = ("dense", "sparse")
-        for mode in modes:
-            hits = self.index.query(
-                tenant,
-                dense,
-                query,
-                limit=self.pool,
-                mode=mode,
-                streams=streams,
-                actors=actors,
-                entities=entities,
-            )
-            for h in hits:
-                lanes.add_hit(f"{lane}_{mode}", h.payload)
+        hits = self.index.query(
+            tenant,
+            dense,
+            query,
+            limit=self.pool,
+            mode=mode,
+            streams=streams,
+            actors=actors,
+            entities=entities,
+        )
+        for h in hits:
+            lanes.add_hit(lane, h.payload)
 
     def retrieve(
         self,
@@ -212,23 +205,24 @@ class Retriever:
         dense = self.embedder.embed([query])[0].tolist()
         streams = [stream] if stream else None
         clock.lap("embed")
-        modes: tuple[Mode, ...] = ("dense", "sparse")
-        for mode in modes:
-            hits = self.index.query(
-                tenant, dense, query, limit=self.pool, mode=mode, streams=streams
-            )
-            for h in hits:
-                lanes.add_hit(mode, h.payload)
+        args = (tenant, dense, query, streams)
+        for mode in MODES:
+            self._search(lanes, mode, mode, *args)
             clock.lap(mode)
         entity_keys = list(plan.entities)
         if entity_keys:
+            # Filtered lanes query dense and sparse apart: fused inside the index, a weak
+            # dense ranking among one person's many turns buries the one turn that matches
+            # the question's words.
             # A person's own words rarely repeat their name, so the global lanes rank turns
             # that address them ("Thanks, Noor!") above turns by them.
-            self._filtered(lanes, "speaker", tenant, dense, query, streams, actors=entity_keys)
+            for mode in MODES:
+                self._search(lanes, f"speaker_{mode}", mode, *args, actors=entity_keys)
             clock.lap("speaker")
             # Events involving the entities, ranked by the question rather than by date: a
             # graph walk over a busy entity (everyone's city) costs more than it finds.
-            self._filtered(lanes, "mention", tenant, dense, query, streams, entities=entity_keys)
+            for mode in MODES:
+                self._search(lanes, f"mention_{mode}", mode, *args, entities=entity_keys)
             clock.lap("mention")
             for key in entity_keys:
                 for f in self.graph.recent_facts(tenant, key, limit=FACTS_PER_SUBJECT):

@@ -2,32 +2,20 @@
 
 from __future__ import annotations
 
-import urllib.request
 from typing import Any
-
-from prometheus_client.parser import text_string_to_metric_families
 
 from memstream.graph.factory import open_graph_store
 from memstream.kafka.reading import end_offsets, group_lag
 from memstream.kafka.topics import LEDGER
+from memstream.metrics import scrape
 from memstream.projection.versions import FileProjectionRegistry, registry_path
 from memstream.settings import Settings
 
 
 def vector_points(metrics_urls: list[str]) -> dict[str, int]:
     """Points per version, from whichever process exports ``memstream_projection_points``."""
-    points: dict[str, int] = {}
-    for url in metrics_urls:
-        try:
-            with urllib.request.urlopen(url, timeout=3) as resp:
-                text = resp.read().decode()
-        except OSError:
-            continue
-        for family in text_string_to_metric_families(text):
-            if family.name == "memstream_projection_points":
-                for sample in family.samples:
-                    points[sample.labels["version"]] = int(sample.value)
-    return points
+    samples = scrape(metrics_urls, {"memstream_projection_points"})
+    return {x.labels["version"]: int(x.value) for x in samples}
 
 
 def projection_status(

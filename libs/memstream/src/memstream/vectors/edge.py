@@ -10,7 +10,7 @@ from typing import Any, cast
 import qdrant_edge as qe
 
 from memstream.projection.model import VectorHit, VectorPoint
-from memstream.vectors.port import Mode, check_query
+from memstream.vectors.port import KEYWORD_FIELDS, Mode, check_query, keyword_filters
 from memstream.vectors.sparse import (
     RRF_K,
     SparseVec,
@@ -22,7 +22,6 @@ from memstream.vectors.sparse import (
 
 DENSE = "dense"
 SPARSE = "bm25"
-KEYWORD_FIELDS = ("kind", "stream", "actor_key", "entity_keys")
 # the stub types ``Fusion.Rrf`` as its own class; the engine accepts it as a Fusion query
 _RRF = cast(qe.Fusion, qe.Fusion.Rrf(k=RRF_K))
 
@@ -190,29 +189,17 @@ class EdgeVectorIndex:
         actors: list[str] | None = None,
         entities: list[str] | None = None,
     ) -> list[VectorHit]:
-        """Top hits of one tenant; hybrid = RRF fusion of the dense and sparse lanes.
-
-        ``mode="dense"`` needs ``dense``, ``"sparse"`` needs ``text``; hybrid uses whichever
-        lanes have input. ``actors`` keeps points whose ``actor_key`` (the entity key of the
-        event's agent) is one of them, ``entities`` points whose ``entity_keys`` name one of
-        them. An empty filter list matches nothing.
-        """
+        """See :meth:`memstream.vectors.port.VectorIndex.query`."""
         check_query(mode, dense, text, self.dim)
-        if [] in (kinds, streams, actors, entities) or limit <= 0:
+        filters = keyword_filters(kinds, streams, actors, entities)
+        if filters is None or limit <= 0:
             return []
         shard = self._open(create=False)
         if shard is None:
             return []
 
         must: list[qe.ConditionType] = [_match("tenant", tenant)]
-        if kinds:
-            must.append(qe.FieldCondition("kind", match=qe.MatchAny(kinds)))
-        if streams:
-            must.append(qe.FieldCondition("stream", match=qe.MatchAny(streams)))
-        if actors:
-            must.append(qe.FieldCondition("actor_key", match=qe.MatchAny(actors)))
-        if entities:
-            must.append(qe.FieldCondition("entity_keys", match=qe.MatchAny(entities)))
+        must += [qe.FieldCondition(k, match=qe.MatchAny(v)) for k, v in filters.items()]
         flt = qe.Filter(must=must)
         idf = qe.SearchParams(idf=qe.IdfParams(corpus=qe.Filter(must=[_match("tenant", tenant)])))
 

@@ -7,6 +7,28 @@ from typing import Literal, Protocol
 from memstream.projection.model import VectorHit, VectorPoint
 
 Mode = Literal["hybrid", "dense", "sparse"]
+# Payload fields a query can filter on (keyword-indexed by every adapter), by query argument.
+KEYWORD_FILTERS = {
+    "kinds": "kind",
+    "streams": "stream",
+    "actors": "actor_key",
+    "entities": "entity_keys",
+}
+KEYWORD_FIELDS = tuple(KEYWORD_FILTERS.values())
+
+
+def keyword_filters(
+    kinds: list[str] | None,
+    streams: list[str] | None,
+    actors: list[str] | None,
+    entities: list[str] | None,
+) -> dict[str, list[str]] | None:
+    """The query's filters as ``{payload field: accepted values}``; None when one of them is
+    an empty list, which matches nothing."""
+    given = {"kinds": kinds, "streams": streams, "actors": actors, "entities": entities}
+    if any(v == [] for v in given.values()):
+        return None
+    return {KEYWORD_FILTERS[name]: v for name, v in given.items() if v}
 
 
 def check_query(mode: Mode, dense: list[float] | None, text: str | None, dim: int) -> None:
@@ -45,9 +67,10 @@ class VectorIndex(Protocol):
     ) -> list[VectorHit]:
         """Top hits of one tenant; hybrid = RRF fusion of the dense and sparse lanes.
 
-        ``kinds``, ``streams``, ``actors`` (payload ``actor_key``: the entity key of the
-        event's agent) and ``entities`` (payload ``entity_keys``: every entity the event
-        involves) filter the hits; an empty list matches nothing.
+        ``mode="dense"`` needs ``dense``, ``"sparse"`` needs ``text``; hybrid uses whichever
+        lanes have input. ``kinds``, ``streams``, ``actors`` (payload ``actor_key``: the
+        entity key of the event's agent) and ``entities`` (payload ``entity_keys``: every
+        entity the event involves) filter the hits; an empty list matches nothing.
         """
 
     def count(self, tenant: str | None = None) -> int: ...

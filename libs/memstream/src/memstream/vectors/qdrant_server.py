@@ -11,7 +11,7 @@ from qdrant_client import QdrantClient, models
 from qdrant_client.http.exceptions import UnexpectedResponse
 
 from memstream.projection.model import VectorHit, VectorPoint
-from memstream.vectors.port import Mode, check_query
+from memstream.vectors.port import KEYWORD_FIELDS, Mode, check_query, keyword_filters
 from memstream.vectors.sparse import (
     RRF_K,
     SparseVec,
@@ -25,7 +25,6 @@ log = logging.getLogger(__name__)
 
 DENSE = "dense"
 SPARSE = "bm25"
-KEYWORD_FIELDS = ("kind", "stream", "actor_key", "entity_keys")
 
 
 def _sparse(vec: SparseVec) -> models.SparseVector:
@@ -169,35 +168,16 @@ class QdrantVectorIndex:
         actors: list[str] | None = None,
         entities: list[str] | None = None,
     ) -> list[VectorHit]:
-        """Top hits of one tenant; hybrid = RRF fusion of the dense and sparse lanes.
-
-        ``mode="dense"`` needs ``dense``, ``"sparse"`` needs ``text``; hybrid uses whichever
-        lanes have input. ``actors`` keeps points whose ``actor_key`` (the entity key of the
-        event's agent) is one of them, ``entities`` points whose ``entity_keys`` name one of
-        them. An empty filter list matches nothing.
-        """
+        """See :meth:`memstream.vectors.port.VectorIndex.query`."""
         check_query(mode, dense, text, self.dim)
-        if (
-            kinds == []
-            or streams == []
-            or actors == []
-            or entities == []
-            or limit <= 0
-            or not self._exists()
-        ):
+        filters = keyword_filters(kinds, streams, actors, entities)
+        if filters is None or limit <= 0 or not self._exists():
             return []
 
         must: list[models.Condition] = [_match("tenant", tenant)]
-        if kinds:
-            must.append(models.FieldCondition(key="kind", match=models.MatchAny(any=kinds)))
-        if streams:
-            must.append(models.FieldCondition(key="stream", match=models.MatchAny(any=streams)))
-        if actors:
-            must.append(models.FieldCondition(key="actor_key", match=models.MatchAny(any=actors)))
-        if entities:
-            must.append(
-                models.FieldCondition(key="entity_keys", match=models.MatchAny(any=entities))
-            )
+        must += [
+            models.FieldCondition(key=k, match=models.MatchAny(any=v)) for k, v in filters.items()
+        ]
         flt = models.Filter(must=must)
         sparse_vec = query_vector(text) if text is not None else SparseVec([], [])
         if mode == "sparse" and not sparse_vec:
