@@ -135,3 +135,37 @@ def test_sentence_initial_single_words_are_not_names() -> None:
 )
 def test_a_name_used_as_direct_address_is_not_a_mention(text: str, names: list[str]) -> None:
     assert name_candidates(text) == names
+
+
+def test_keys_fold_accents_and_a_leading_the_but_names_keep_them() -> None:
+    assert entity_key("Zoë Durand") == entity_key("zoe durand") == "zoe durand"
+    assert entity_key("The User") == entity_key("user") == "user"
+    assert entity_key("São Paulo's") == "sao paulo"
+    assert entity_key("the") == "the"  # a lone word is kept as it is
+    assert entity_key("हिन्दी") == "हिन्दी"  # marks of other scripts are part of the letter
+    assert entity_key("서울") == "서울"
+    x = extract(
+        entry("fact.asserted", {"subject": "Zoë Durand", "predicate": "lives_in", "object": "Té"})
+    )
+    subject = next(e for e in x.entities if e.key == "zoe durand")
+    assert subject.name == "Zoë Durand" and subject.subject and not subject.actor
+    assert x.facts[0].subject_key == "zoe durand" and x.facts[0].object_key == "te"
+    assert x.facts[0].recorded_at == "2024-03-15T10:00:00Z"
+
+
+def test_entity_flags_say_who_acts_for_which_side_and_who_facts_are_about() -> None:
+    said = extract(entry("message.user", {"text": "hello there"}, agent="Maria"))
+    answered = extract(entry("message.assistant", {"text": "hi"}, seq=2, agent="helper"))
+    about = extract(
+        entry("preference.set", {"key": "theme", "value": "dark", "subject": "maria"}, seq=3,
+              agent="helper")
+    )  # fmt: skip
+    maria = next(e for e in said.entities if e.key == "maria")
+    assert (maria.actor, maria.side, maria.subject) == (True, "user", False)
+    helper = next(e for e in answered.entities if e.key == "helper")
+    assert (helper.actor, helper.side) == (True, "assistant")
+    tool = extract(entry("tool.call", {"tool": "search"}, seq=4, agent="bot"))
+    assert next(e for e in tool.entities if e.key == "bot").side is None
+    merged = {e.key: e for e in graph_batch([said, answered, about]).entities}
+    assert merged["maria"].actor and merged["maria"].subject and merged["maria"].side == "user"
+    assert merged["helper"].side == "assistant"

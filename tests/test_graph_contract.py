@@ -105,9 +105,11 @@ def fact(
     value: JsonScalar = None,
     tenant: str = A,
     seq: int = 1,
+    recorded_at: str | None = None,
 ) -> FactRecord:
     return FactRecord(
         tenant=tenant,
+        recorded_at=recorded_at or valid_from,
         fact_id=fact_id,
         subject_key=subject,
         predicate=predicate,
@@ -592,3 +594,74 @@ def test_recent_facts_and_direct_mentions_are_bounded(store: GraphStore) -> None
     assert set(direct) <= set(hop)
     assert store.mentioning(A, [subject], limit=1) == direct[:1]
     assert store.mentioning(B, [subject]) == []
+
+
+# -- as_of reads and entity resolution --------------------------------------------------------
+
+
+def test_event_reads_stop_at_as_of(store: GraphStore) -> None:
+    store.write(world())
+    # world(): chat-N happens on 2024-03-0N; maria is mentioned by chat-1 and chat-5.
+    cut = "2024-03-03T09:00:00Z"
+    assert [e.event_id for e in store.recent(A, limit=10, as_of=cut)] == [
+        "chat-3",
+        "chat-2",
+        "chat-1",
+    ]
+    assert [e.event_id for e in store.chain(A, "chat-2", radius=5, as_of=cut)] == [
+        "chat-1",
+        "chat-2",
+        "chat-3",
+    ]
+    assert store.chain(A, "chat-5", radius=1, as_of=cut) == []  # it had not happened yet
+    assert store.mentioning(A, ["maria"], as_of=cut) == ["chat-1"]
+    assert "chat-5" not in store.neighbourhood(A, ["maria"], as_of=cut)
+    assert store.mentioning(A, ["maria"]) == ["chat-5", "chat-1"]
+
+
+def test_facts_as_of_are_those_recorded_by_then(store: GraphStore) -> None:
+    # Recorded in June that Maria had lived in Faro since February: in April memory knew
+    # only Lisbon, and that is what a read as of April must give.
+    store.write(
+        GraphBatch(
+            facts=[
+                fact("f-lisbon", "maria", "lives_in", JAN, "lisbon"),
+                fact("f-faro", "maria", "lives_in", FEB, "faro", recorded_at="2024-06-01T00:00Z"),
+            ]
+        )
+    )
+    april = "2024-04-15T00:00:00Z"
+    history = store.recent_facts(A, "maria", as_of=april)
+    assert ids(history) == ["f-lisbon"]
+    assert history[0].recorded_at is not None and history[0].recorded_at.startswith("2024-01")
+    assert ids(store.facts(A, subject_key="maria", as_of=april, include_superseded=True)) == [
+        "f-lisbon"
+    ]
+    assert sorted(ids(store.recent_facts(A, "maria"))) == ["f-faro", "f-lisbon"]
+
+
+def test_entities_carry_their_role_flags_whatever_the_order(store: GraphStore) -> None:
+    e1, e2 = ev(1), ev(2)
+    first = EntityRecord(tenant=A, key="maria", name="Maria", kind="agent", actor=True, side="user")
+    later = EntityRecord(tenant=A, key="maria", name="Maria", kind="name")
+    store.write(GraphBatch(events=[e1, e2], entities=[first]))
+    store.write(GraphBatch(entities=[later]))  # a plain mention later keeps the flags
+    store.write(
+        GraphBatch(
+            entities=[
+                EntityRecord(tenant=A, key="payments service", name="payments service",
+                             kind="thing", subject=True),
+                EntityRecord(tenant=A, key="assistant", name="assistant", kind="agent",
+                             actor=True, side="assistant"),
+                EntityRecord(tenant=B, key="other", name="Other", kind="name"),
+            ],
+            facts=[fact("f-v", "payments service", "region", JAN, value="eu-west")],
+        )
+    )  # fmt: skip
+    got = {e.key: e for e in store.entities(A)}
+    assert sorted(got) == ["assistant", "maria", "payments service"]  # no value node, no B
+    assert got["maria"].actor and got["maria"].user_side and not got["maria"].subject
+    assert got["payments service"].subject and not got["payments service"].actor
+    assert got["assistant"].assistant_side and not got["assistant"].user_side
+    assert [e.key for e in store.entities(A, limit=1)] == ["assistant"]
+    assert [e.key for e in store.entities(B)] == ["other"]

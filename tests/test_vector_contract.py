@@ -6,6 +6,7 @@ import math
 import threading
 import uuid
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -289,6 +290,25 @@ def test_entities_filter_keeps_points_naming_any_of_them(index: VectorIndex) -> 
         assert sorted(keys(got)) == ["e1", "e2"]
         assert index.query(*q, mode=mode, entities=["nobody"]) == []
         assert index.query(*q, mode=mode, entities=[]) == []
+
+
+def test_as_of_keeps_points_that_had_happened_by_then(index: VectorIndex) -> None:
+    index.upsert(
+        [
+            pt("a", "e1", "kayak trip", unit(0), occurred_at="2024-05-01T10:00:00Z"),
+            pt("a", "e2", "kayak trip", unit(0), occurred_at="2024-05-01T10:00:00.500000Z"),
+            pt("a", "e3", "kayak trip", unit(0), occurred_at="2024-07-01T00:00:00+00:00"),
+        ]
+    )
+    q = ("a", unit(0), "kayak")
+    cut = datetime(2024, 5, 1, 10, 0, 0, 500000, tzinfo=UTC)
+    for mode in ("hybrid", "dense", "sparse"):
+        assert sorted(keys(index.query(*q, mode=mode, as_of=cut))) == ["e1", "e2"]
+        early = index.query(*q, mode=mode, as_of=datetime(2024, 1, 1, tzinfo=UTC))
+        assert early == []
+        assert sorted(keys(index.query(*q, mode=mode))) == ["e1", "e2", "e3"]
+    with pytest.raises(ValueError, match="timezone"):
+        index.query(*q, as_of=datetime(2024, 1, 1))
 
 
 def test_delete_where_matches_values_and_list_members(index: VectorIndex) -> None:

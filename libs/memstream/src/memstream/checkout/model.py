@@ -79,17 +79,39 @@ class TimeWindow(_M):
     text: str = ""
 
 
+class EntityMention(_M):
+    """Words of the query that name an entity, and the entity keys they may mean."""
+
+    text: str  # as the query wrote them
+    keys: list[str] = Field(min_length=1)  # best first; alternatives ("the user" = two keys)
+    match: Literal["exact", "partial", "fuzzy", "role", "unknown"]
+    score: float = Field(ge=0.0, le=1.0)  # 1 exact/role, lower for partial and fuzzy
+
+
 class SynthesisPlan(_M):
     """What the query asks for, decided deterministically from its words."""
 
     query: str
     operation: Operation
     answer_type: Literal["text", "number", "money", "date", "duration", "entity", "list", "boolean"]
-    entities: list[str] = Field(default_factory=list)  # entity keys named in the query
+    entities: list[str] = Field(default_factory=list)  # the first key of each mention
+    mentions: list[EntityMention] = Field(default_factory=list)
     terms: list[str] = Field(default_factory=list)  # content words
     unit: str | None = None  # unit/currency the answer should be in, if stated
     time_window: TimeWindow | None = None
     as_of: str | None = None
+
+    def keys_of(self, entity: str) -> tuple[str, ...]:
+        """Every key the mention led by ``entity`` may mean (just ``entity`` if unknown)."""
+        for m in self.mentions:
+            if m.keys[0] == entity:
+                return tuple(m.keys)
+        return (entity,)
+
+    def entity_keys(self) -> list[str]:
+        """Every key of every mention, once, in query order."""
+        keys = [k for e in self.entities for k in self.keys_of(e)]
+        return list(dict.fromkeys(keys))
 
 
 class EvidenceRow(_M):

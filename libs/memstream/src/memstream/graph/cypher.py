@@ -47,10 +47,15 @@ MATCH (b:Event {tenant: r.tenant, stream: r.stream, seq: r.next_seq})
 MERGE (a)-[:NEXT {tenant: r.tenant}]->(b)
 """
 
+# The role flags only ever turn on: what an entity has been stays true whatever came later.
 MERGE_ENTITIES = """
 UNWIND $rows AS r
 MERGE (n:Entity {tenant: r.tenant, key: r.key})
-SET n.name = r.name, n.kind = r.kind
+SET n.name = r.name, n.kind = r.kind,
+  n.actor = coalesce(n.actor, false) OR r.actor,
+  n.subject = coalesce(n.subject, false) OR r.subject,
+  n.user_side = coalesce(n.user_side, false) OR r.user_side,
+  n.assistant_side = coalesce(n.assistant_side, false) OR r.assistant_side
 """
 
 # A mention of an event not (yet) in the graph is dropped; the entity is created if missing.
@@ -72,7 +77,8 @@ ON CREATE SET o.name = r.object_name, o.kind = r.object_kind
 MERGE (s)-[f:RELATES {tenant: r.tenant, fact_id: r.fact_id}]->(o)
 ON CREATE SET f.predicate = r.predicate, f.value_json = r.value_json,
   f.value_text = r.value_text, f.unit = r.unit, f.valid_from = r.valid_from,
-  f.confidence = r.confidence, f.kind = r.kind, f.src_stream = r.src_stream,
+  f.confidence = r.confidence, f.kind = r.kind, f.recorded_at = r.recorded_at,
+  f.src_stream = r.src_stream,
   f.src_seq = r.src_seq, f.src_hash = r.src_hash, f.src_event_id = r.src_event_id
 """
 
@@ -99,10 +105,13 @@ RETURN count(f) AS changed
 
 # -- reads ------------------------------------------------------------------------------------
 
+# As of a time, a fact exists only if memory had recorded it by then (facts projected
+# before ``recorded_at`` existed count as recorded when they became valid).
 _FACT_FILTER = """
 WHERE f.tenant = $tenant
   AND ($predicate IS NULL OR f.predicate = $predicate)
   AND ($as_of IS NULL OR f.valid_from <= $as_of)
+  AND ($as_of IS NULL OR coalesce(f.recorded_at, f.valid_from) <= $as_of)
   AND ($include_superseded
        OR ($as_of IS NULL AND f.valid_to IS NULL)
        OR ($as_of IS NOT NULL AND (f.valid_to IS NULL OR f.valid_to > $as_of)))
@@ -113,7 +122,8 @@ RETURN f.fact_id AS fact_id, s.key AS subject_key, f.predicate AS predicate,
   CASE WHEN o.kind = 'value' THEN null ELSE o.key END AS object_key,
   f.value_json AS value_json, f.value_text AS value_text, f.unit AS unit,
   f.valid_from AS valid_from, f.valid_to AS valid_to, f.superseded_by AS superseded_by,
-  f.confidence AS confidence, f.kind AS kind, f.tenant AS tenant, f.src_stream AS src_stream,
+  f.confidence AS confidence, f.kind AS kind, f.recorded_at AS recorded_at,
+  f.tenant AS tenant, f.src_stream AS src_stream,
   f.src_seq AS src_seq, f.src_hash AS src_hash, f.src_event_id AS src_event_id
 ORDER BY subject_key, predicate, valid_from, fact_id
 """
@@ -140,10 +150,11 @@ RECENT_FACTS_FOR_SUBJECT = (
 )
 
 # Events mentioning the entities themselves, newest first (no fact hop: bounded work).
+# ``$as_of`` (null = no bound) leaves out events that had not happened yet.
 MENTIONING = """
 UNWIND $keys AS k
 MATCH (e:Event)-[m:MENTIONS]->(x:Entity {tenant: $tenant, key: k})
-WHERE e.tenant = $tenant
+WHERE e.tenant = $tenant AND ($as_of IS NULL OR e.occurred_at <= $as_of)
 WITH DISTINCT e
 ORDER BY e.occurred_at DESC, e.seq DESC, e.event_id DESC
 LIMIT $limit
@@ -158,11 +169,22 @@ WHERE f.tenant = $tenant AND y.tenant = $tenant
 WITH x, collect(y) AS ys
 UNWIND [x] + ys AS n
 MATCH (e:Event)-[m:MENTIONS]->(n)
-WHERE e.tenant = $tenant AND m.tenant = $tenant
+WHERE e.tenant = $tenant AND m.tenant = $tenant AND ($as_of IS NULL OR e.occurred_at <= $as_of)
 WITH DISTINCT e
 ORDER BY e.occurred_at DESC, e.seq DESC, e.event_id DESC
 LIMIT $limit
 RETURN e.event_id AS event_id
+"""
+
+# The tenant's entities for query-time resolution (value nodes are not entities).
+ENTITIES = """
+MATCH (n:Entity {tenant: $tenant})
+WHERE coalesce(n.kind, '') <> 'value'
+RETURN n.key AS key, n.name AS name, n.kind AS kind, coalesce(n.actor, false) AS actor,
+  coalesce(n.subject, false) AS subject, coalesce(n.user_side, false) AS user_side,
+  coalesce(n.assistant_side, false) AS assistant_side
+ORDER BY key
+LIMIT $limit
 """
 
 _EVENT_COLUMNS = """
@@ -182,6 +204,7 @@ RECENT = (
     """
 MATCH (n:Event)
 WHERE n.tenant = $tenant AND ($stream IS NULL OR n.stream = $stream)
+  AND ($as_of IS NULL OR n.occurred_at <= $as_of)
 WITH n ORDER BY n.occurred_at DESC, n.seq DESC LIMIT $limit
 RETURN"""
     + _EVENT_COLUMNS
@@ -191,11 +214,12 @@ RETURN"""
 CHAIN = (
     """
 MATCH (e:Event {tenant: $tenant, event_id: $event_id})
+WHERE $as_of IS NULL OR e.occurred_at <= $as_of
 OPTIONAL MATCH p = (b:Event)-[:NEXT*1..50]->(e)
-WHERE length(p) <= $radius AND b.tenant = $tenant
+WHERE length(p) <= $radius AND b.tenant = $tenant AND ($as_of IS NULL OR b.occurred_at <= $as_of)
 WITH e, collect(b) AS before
 OPTIONAL MATCH q = (e)-[:NEXT*1..50]->(a:Event)
-WHERE length(q) <= $radius AND a.tenant = $tenant
+WHERE length(q) <= $radius AND a.tenant = $tenant AND ($as_of IS NULL OR a.occurred_at <= $as_of)
 WITH e, before, collect(a) AS after
 UNWIND before + [e] + after AS n
 RETURN"""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from memstream.projection.model import EventRecord, FactView, GraphBatch
+from memstream.projection.model import EntityView, EventRecord, FactView, GraphBatch
 
 
 class GraphStore(Protocol):
@@ -29,29 +29,48 @@ class GraphStore(Protocol):
         """Facts valid at ``as_of`` (ISO; None = now = open-ended), or all with history."""
 
     def recent_facts(
-        self, tenant: str, subject_key: str, limit: int = 20, include_superseded: bool = True
+        self,
+        tenant: str,
+        subject_key: str,
+        limit: int = 20,
+        include_superseded: bool = True,
+        as_of: str | None = None,
     ) -> list[FactView]:
-        """The newest ``limit`` facts of a subject (history included by default)."""
+        """The newest ``limit`` facts of a subject (history included by default); with
+        ``as_of``, only facts recorded and valid from by then."""
 
-    def mentioning(self, tenant: str, entity_keys: list[str], limit: int = 50) -> list[str]:
-        """Ids of events that mention the entities themselves, newest first."""
+    def mentioning(
+        self, tenant: str, entity_keys: list[str], limit: int = 50, as_of: str | None = None
+    ) -> list[str]:
+        """Ids of events that mention the entities themselves, newest first (and, with
+        ``as_of``, that had happened by then)."""
 
     def fact(self, tenant: str, fact_id: str) -> FactView | None:
         """One fact by id, whatever its validity."""
 
-    def neighbourhood(self, tenant: str, entity_keys: list[str], limit: int = 50) -> list[str]:
+    def neighbourhood(
+        self, tenant: str, entity_keys: list[str], limit: int = 50, as_of: str | None = None
+    ) -> list[str]:
         """Event ids that mention the entities or their one-hop fact neighbours."""
 
-    def chain(self, tenant: str, event_id: str, radius: int = 2) -> list[EventRecord]:
-        """The event and up to ``radius`` neighbours before/after it on its stream."""
+    def chain(
+        self, tenant: str, event_id: str, radius: int = 2, as_of: str | None = None
+    ) -> list[EventRecord]:
+        """The event and up to ``radius`` neighbours before/after it on its stream (that had
+        happened by ``as_of``, if given)."""
 
     def event(self, tenant: str, event_id: str) -> EventRecord | None: ...
 
     def events(self, tenant: str, event_ids: list[str]) -> list[EventRecord]:
         """The tenant's events among ``event_ids`` (unknown ids are left out)."""
 
-    def recent(self, tenant: str, limit: int = 20, stream: str | None = None) -> list[EventRecord]:
-        """The tenant's newest events (of one stream, if given)."""
+    def recent(
+        self, tenant: str, limit: int = 20, stream: str | None = None, as_of: str | None = None
+    ) -> list[EventRecord]:
+        """The tenant's newest events (of one stream, if given; up to ``as_of``, if given)."""
+
+    def entities(self, tenant: str, limit: int = 100_000) -> list[EntityView]:
+        """The tenant's entities with their role flags (for query-time resolution)."""
 
     def counts(self, tenant: str | None = None) -> dict[str, int]:
         """``{"events", "entities", "facts", "mentions"}`` (all tenants when None)."""

@@ -16,6 +16,7 @@ from memstream.graph.cypher import (
     DELETE_EVENTS,
     DELETE_FACTS,
     DELETE_VALUE_NODES,
+    ENTITIES,
     EVENT,
     EVENTS,
     FACT_BY_ID,
@@ -40,6 +41,8 @@ from memstream.graph.cypher import (
     VALUE_KIND,
 )
 from memstream.projection.model import (
+    EntityRecord,
+    EntityView,
     EventRecord,
     FactRecord,
     FactView,
@@ -114,6 +117,7 @@ def _fact_row(f: FactRecord) -> Row:
         "value_text": f.value_text,
         "unit": f.unit,
         "valid_from": iso_z(f.valid_from),
+        "recorded_at": iso_z(f.recorded_at),
         "confidence": f.confidence,
         "kind": f.kind,
         "src_stream": f.source.stream,
@@ -121,6 +125,23 @@ def _fact_row(f: FactRecord) -> Row:
         "src_hash": f.source.hash,
         "src_event_id": f.source.event_id,
     }
+
+
+def _entity_row(n: EntityRecord) -> Row:
+    return {
+        "tenant": n.tenant,
+        "key": n.key,
+        "name": n.name,
+        "kind": n.kind,
+        "actor": n.actor,
+        "subject": n.subject,
+        "user_side": n.side == "user",
+        "assistant_side": n.side == "assistant",
+    }
+
+
+def _optional_z(value: str | None) -> str | None:
+    return iso_z(value) if value is not None else None
 
 
 def _group_rows(groups: set[tuple[str, str, str]]) -> list[Row]:
@@ -137,11 +158,7 @@ def batch_steps(batch: GraphBatch) -> list[tuple[str, dict[str, Any]]]:
             steps.append((LINK_NEXT_BY_ID, {"rows": by_id}))
         steps.append((LINK_NEXT, {"rows": by_seq}))
     if batch.entities:
-        rows = [
-            {"tenant": n.tenant, "key": n.key, "name": n.name, "kind": n.kind}
-            for n in batch.entities
-        ]
-        steps.append((MERGE_ENTITIES, {"rows": rows}))
+        steps.append((MERGE_ENTITIES, {"rows": [_entity_row(n) for n in batch.entities]}))
     if batch.mentions:
         rows = [
             {"tenant": m.tenant, "event_id": m.event_id, "entity_key": m.entity_key, "role": m.role}
@@ -178,6 +195,7 @@ def _fact_view(r: Row) -> FactView:
             event_id=r["src_event_id"],
         ),
         kind=r["kind"],
+        recorded_at=r.get("recorded_at"),
     )
 
 
@@ -249,7 +267,7 @@ class CypherGraphStore(ABC):
         """
         params: dict[str, Any] = {
             "tenant": tenant,
-            "as_of": iso_z(as_of) if as_of is not None else None,
+            "as_of": _optional_z(as_of),
             "predicate": predicate,
             "include_superseded": include_superseded,
         }
@@ -260,25 +278,34 @@ class CypherGraphStore(ABC):
         return [_fact_view(r) for r in rows]
 
     def recent_facts(
-        self, tenant: str, subject_key: str, limit: int = 20, include_superseded: bool = True
+        self,
+        tenant: str,
+        subject_key: str,
+        limit: int = 20,
+        include_superseded: bool = True,
+        as_of: str | None = None,
     ) -> list[FactView]:
-        """The newest ``limit`` facts of a subject (history included by default)."""
+        """The newest ``limit`` facts of a subject (history included by default), of those
+        recorded and valid by ``as_of`` when given."""
         params: dict[str, Any] = {
             "tenant": tenant,
             "subject_key": subject_key,
-            "as_of": None,
+            "as_of": _optional_z(as_of),
             "predicate": None,
             "include_superseded": include_superseded,
             "limit": limit,
         }
         return [_fact_view(r) for r in self._read(RECENT_FACTS_FOR_SUBJECT, params)]
 
-    def mentioning(self, tenant: str, entity_keys: list[str], limit: int = 50) -> list[str]:
+    def mentioning(
+        self, tenant: str, entity_keys: list[str], limit: int = 50, as_of: str | None = None
+    ) -> list[str]:
         """Ids of events that mention the entities themselves, newest first."""
         keys = sorted(set(entity_keys))
         if not keys or limit <= 0:
             return []
-        rows = self._read(MENTIONING, {"tenant": tenant, "keys": keys, "limit": limit})
+        params = {"tenant": tenant, "keys": keys, "limit": limit, "as_of": _optional_z(as_of)}
+        rows = self._read(MENTIONING, params)
         return [str(r["event_id"]) for r in rows]
 
     def fact(self, tenant: str, fact_id: str) -> FactView | None:
@@ -286,18 +313,30 @@ class CypherGraphStore(ABC):
         rows = self._read(FACT_BY_ID, {"tenant": tenant, "fact_id": fact_id})
         return _fact_view(rows[0]) if rows else None
 
-    def neighbourhood(self, tenant: str, entity_keys: list[str], limit: int = 50) -> list[str]:
+    def neighbourhood(
+        self, tenant: str, entity_keys: list[str], limit: int = 50, as_of: str | None = None
+    ) -> list[str]:
         """Ids of events mentioning the entities or their RELATES neighbours, newest first."""
         keys = sorted(set(entity_keys))
         if not keys or limit <= 0:
             return []
-        rows = self._read(NEIGHBOURHOOD, {"tenant": tenant, "keys": keys, "limit": limit})
+        params = {"tenant": tenant, "keys": keys, "limit": limit, "as_of": _optional_z(as_of)}
+        rows = self._read(NEIGHBOURHOOD, params)
         return [str(r["event_id"]) for r in rows]
 
-    def chain(self, tenant: str, event_id: str, radius: int = 2) -> list[EventRecord]:
-        """The event and up to ``radius`` (at most 50) NEXT neighbours each side, by seq."""
+    def chain(
+        self, tenant: str, event_id: str, radius: int = 2, as_of: str | None = None
+    ) -> list[EventRecord]:
+        """The event and up to ``radius`` (at most 50) NEXT neighbours each side, by seq;
+        with ``as_of``, only those that had happened by then."""
         radius = max(0, min(radius, MAX_CHAIN_RADIUS))
-        rows = self._read(CHAIN, {"tenant": tenant, "event_id": event_id, "radius": radius})
+        params = {
+            "tenant": tenant,
+            "event_id": event_id,
+            "radius": radius,
+            "as_of": _optional_z(as_of),
+        }
+        rows = self._read(CHAIN, params)
         return [_event_record(r) for r in rows]
 
     def event(self, tenant: str, event_id: str) -> EventRecord | None:
@@ -311,10 +350,29 @@ class CypherGraphStore(ABC):
         rows = self._read(EVENTS, {"tenant": tenant, "ids": list(dict.fromkeys(event_ids))})
         return [_event_record(r) for r in rows]
 
-    def recent(self, tenant: str, limit: int = 20, stream: str | None = None) -> list[EventRecord]:
-        """The tenant's newest events (of one stream, if given)."""
-        rows = self._read(RECENT, {"tenant": tenant, "stream": stream, "limit": limit})
+    def recent(
+        self, tenant: str, limit: int = 20, stream: str | None = None, as_of: str | None = None
+    ) -> list[EventRecord]:
+        """The tenant's newest events (of one stream, if given), up to ``as_of`` if given."""
+        params = {"tenant": tenant, "stream": stream, "limit": limit, "as_of": _optional_z(as_of)}
+        rows = self._read(RECENT, params)
         return [_event_record(r) for r in rows]
+
+    def entities(self, tenant: str, limit: int = 100_000) -> list[EntityView]:
+        """The tenant's entities (value nodes left out), by key, at most ``limit``."""
+        rows = self._read(ENTITIES, {"tenant": tenant, "limit": limit})
+        return [
+            EntityView(
+                key=str(r["key"]),
+                name=str(r["name"] or r["key"]),
+                kind=str(r["kind"] or ""),
+                actor=bool(r["actor"]),
+                subject=bool(r["subject"]),
+                user_side=bool(r["user_side"]),
+                assistant_side=bool(r["assistant_side"]),
+            )
+            for r in rows
+        ]
 
     def counts(self, tenant: str | None = None) -> dict[str, int]:
         """``{"events", "entities", "facts", "mentions"}``; value nodes are not entities."""

@@ -12,6 +12,7 @@ from memstream.projection.model import (
     FactRecord,
     GraphBatch,
     MentionRecord,
+    Side,
     SourceRef,
 )
 from memstream.projection.names import entity_key, name_candidates
@@ -19,8 +20,12 @@ from memstream.projection.quantities import quantities
 from memstream.projection.text import event_text
 
 # Part of every projection version's config hash: bump when extraction output changes.
-EXTRACTOR_VERSION = "det-2"  # det-2: names used as a direct address are not mentions
+# det-2: names used as a direct address are not mentions
+# det-3: accent-folded keys without a leading "the"; entity flags; facts carry recorded_at
+EXTRACTOR_VERSION = "det-3"
 _SCALAR_META = (str, int, float, bool)
+# Whose side of the conversation an event's actor speaks for.
+_SIDES: dict[str, Side] = {"message.user": "user", "message.assistant": "assistant"}
 
 
 def _utc(ts: str) -> str:
@@ -68,6 +73,7 @@ def _fact(entry: dict[str, Any], ref: SourceRef) -> tuple[FactRecord, list[Entit
     shown = str(obj) if obj is not None else ("" if value is None else str(value))
     fact = FactRecord(
         tenant=tenant,
+        recorded_at=occurred,
         fact_id=f"{entry['id']}#0",
         subject_key=entity_key(subject),
         predicate=predicate,
@@ -97,7 +103,17 @@ def extract(entry: dict[str, Any], light: bool = False) -> Extraction:
     def mention(key: str, name: str, kind: str, role: str) -> None:
         if not key:
             return
-        entities.setdefault(key, EntityRecord(tenant=tenant, key=key, name=name, kind=kind))
+        record = EntityRecord(
+            tenant=tenant,
+            key=key,
+            name=name,
+            kind=kind,
+            actor=role == "actor",
+            subject=role == "subject",
+            side=_SIDES.get(event.type) if role == "actor" else None,
+        )
+        known = entities.get(key)
+        entities[key] = record if known is None else known.merged(record)
         mentions.setdefault(
             key, MentionRecord(tenant=tenant, event_id=event.event_id, entity_key=key, role=role)
         )
@@ -130,7 +146,8 @@ def graph_batch(extractions: list[Extraction]) -> GraphBatch:
     entities: dict[tuple[str, str], EntityRecord] = {}
     for x in extractions:
         for e in x.entities:
-            entities.setdefault((e.tenant, e.key), e)
+            known = entities.get((e.tenant, e.key))
+            entities[(e.tenant, e.key)] = e if known is None else known.merged(e)
     return GraphBatch(
         events=[x.event for x in extractions],
         entities=list(entities.values()),

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -51,13 +51,46 @@ class EventRecord(_Record):
         )
 
 
+Side = Literal["user", "assistant"]
+
+
 class EntityRecord(_Record):
-    """An ``Entity`` node; ``key`` is the normalised name, unique per tenant."""
+    """An ``Entity`` node; ``key`` is the normalised name, unique per tenant.
+
+    The flags say what the entity has been, ever (the graph ORs them over writes): the
+    actor of some event, the subject of some fact or preference, the speaker of the user's
+    or the assistant's messages. Query-time entity resolution reads them.
+    """
 
     tenant: str
     key: str
     name: str
     kind: str  # agent | person | org | place | thing | tool | task | topic
+    actor: bool = False
+    subject: bool = False
+    side: Side | None = None
+
+    def merged(self, other: EntityRecord) -> EntityRecord:
+        """This record with ``other``'s flags added (same tenant and key)."""
+        return self.model_copy(
+            update={
+                "actor": self.actor or other.actor,
+                "subject": self.subject or other.subject,
+                "side": self.side or other.side,
+            }
+        )
+
+
+class EntityView(_Record):
+    """An entity as read back for query-time resolution."""
+
+    key: str
+    name: str
+    kind: str
+    actor: bool = False
+    subject: bool = False
+    user_side: bool = False
+    assistant_side: bool = False
 
 
 class MentionRecord(_Record):
@@ -86,6 +119,7 @@ class FactRecord(_Record):
     value_text: str = ""  # the object or value as text, for display and search
     unit: str | None = None
     valid_from: str  # ISO 8601, UTC
+    recorded_at: str  # when memory learnt it: the source event's occurred_at (ISO, UTC)
     confidence: float = 1.0
     source: SourceRef
     kind: str = "fact"  # fact | preference
@@ -143,6 +177,7 @@ class FactView(_Record):
     confidence: float
     source: SourceRef
     kind: str
+    recorded_at: str | None = None  # None: projected before it was recorded
 
 
 class VectorPoint(_Record):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from functools import lru_cache
 
 # Capitalised words that start sentences or are pronouns/determiners are not names.
 _FUNCTION_WORDS = frozenset(
@@ -21,6 +22,7 @@ _FUNCTION_WORDS = frozenset(
 )
 _WORD = re.compile(r"[A-Z][\w'’-]*(?:\s+(?:[A-Z][\w'’-]*|of|de|la|van|von|the))*")
 _POSSESSIVE = re.compile(r"['’]s$")
+_KEY_PUNCT = frozenset(":.@/- ")
 # Words that open a direct address: "Hey Noor", "Thanks, Noor".
 _ADDRESS_OPENERS = re.compile(
     r"(?:^|\b)(?:hey|hi|hello|thanks|thank you|dear|oh|wow|yes|yeah|no|ok|okay|bye|"
@@ -38,12 +40,37 @@ def is_address(text: str, start: int, end: int) -> bool:
     return closes and opens
 
 
+def fold_accents(text: str) -> str:
+    """Latin letters without their diacritics (``Zoë`` → ``Zoe``, ``São`` → ``Sao``).
+
+    Marks on other scripts stay: there they are part of the letter, not an accent.
+    """
+    out: list[str] = []
+    for ch in unicodedata.normalize("NFKD", text):
+        if unicodedata.combining(ch) and out and out[-1] < "\u0250":
+            continue
+        out.append(ch)
+    return unicodedata.normalize("NFC", "".join(out))
+
+
+@lru_cache(maxsize=1 << 16)
 def entity_key(name: str) -> str:
-    """Normalised key: NFKC, lower case, possessive and punctuation removed, spaces collapsed."""
-    s = unicodedata.normalize("NFKC", name).strip().lower()
+    """Normalised key: NFKC, lower case, accents folded, a leading "the", possessive and
+    punctuation removed, spaces collapsed.
+
+    Folding makes "Zoë" and "Zoe", "The user" and "user" one entity: people write names
+    with and without their accents, and a fact about "the user" is about "user".
+    """
+    s = fold_accents(unicodedata.normalize("NFKC", name).strip().lower())
     s = _POSSESSIVE.sub("", s)
-    s = re.sub(r"[^\w\s:.@/-]", " ", s)
-    return re.sub(r"\s+", " ", s).strip()
+    s = "".join(ch if _kept(ch) else " " for ch in s)
+    s = re.sub(r"\s+", " ", s).strip()
+    return s.removeprefix("the ") if s.count(" ") else s
+
+
+def _kept(ch: str) -> bool:
+    # Letters, digits and combining marks (vowel signs of Indic scripts are marks) stay.
+    return ch in _KEY_PUNCT or unicodedata.category(ch)[0] in "LNM" or ch == "_"
 
 
 def _sentence_initial(text: str, start: int) -> bool:

@@ -4,13 +4,21 @@ from __future__ import annotations
 
 import shutil
 import threading
+from datetime import datetime
 from pathlib import Path
 from typing import Any, cast
 
 import qdrant_edge as qe
 
 from memstream.projection.model import VectorHit, VectorPoint
-from memstream.vectors.port import KEYWORD_FIELDS, Mode, check_query, keyword_filters
+from memstream.vectors.port import (
+    KEYWORD_FIELDS,
+    TIME_FIELD,
+    Mode,
+    check_query,
+    keyword_filters,
+    time_bound,
+)
 from memstream.vectors.sparse import (
     RRF_K,
     SparseVec,
@@ -103,6 +111,9 @@ class EdgeVectorIndex:
             if name not in have:
                 keyword = qe.PayloadSchemaType.Keyword
                 shard.update(qe.UpdateOperation.create_field_index(name, keyword))
+        if TIME_FIELD not in have:
+            when = qe.PayloadSchemaType.Datetime
+            shard.update(qe.UpdateOperation.create_field_index(TIME_FIELD, when))
 
     def optimize(self) -> bool:
         """Build HNSW / merge segments; blocks the caller only (upserts and queries go on).
@@ -188,6 +199,7 @@ class EdgeVectorIndex:
         streams: list[str] | None = None,
         actors: list[str] | None = None,
         entities: list[str] | None = None,
+        as_of: datetime | None = None,
     ) -> list[VectorHit]:
         """See :meth:`memstream.vectors.port.VectorIndex.query`."""
         check_query(mode, dense, text, self.dim)
@@ -200,6 +212,8 @@ class EdgeVectorIndex:
 
         must: list[qe.ConditionType] = [_match("tenant", tenant)]
         must += [qe.FieldCondition(k, match=qe.MatchAny(v)) for k, v in filters.items()]
+        if (bound := time_bound(as_of)) is not None:
+            must.append(qe.FieldCondition(TIME_FIELD, range=qe.RangeDateTime(lte=bound)))
         flt = qe.Filter(must=must)
         idf = qe.SearchParams(idf=qe.IdfParams(corpus=qe.Filter(must=[_match("tenant", tenant)])))
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Literal, Protocol
 
 from memstream.projection.model import VectorHit, VectorPoint
@@ -15,6 +16,17 @@ KEYWORD_FILTERS = {
     "entities": "entity_keys",
 }
 KEYWORD_FIELDS = tuple(KEYWORD_FILTERS.values())
+# Datetime-indexed payload field bounding a query in time (``as_of``).
+TIME_FIELD = "occurred_at"
+
+
+def time_bound(as_of: datetime | None) -> str | None:
+    """``as_of`` as the RFC 3339 UTC bound of a datetime range filter (None: unbounded)."""
+    if as_of is None:
+        return None
+    if as_of.tzinfo is None:
+        raise ValueError("as_of must be timezone-aware")
+    return as_of.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def keyword_filters(
@@ -64,6 +76,7 @@ class VectorIndex(Protocol):
         streams: list[str] | None = None,
         actors: list[str] | None = None,
         entities: list[str] | None = None,
+        as_of: datetime | None = None,
     ) -> list[VectorHit]:
         """Top hits of one tenant; hybrid = RRF fusion of the dense and sparse lanes.
 
@@ -71,6 +84,7 @@ class VectorIndex(Protocol):
         lanes have input. ``kinds``, ``streams``, ``actors`` (payload ``actor_key``: the
         entity key of the event's agent) and ``entities`` (payload ``entity_keys``: every
         entity the event involves) filter the hits; an empty list matches nothing.
+        ``as_of`` keeps points whose ``occurred_at`` is at or before it.
         """
 
     def count(self, tenant: str | None = None) -> int: ...

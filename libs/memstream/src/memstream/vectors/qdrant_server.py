@@ -5,13 +5,21 @@ from __future__ import annotations
 import logging
 import threading
 import warnings
+from datetime import datetime
 from typing import Any, cast
 
 from qdrant_client import QdrantClient, models
 from qdrant_client.http.exceptions import UnexpectedResponse
 
 from memstream.projection.model import VectorHit, VectorPoint
-from memstream.vectors.port import KEYWORD_FIELDS, Mode, check_query, keyword_filters
+from memstream.vectors.port import (
+    KEYWORD_FIELDS,
+    TIME_FIELD,
+    Mode,
+    check_query,
+    keyword_filters,
+    time_bound,
+)
 from memstream.vectors.sparse import (
     RRF_K,
     SparseVec,
@@ -92,6 +100,8 @@ class QdrantVectorIndex:
             for name in KEYWORD_FIELDS:
                 keyword = models.PayloadSchemaType.KEYWORD
                 self.client.create_payload_index(self.collection, name, field_schema=keyword)
+            when = models.PayloadSchemaType.DATETIME
+            self.client.create_payload_index(self.collection, TIME_FIELD, field_schema=when)
 
     def _check_dim(self) -> None:
         vectors = self.client.get_collection(self.collection).config.params.vectors
@@ -167,6 +177,7 @@ class QdrantVectorIndex:
         streams: list[str] | None = None,
         actors: list[str] | None = None,
         entities: list[str] | None = None,
+        as_of: datetime | None = None,
     ) -> list[VectorHit]:
         """See :meth:`memstream.vectors.port.VectorIndex.query`."""
         check_query(mode, dense, text, self.dim)
@@ -178,6 +189,9 @@ class QdrantVectorIndex:
         must += [
             models.FieldCondition(key=k, match=models.MatchAny(any=v)) for k, v in filters.items()
         ]
+        if (bound := time_bound(as_of)) is not None:
+            when = models.DatetimeRange(lte=bound)
+            must.append(models.FieldCondition(key=TIME_FIELD, range=when))
         flt = models.Filter(must=must)
         sparse_vec = query_vector(text) if text is not None else SparseVec([], [])
         if mode == "sparse" and not sparse_vec:

@@ -1,0 +1,129 @@
+"""Query entity resolution against a tenant's lexicon (hand-written entities)."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from memstream.checkout.resolve import Lexicon, resolve_entities
+from memstream.checkout.words import STOPWORDS
+from memstream.projection.model import EntityView
+from memstream.projection.names import entity_key
+
+
+def view(name: str, **flags: bool) -> EntityView:
+    return EntityView(key=entity_key(name), name=name, kind="thing", **flags)
+
+
+LEX = Lexicon.build(
+    [
+        view("user", subject=True),
+        view("Maria", actor=True, user_side=True),
+        view("helper", actor=True, assistant_side=True),
+        view("Zoë Durand", subject=True),
+        view("payments service", subject=True),
+        view("Caroline", actor=True),
+        view("Research"),  # a capitalised word seen in some text: a name, nothing more
+        view("support group"),
+        view("Lisbon"),
+    ]
+)
+
+
+def keys(query: str, lexicon: Lexicon = LEX) -> list[list[str]]:
+    return [m.keys for m in resolve_entities(query, lexicon)]
+
+
+def test_the_user_and_first_person_resolve_to_the_user_side() -> None:
+    assert keys("Where does the user live now?") == [["user", "maria"]]
+    assert keys("Where does The User live?") == [["user", "maria"]]
+    assert keys("where do I live these days") == [["user", "maria"]]
+    assert keys("What's my favourite tea?") == [["user", "maria"]]
+    assert [m.match for m in resolve_entities("where do I live")] == ["role"]
+
+
+def test_asker_pronouns_give_way_to_a_named_entity() -> None:
+    assert keys("Tell me what Caroline researched") == [["caroline"]]
+    assert keys("Can you remind me what Lisbon is like?") == [["lisbon"]]
+    assert keys("Tell me everything") == []
+
+
+def test_the_assistant_resolves_to_the_assistant_side() -> None:
+    assert keys("What did the assistant recommend?") == [["helper"]]
+    bare = Lexicon.build([view("assistant", actor=True, assistant_side=True)])
+    assert keys("what did the assistant say", bare) == [["assistant"]]
+
+
+def test_roles_without_memory_still_name_their_key() -> None:
+    assert keys("Where does the user live?", Lexicon()) == [["user"]]
+
+
+def test_lower_case_multi_word_subjects() -> None:
+    assert keys("which region does the payments service run in now?") == [["payments service"]]
+    assert keys("Which region does the Payments Service use?") == [["payments service"]]
+    assert keys("is the payments-service up") == [["payments service"]]  # near enough
+    assert keys("is the billing service up") == []
+
+
+def test_accented_names_by_first_or_last_name_any_case() -> None:
+    for q in ("Where does Zoe live?", "where does zoe live?", "Where does Zoë live?"):
+        assert keys(q) == [["zoe durand"]], q
+    assert keys("What is Durand's job?") == [["zoe durand"]]
+    assert keys("where does zoe durand live") == [["zoe durand"]]
+    assert [m.match for m in resolve_entities("Where does Zoe live?", LEX)] == ["partial"]
+
+
+def test_lower_case_words_resolve_only_to_structured_entities() -> None:
+    # "research" and "support group" are known only as words seen in text.
+    assert keys("What did caroline research about the support group?") == [["caroline"]]
+    assert keys("Did Caroline join the Support Group?") == [["caroline"], ["support group"]]
+    assert keys("what is lisbon like") == []
+    assert keys("what is Lisbon like") == [["lisbon"]]
+
+
+def test_typos_resolve_fuzzily() -> None:
+    got = resolve_entities("What did Carolin say?", LEX)
+    assert [m.keys[0] for m in got] == ["caroline"] and got[0].match == "fuzzy"
+    assert 0.88 <= got[0].score < 1.0
+    assert keys("what did the paymnts service report?") == [["payments service"]]
+
+
+def test_unknown_capitalised_names_are_kept() -> None:
+    got = resolve_entities("What did Bob Stone buy?", LEX)
+    assert [(m.keys, m.match) for m in got] == [(["bob stone"], "unknown")]
+
+
+def test_several_entities_in_query_order_once_each() -> None:
+    q = "Did Maria and the payments service both move to Lisbon? Maria said so."
+    assert keys(q) == [["maria"], ["payments service"], ["lisbon"]]
+
+
+def test_ambiguous_first_names_carry_their_alternatives() -> None:
+    lex = Lexicon.build([view("Zoë Durand", subject=True), view("Zoe Martin", actor=True)])
+    assert sorted(keys("Where does Zoe live?", lex)[0]) == ["zoe durand", "zoe martin"]
+
+
+_LETTERS = st.sampled_from("abcdefghijklmnopqrstuvwxyzéëèñöüç")
+_WORD = st.text(_LETTERS, min_size=4, max_size=9).filter(
+    lambda w: entity_key(w) not in {"user", "assistant", *STOPWORDS}
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(words=st.lists(_WORD, min_size=1, max_size=3), case=st.sampled_from(["lower", "title"]))
+def test_any_subject_in_any_case_resolves_to_itself(words: list[str], case: str) -> None:
+    name = " ".join(words)
+    lex = Lexicon.build([view(name, subject=True), view("user", subject=True)])
+    asked = name.lower() if case == "lower" else name.title()
+    for q in (f"Where does {asked} live now?", f"what is {asked}'s status", f"{asked}?"):
+        got = resolve_entities(q, lex)
+        assert got and got[0].keys[0] == entity_key(name), (q, got)
+
+
+@settings(max_examples=100, deadline=None)
+@given(first=_WORD, last=_WORD)
+def test_a_person_asked_by_first_name_without_accents(first: str, last: str) -> None:
+    name = f"{first.title()} {last.title()}"
+    lex = Lexicon.build([view(name, subject=True)])
+    plain = entity_key(first).title()
+    got = resolve_entities(f"Where does {plain} live?", lex)
+    assert got and got[0].keys[0] == entity_key(name)
