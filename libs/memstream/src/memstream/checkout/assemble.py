@@ -41,7 +41,8 @@ from memstream.checkout.prompt import (
     head_lines,
     item_line,
 )
-from memstream.checkout.words import content_stems, parse_ts, stem
+from memstream.text.words import content_stems, stem
+from memstream.times import parse_ts
 
 TokenCounter = Callable[[str], int]
 SECTIONS = ("answer_candidates", "warnings", "facts", "evidence", "snippets", "latent_context")

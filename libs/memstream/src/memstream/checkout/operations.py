@@ -33,7 +33,9 @@ from memstream.checkout.opkit import (
     when,
 )
 from memstream.checkout.temporal import latest_value, temporal_interval, temporal_order
-from memstream.checkout.words import clip, day_of, fmt_amount
+from memstream.text.units import fmt_amount
+from memstream.text.words import clip
+from memstream.times import day_of
 
 Op = Callable[[SynthesisPlan, list[EvidenceRow], Ctx], OpResult]
 MAX_LIST = 10

@@ -18,18 +18,9 @@ from memstream.checkout.model import (
     SynthesisPlan,
 )
 from memstream.checkout.plan import MONEY_CUES
-from memstream.checkout.words import (
-    GENERIC_STEMS,
-    clip,
-    content_stems,
-    dimension,
-    fmt_amount,
-    is_currency,
-    jaccard,
-    parse_ts,
-    stem,
-    words,
-)
+from memstream.text.units import dimension, fmt_amount, is_currency
+from memstream.text.words import GENERIC_STEMS, clip, content_stems, jaccard, stem, words
+from memstream.times import parse_ts
 
 EPOCH = datetime(1, 1, 1, tzinfo=UTC)
 NUMERIC_DUP = 0.5  # label similarity for the same number mentioned twice

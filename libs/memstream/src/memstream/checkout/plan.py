@@ -7,8 +7,9 @@ from typing import Literal
 
 from memstream.checkout.model import Operation, SynthesisPlan
 from memstream.checkout.window import find_window
-from memstream.checkout.words import STOP_STEMS, is_currency, normalise_unit, stem, words
 from memstream.projection.names import entity_key, name_candidates
+from memstream.text.units import is_currency, normalise_unit
+from memstream.text.words import STOP_STEMS, stem, words
 
 AnswerType = Literal["text", "number", "money", "date", "duration", "entity", "list", "boolean"]
 

@@ -26,8 +26,8 @@ from memstream.checkout.model import (
     Snippet,
     SynthesisPlan,
 )
-from memstream.checkout.words import fmt_amount
 from memstream.projection.model import SourceRef
+from memstream.text.units import fmt_amount
 
 SECTION_TITLES: dict[str, tuple[str, ...]] = {
     "answer_candidates": ("## Answer",),

@@ -12,8 +12,8 @@ from memstream.checkout.model import CheckoutPacket, Snippet
 from memstream.checkout.prompt import cite, render_markdown
 from memstream.checkout.prompt import flat as _flat
 from memstream.checkout.prompt import show_value as _value
-from memstream.checkout.words import parse_ts
 from memstream.projection.model import SourceRef
+from memstream.times import parse_ts
 
 __all__ = [
     "CONTENT_FIELDS",

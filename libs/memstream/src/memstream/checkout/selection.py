@@ -14,8 +14,9 @@ from memstream.checkout.model import (
     ExclusionReason,
     SynthesisPlan,
 )
-from memstream.checkout.words import GENERIC_STEMS, STOP_STEMS, content_stems, parse_ts, stem, words
 from memstream.projection.names import entity_key
+from memstream.text.words import GENERIC_STEMS, STOP_STEMS, content_stems, stem, words
+from memstream.times import parse_ts
 
 DEFAULT_CONFIDENCE = 0.5
 # Operations over the history of a subject: superseded facts still count for them.

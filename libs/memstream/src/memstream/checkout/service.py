@@ -23,6 +23,7 @@ from memstream.embed.registry import get_embedder
 from memstream.graph.port import GraphStore
 from memstream.projection.model import SourceRef
 from memstream.projection.versions import FileProjectionRegistry, VersionInfo
+from memstream.times import iso_utc
 from memstream.vectors.port import VectorIndex
 
 Format = Literal["json", "markdown", "gathered"]
@@ -66,10 +67,6 @@ class NoProjection(RuntimeError):
     pass
 
 
-def _iso(ts: datetime) -> str:
-    return ts.astimezone(UTC).isoformat().replace("+00:00", "Z")
-
-
 @dataclass
 class CheckoutService:
     """Reads the live version from the registry on every call (promote is atomic)."""
@@ -98,9 +95,9 @@ class CheckoutService:
     def checkout(self, tenant: str, req: CheckoutRequest) -> CheckoutPacket:
         started = time.perf_counter()
         info = self._live()
-        now = self.clock()
-        as_of = _iso(req.as_of) if req.as_of is not None else None
-        plan = plan_query(req.query, _iso(now), as_of)
+        now = iso_utc(self.clock().astimezone(UTC))
+        as_of = iso_utc(req.as_of.astimezone(UTC)) if req.as_of is not None else None
+        plan = plan_query(req.query, now, as_of)
         t_plan = time.perf_counter()
         retriever, embedder = self._retriever(info, pool=max(40, 4 * req.k))
         lane_ms: dict[str, float] = {}
@@ -152,7 +149,7 @@ class CheckoutService:
                 "as_of": as_of,
                 "answerability": packet.answerability,
                 "cited_ids": cited,
-                "at": _iso(now),
+                "at": now,
                 "version": info.name,
             }
         )
@@ -164,7 +161,7 @@ class CheckoutService:
         retriever, _ = self._retriever(info, pool=max(20, req.k))
         if req.mode != "fused":
             return retriever.lane(tenant, req.query, req.mode, req.k, req.stream)
-        plan = plan_query(req.query, _iso(self.clock()))
+        plan = plan_query(req.query, iso_utc(self.clock().astimezone(UTC)))
         return retriever.retrieve(tenant, plan, stream=req.stream)[: req.k]
 
     def _remember(self, packet_id: str, cited: list[str]) -> None:

@@ -43,8 +43,9 @@ from memstream.checkout.selection import (
     row_stems,
     screen,
 )
-from memstream.checkout.words import day_of, parse_ts, stem
 from memstream.projection.names import entity_key
+from memstream.text.words import stem
+from memstream.times import day_of, parse_ts
 
 SUPPORT_MIN = 0.5  # share of focus terms / entities an answer's support must mention
 # A single-item answer must mention every entity the question names.

@@ -29,7 +29,8 @@ from memstream.checkout.opkit import (
     sides,
     when,
 )
-from memstream.checkout.words import day_of, fmt_amount, parse_ts
+from memstream.text.units import fmt_amount
+from memstream.times import day_of, parse_ts
 
 _DAYS_PER = {"second": 1 / 86400, "minute": 1 / 1440, "hour": 1 / 24, "day": 1.0,
              "week": 7.0, "month": 30.4375, "year": 365.25}  # fmt: skip
