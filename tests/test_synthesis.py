@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from memstream.checkout.evidence import evidence_rows
 from memstream.checkout.model import Candidate, JsonScalar, SynthesisResult
 from memstream.checkout.plan import plan_query
-from memstream.checkout.synthesize import synthesize
+from memstream.checkout.synthesis import synthesize
+from memstream.checkout.synthesis.evidence import evidence_rows
 from synthdata import NOW, event, fact
 
 PURCHASES = [

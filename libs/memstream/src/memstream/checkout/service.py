@@ -12,12 +12,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from memstream.checkout.assemble import assemble_packet
 from memstream.checkout.metrics import ANSWERABILITY, CHECKOUT_SECONDS, PACKET_TOKENS
 from memstream.checkout.model import Candidate, CheckoutPacket
+from memstream.checkout.packet import assemble_packet
 from memstream.checkout.plan import plan_query
 from memstream.checkout.retrieve import Retriever
-from memstream.checkout.synthesize import synthesize
+from memstream.checkout.synthesis import synthesize
 from memstream.embed.port import Embedder
 from memstream.embed.registry import get_embedder
 from memstream.graph.port import GraphStore

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from statistics import fmean
 
-from memstream.checkout.evidence import numeric_plan
 from memstream.checkout.model import (
     EvidenceRow,
     JsonScalar,
@@ -13,26 +12,22 @@ from memstream.checkout.model import (
     PacketWarning,
     SynthesisPlan,
 )
-from memstream.checkout.opkit import (
-    MISMATCH as _MISMATCH,
-)
-from memstream.checkout.opkit import (
+from memstream.checkout.synthesis.context import (
     Ctx,
     OpResult,
-    dedupe,
     is_fact,
     is_number,
     item_text,
     make_answer,
     num,
-    numbers,
-    same_item,
-    side_name,
-    side_rows,
-    sides,
     when,
 )
-from memstream.checkout.temporal import latest_value, temporal_interval, temporal_order
+from memstream.checkout.synthesis.duplicates import dedupe, same_item
+from memstream.checkout.synthesis.evidence import numeric_plan
+from memstream.checkout.synthesis.numbers import MISMATCH as _MISMATCH
+from memstream.checkout.synthesis.numbers import numbers
+from memstream.checkout.synthesis.sides import side_name, side_rows, sides
+from memstream.checkout.synthesis.temporal import latest_value, temporal_interval, temporal_order
 from memstream.text.units import fmt_amount
 from memstream.text.words import clip
 from memstream.times import day_of

@@ -6,7 +6,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from memstream.checkout.evidence import numeric_plan
 from memstream.checkout.model import (
     Candidate,
     EvidenceRow,
@@ -14,6 +13,7 @@ from memstream.checkout.model import (
     ExclusionReason,
     SynthesisPlan,
 )
+from memstream.checkout.synthesis.evidence import numeric_plan
 from memstream.projection.names import entity_key
 from memstream.text.words import GENERIC_STEMS, STOP_STEMS, content_stems, stem, words
 from memstream.times import parse_ts

@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 from datetime import datetime
 
-from memstream.checkout.evidence import numeric_plan
 from memstream.checkout.model import (
     EvidenceRow,
     Exclusion,
@@ -13,7 +12,7 @@ from memstream.checkout.model import (
     PacketWarning,
     SynthesisPlan,
 )
-from memstream.checkout.opkit import (
+from memstream.checkout.synthesis.context import (
     EPOCH,
     Ctx,
     OpResult,
@@ -22,13 +21,12 @@ from memstream.checkout.opkit import (
     item_text,
     make_answer,
     num,
-    numbers,
-    same_item,
-    side_name,
-    side_rows,
-    sides,
     when,
 )
+from memstream.checkout.synthesis.duplicates import same_item
+from memstream.checkout.synthesis.evidence import numeric_plan
+from memstream.checkout.synthesis.numbers import numbers
+from memstream.checkout.synthesis.sides import side_name, side_rows, sides
 from memstream.text.units import fmt_amount
 from memstream.times import day_of, parse_ts
 

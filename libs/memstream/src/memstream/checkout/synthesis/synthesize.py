@@ -18,8 +18,6 @@ from __future__ import annotations
 from collections import defaultdict
 from datetime import timedelta
 
-from memstream.checkout.attribution import misattributed
-from memstream.checkout.evidence import evidence_rows, rate_rows
 from memstream.checkout.model import (
     Answerability,
     AnswerCandidate,
@@ -31,9 +29,11 @@ from memstream.checkout.model import (
     SynthesisResult,
     WarningKind,
 )
-from memstream.checkout.operations import run_operation
-from memstream.checkout.opkit import Ctx, is_fact, make_answer, when
-from memstream.checkout.selection import (
+from memstream.checkout.synthesis.attribution import misattributed
+from memstream.checkout.synthesis.context import Ctx, is_fact, make_answer, when
+from memstream.checkout.synthesis.evidence import evidence_rows, rate_rows
+from memstream.checkout.synthesis.operations import run_operation
+from memstream.checkout.synthesis.selection import (
     HISTORY_OPS,
     LOOSE_OPS,
     confidence_of,
