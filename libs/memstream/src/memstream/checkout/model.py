@@ -9,6 +9,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from memstream.projection.model import DateRecord, QuantityRecord, SourceRef
 
 JsonScalar = str | int | float | bool | None
+# What an item of unknown confidence counts as; the packet warns wherever it is used.
+DEFAULT_CONFIDENCE = 0.5
 
 Operation = Literal[
     "lookup",
@@ -25,7 +27,9 @@ Operation = Literal[
     "absence",
 ]
 Answerability = Literal["answer_from_memory", "refresh_recommended", "ask_user", "no_memory"]
-ExclusionReason = Literal["duplicate", "stale", "superseded", "out_of_window", "low_confidence"]
+ExclusionReason = Literal[
+    "duplicate", "stale", "superseded", "out_of_window", "low_confidence", "unit_mismatch"
+]
 WarningKind = Literal[
     "contradiction",
     "stale",
@@ -70,7 +74,7 @@ class Candidate(_M):
     valid_from: str | None = None
     valid_to: str | None = None
     superseded_by: str | None = None
-    confidence: float | None = None  # None = unknown (treated as 0.50 with a warning)
+    confidence: float | None = None  # None = unknown: DEFAULT_CONFIDENCE, with a warning
 
 
 class TimeWindow(_M):

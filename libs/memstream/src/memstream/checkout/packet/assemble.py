@@ -12,6 +12,7 @@ from __future__ import annotations
 from pydantic import BaseModel
 
 from memstream.checkout.model import (
+    DEFAULT_CONFIDENCE,
     AnswerCandidate,
     Budget,
     Candidate,
@@ -38,7 +39,6 @@ from memstream.checkout.packet.snippets import focus_stems, snippet_of
 from memstream.times import parse_ts
 
 SECTIONS = ("answer_candidates", "warnings", "facts", "evidence", "snippets", "latent_context")
-DEFAULT_CONFIDENCE = 0.5
 
 
 def is_current(c: Candidate, as_of: str | None) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from memstream.checkout.model import CheckoutPacket, Snippet
+from memstream.checkout.model import DEFAULT_CONFIDENCE, CheckoutPacket, Snippet
 from memstream.checkout.packet.prompt import cite
 from memstream.checkout.packet.prompt import flat as _flat
 from memstream.checkout.packet.prompt import show_value as _value
@@ -13,7 +13,6 @@ from memstream.projection.model import SourceRef
 from memstream.times import parse_ts
 
 CONFIDENCE_FLOOR = 0.30  # nodes below are EXPIRED and left out
-DEFAULT_CONFIDENCE = 0.50  # a node without confidence counts as MEDIUM, with a warning line
 RAW_QUERY = "§0.raw_query"
 _SECTIONS = (
     ("Session Preferences", "preference"),

@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from statistics import fmean
 
 from memstream.checkout.model import (
+    DEFAULT_CONFIDENCE,
     AnswerCandidate,
     EvidenceRow,
     Exclusion,
@@ -79,7 +80,7 @@ def make_answer(
 ) -> AnswerCandidate:
     """An answer citing the candidates behind ``rows``; confidence = their mean."""
     ids = list(dict.fromkeys(r.support_id for r in rows))
-    conf = fmean(ctx.confidence.get(i, 0.5) for i in ids) if ids else 0.0
+    conf = fmean(ctx.confidence.get(i, DEFAULT_CONFIDENCE) for i in ids) if ids else 0.0
     return AnswerCandidate(
         answer=text,
         value=value,

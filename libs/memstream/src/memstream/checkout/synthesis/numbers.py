@@ -11,10 +11,9 @@ from memstream.checkout.synthesis.context import Ctx, is_number
 from memstream.checkout.synthesis.duplicates import dedupe
 from memstream.text.units import dimension, is_currency
 
-MISMATCH = "unit_mismatch:"  # exclusion detail prefix (the contract has no such reason yet)
-
 
 def wants_money(plan: SynthesisPlan) -> bool:
+    """Is the answer an amount of money (by answer type, stated currency or money words)?"""
     return (
         plan.answer_type == "money"
         or is_currency(plan.unit)
@@ -24,10 +23,13 @@ def wants_money(plan: SynthesisPlan) -> bool:
 
 @dataclass
 class Numbers:
+    """The rows an operation computes over, in ``unit``, and what was left out and why."""
+
     rows: list[EvidenceRow]
     unit: str | None
     exclusions: list[Exclusion]
     warnings: list[PacketWarning]
+    mismatched: list[EvidenceRow]  # same kind of measure in another unit (not converted)
 
 
 def numbers(plan: SynthesisPlan, rows: list[EvidenceRow], ctx: Ctx) -> Numbers:
@@ -49,8 +51,8 @@ def numbers(plan: SynthesisPlan, rows: list[EvidenceRow], ctx: Ctx) -> Numbers:
     exclusions = [
         Exclusion(
             item_id=r.support_id,
-            reason="out_of_window",
-            detail=f"{MISMATCH} {r.unit} is not {unit} (not converted)",
+            reason="unit_mismatch",
+            detail=f"{r.unit} is not {unit} (not converted)",
         )
         for r in clash
     ]
@@ -65,4 +67,4 @@ def numbers(plan: SynthesisPlan, rows: list[EvidenceRow], ctx: Ctx) -> Numbers:
             )
         )
     kept, dups = dedupe(same, ctx)
-    return Numbers(kept, unit, exclusions + dups, warnings)
+    return Numbers(kept, unit, exclusions + dups, warnings, clash)

@@ -24,7 +24,6 @@ from memstream.checkout.synthesis.context import (
 )
 from memstream.checkout.synthesis.duplicates import dedupe, same_item
 from memstream.checkout.synthesis.evidence import numeric_plan
-from memstream.checkout.synthesis.numbers import MISMATCH as _MISMATCH
 from memstream.checkout.synthesis.numbers import numbers
 from memstream.checkout.synthesis.sides import side_name, side_rows, sides
 from memstream.checkout.synthesis.temporal import latest_value, temporal_interval, temporal_order
@@ -118,10 +117,8 @@ def total(plan: SynthesisPlan, rows: list[EvidenceRow], ctx: Ctx) -> OpResult:
     value = round(sum(num(r) for r in got.rows), 6)
     text = f"{fmt_amount(value, got.unit)} in total"
     res.answers.append(make_answer(text, value, got.unit, got.rows, ctx, got.exclusions))
-    stated = plan.unit is not None
-    others = (
-        [] if stated else [e.detail.split()[1] for e in got.exclusions if _MISMATCH in e.detail]
-    )
+    # No unit stated: each other unit of the same kind gets a total of its own, unconverted.
+    others = [] if plan.unit is not None else [r.unit for r in got.mismatched]
     for unit in dict.fromkeys(others):
         alt = numbers(plan.model_copy(update={"unit": unit}), rows, ctx)
         if alt.rows:

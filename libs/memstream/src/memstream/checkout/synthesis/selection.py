@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from memstream.checkout.model import (
+    DEFAULT_CONFIDENCE,
     Candidate,
     EvidenceRow,
     Exclusion,
@@ -18,7 +19,6 @@ from memstream.projection.names import entity_key
 from memstream.text.words import GENERIC_STEMS, STOP_STEMS, content_stems, stem, words
 from memstream.times import parse_ts
 
-DEFAULT_CONFIDENCE = 0.5
 # Operations over the history of a subject: superseded facts still count for them.
 HISTORY_OPS = frozenset({"count", "list", "temporal_order", "temporal_interval", "absence"})
 # Operations over a set of items: when no item names the focus terms, everything about the

@@ -19,6 +19,7 @@ from collections import defaultdict
 from datetime import timedelta
 
 from memstream.checkout.model import (
+    DEFAULT_CONFIDENCE,
     Answerability,
     AnswerCandidate,
     Candidate,
@@ -148,7 +149,8 @@ def synthesize(
         warnings.append(_warn("missing_evidence", msg, [r.support_id for r in relevant]))
     unknown = [r.support_id for r in relevant if by_id[r.support_id].confidence is None]
     if unknown:
-        warnings.append(_warn("default_confidence", "confidence unknown, taken as 0.50", unknown))
+        msg = f"confidence unknown, taken as {DEFAULT_CONFIDENCE:.2f}"
+        warnings.append(_warn("default_confidence", msg, unknown))
     if old := [e.item_id for e in excluded if e.reason == "superseded"]:
         warnings.append(_warn("superseded", "superseded facts were left out", old))
     if low := [e.item_id for e in excluded if e.reason == "low_confidence"]:
