@@ -78,6 +78,8 @@ class Candidate(_M):
 
 
 class TimeWindow(_M):
+    """The period a query's dates name; an open side is None."""
+
     start: str | None = None  # ISO date/time, inclusive
     end: str | None = None  # exclusive
     text: str = ""
@@ -110,12 +112,16 @@ class EvidenceRow(_M):
 
 
 class Exclusion(_M):
+    """An item an answer left out, and why."""
+
     item_id: str
     reason: ExclusionReason
     detail: str = ""
 
 
 class AnswerCandidate(_M):
+    """One answer with its machine value, confidence, support and exclusions."""
+
     answer: str
     value: JsonScalar | list[JsonScalar] = None
     unit: str | None = None
@@ -125,6 +131,8 @@ class AnswerCandidate(_M):
 
 
 class PacketWarning(_M):
+    """Something the reader must weigh (contradiction, staleness, missing evidence…)."""
+
     kind: WarningKind
     message: str
     ids: list[str] = Field(default_factory=list)
@@ -140,6 +148,8 @@ class SynthesisResult(_M):
 
 
 class FactItem(_M):
+    """A fact valid ``as_of`` the query, cited by its source event."""
+
     fact_id: str
     subject: str
     predicate: str
@@ -153,6 +163,8 @@ class FactItem(_M):
 
 
 class Snippet(_M):
+    """Minimal cited text of one event."""
+
     item_id: str
     text: str
     ref: SourceRef
@@ -175,6 +187,8 @@ class LatentItem(_M):
 
 
 class Dropped(_M):
+    """An item (or part of one) left out to fit the budget, with the tokens it would cost."""
+
     section: str
     item_id: str
     tokens: int

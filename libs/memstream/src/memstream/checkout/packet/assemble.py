@@ -39,6 +39,7 @@ from memstream.checkout.packet.snippets import focus_stems, snippet_of
 from memstream.times import parse_ts
 
 SECTIONS = ("answer_candidates", "warnings", "facts", "evidence", "snippets", "latent_context")
+Item = tuple[str, str, BaseModel]  # section, item id, the item
 
 
 def is_current(c: Candidate, as_of: str | None) -> bool:
@@ -53,6 +54,7 @@ def is_current(c: Candidate, as_of: str | None) -> bool:
 
 
 def fact_item(c: Candidate) -> FactItem:
+    """A fact candidate as a packet fact (unknown confidence shown as the default)."""
     value_text = c.value_text or (str(c.value) if c.value is not None else c.text)
     return FactItem(
         fact_id=c.item_id,
@@ -71,6 +73,7 @@ def fact_item(c: Candidate) -> FactItem:
 def _missing_confidence(
     warnings: list[PacketWarning], facts: list[Candidate], events: list[Candidate]
 ) -> list[PacketWarning]:
+    """``warnings`` plus one for shown items of unknown confidence synthesis did not warn of."""
     warned = {i for w in warnings if w.kind == "default_confidence" for i in w.ids}
     ids = [c.item_id for c in (*facts, *events) if c.confidence is None]
     ids = [i for i in ids if i not in warned]
@@ -80,20 +83,14 @@ def _missing_confidence(
     return [*warnings, PacketWarning(kind="default_confidence", message=msg, ids=ids)]
 
 
-def assemble_packet(
-    *,
-    packet_id: str,
-    tenant: str,
-    as_of: str | None,
-    plan: SynthesisPlan,
-    result: SynthesisResult,
-    candidates: list[Candidate],
-    latent: list[LatentItem],
-    max_tokens: int,
-    count_tokens: TokenCounter,
-    max_snippet_chars: int = 400,
-) -> CheckoutPacket:
-    """Order, trim and budget everything into a packet with ``budget.used <= max_tokens``."""
+def _by_rank(
+    result: SynthesisResult, candidates: list[Candidate], as_of: str | None
+) -> tuple[list[Candidate], list[Candidate]]:
+    """Current facts and events, each best first.
+
+    Tiers: the answers' support, then other evidence, then the rest, then what an answer
+    excluded; inside a tier by retrieval score, then by pool order.
+    """
     support = {i for a in result.answer_candidates for i in a.support_ids}
     in_evidence = {r.support_id for r in result.evidence}
     excluded = {e.item_id for a in result.answer_candidates for e in a.excluded_ids}
@@ -110,9 +107,21 @@ def assemble_packet(
 
     facts = sorted((c for c in unique if c.kind == "fact" and is_current(c, as_of)), key=rank)
     events = sorted((c for c in unique if c.kind == "event"), key=rank)
+    return facts, events
+
+
+def _ranked_items(
+    plan: SynthesisPlan,
+    result: SynthesisResult,
+    facts: list[Candidate],
+    events: list[Candidate],
+    latent: list[LatentItem],
+    max_snippet_chars: int,
+) -> list[Item]:
+    """Every item in the order the budget keeps them: by section priority, then rank."""
     focus = focus_stems(plan)
     warnings = _missing_confidence(list(result.warnings), facts, events)
-    ranked: list[tuple[str, str, BaseModel]] = [
+    return [
         *(
             ("answer_candidates", f"answer_candidates[{n}]", a)
             for n, a in enumerate(result.answer_candidates)
@@ -123,12 +132,17 @@ def assemble_packet(
         *(("snippets", c.item_id, snippet_of(c, focus, max_snippet_chars)) for c in events),
         *(("latent_context", x.artifact_id, x) for x in latent),
     ]
-    plan, head_drops = fit_head(result.answerability, plan, max_tokens, count_tokens)
-    room = max_tokens - lines_tokens(head_lines(result.answerability, plan), count_tokens)
-    room -= lines_tokens([*SECTION_TITLES["answer_candidates"], NO_ANSWER], count_tokens)
-    costs = [item_tokens(obj, count_tokens) for _, _, obj in ranked]
-    titles = {s: lines_tokens(t, count_tokens) for s, t in SECTION_TITLES.items()}
-    titles["answer_candidates"] = 0  # reserved with the head
+
+
+def _fitting_prefix(ranked: list[Item], room: int, count: TokenCounter) -> tuple[int, list[int]]:
+    """How many of the ranked items fit in ``room``, and each item's own cost.
+
+    A section's title is paid by its first item; the answer section's title is not, as it
+    was reserved with the head (the section is shown even when empty).
+    """
+    costs = [item_tokens(obj, count) for _, _, obj in ranked]
+    titles = {s: lines_tokens(t, count) for s, t in SECTION_TITLES.items()}
+    titles["answer_candidates"] = 0
     kept, used = 0, 0
     while kept < len(ranked):
         section = ranked[kept][0]
@@ -138,8 +152,32 @@ def assemble_packet(
             break
         used += cost
         kept += 1
+    return kept, costs
+
+
+def assemble_packet(
+    *,
+    packet_id: str,
+    tenant: str,
+    as_of: str | None,
+    plan: SynthesisPlan,
+    result: SynthesisResult,
+    candidates: list[Candidate],
+    latent: list[LatentItem],
+    max_tokens: int,
+    count_tokens: TokenCounter,
+    max_snippet_chars: int = 400,
+) -> CheckoutPacket:
+    """Order, trim and budget everything into a packet with ``budget.used <= max_tokens``."""
+    facts, events = _by_rank(result, candidates, as_of)
+    ranked = _ranked_items(plan, result, facts, events, latent, max_snippet_chars)
+    plan, head_drops = fit_head(result.answerability, plan, max_tokens, count_tokens)
+    room = max_tokens - lines_tokens(head_lines(result.answerability, plan), count_tokens)
+    room -= lines_tokens([*SECTION_TITLES["answer_candidates"], NO_ANSWER], count_tokens)
+    kept, costs = _fitting_prefix(ranked, room, count_tokens)
     shrink: list[Dropped] = []
     top = ranked[0][2] if ranked else None
+    # An answer too long for the budget is cut rather than dropped: the answer comes first.
     if kept == 0 and isinstance(top, AnswerCandidate):
         slim = slim_answer(top, room, count_tokens)
         if slim is not None:

@@ -33,6 +33,7 @@ def item_tokens(obj: BaseModel, count_tokens: TokenCounter) -> int:
 
 
 def lines_tokens(lines: Sequence[str], count_tokens: TokenCounter) -> int:
+    """Tokens of prompt lines (blank separator lines cost nothing)."""
     return sum(count_tokens(line) for line in lines if line)
 
 

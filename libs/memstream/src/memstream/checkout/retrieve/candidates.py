@@ -30,6 +30,7 @@ def _enrich(text: str, occurred_at: str) -> dict[str, Any]:
 
 
 def event_candidate(e: EventRecord, entity_keys: list[str] | None = None) -> Candidate:
+    """A ledger event read from the graph (chain and recency lanes)."""
     return Candidate(
         item_id=e.event_id,
         kind="event",
@@ -46,6 +47,7 @@ def event_candidate(e: EventRecord, entity_keys: list[str] | None = None) -> Can
 
 
 def hit_candidate(payload: dict[str, Any]) -> Candidate:
+    """An event from a vector-index hit's payload."""
     text = str(payload.get("text") or "")
     occurred = str(payload.get("occurred_at") or "")
     return Candidate(
@@ -70,6 +72,7 @@ def hit_candidate(payload: dict[str, Any]) -> Candidate:
 
 
 def fact_candidate(f: FactView, agent: str = "") -> Candidate:
+    """A graph fact, its text spelled out as ``subject predicate value unit``."""
     unit = f" {f.unit}" if f.unit else ""
     text = f"{f.subject_key} {f.predicate.replace('_', ' ')} {f.value_text}{unit}"
     return Candidate(

@@ -40,24 +40,30 @@ class Ctx:
 
 @dataclass
 class OpResult:
+    """What an operation returns: answers, extra exclusions and warnings."""
+
     answers: list[AnswerCandidate] = field(default_factory=list)
     exclusions: list[Exclusion] = field(default_factory=list)
     warnings: list[PacketWarning] = field(default_factory=list)
 
 
 def is_number(value: JsonScalar) -> bool:
+    """An int or float (a bool is not a number here)."""
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def num(row: EvidenceRow) -> float:
+    """A row's value as a float (0.0 if it has none)."""
     return float(row.value) if is_number(row.value) else 0.0  # type: ignore[arg-type]
 
 
 def when(row: EvidenceRow) -> datetime:
+    """A row's time; undated rows sort first."""
     return parse_ts(row.time) or EPOCH
 
 
 def is_fact(row: EvidenceRow, ctx: Ctx) -> bool:
+    """Does the row come from a fact (rather than an event)?"""
     return ctx.kinds.get(row.support_id) == "fact"
 
 

@@ -77,6 +77,7 @@ def event_entity(c: Candidate) -> str:
 
 
 def fact_row(c: Candidate) -> EvidenceRow:
+    """One row for a fact: its value, unit, subject and start of validity."""
     value = c.value if c.value is not None else c.value_text
     return EvidenceRow(
         row_id=c.item_id,
