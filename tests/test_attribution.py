@@ -5,8 +5,8 @@ from __future__ import annotations
 import hashlib
 
 import pytest
-from memstream.checkout.attribution import first_person, misattributed, talks_about
 from memstream.checkout.model import Candidate
+from memstream.checkout.synthesis.attribution import first_person, misattributed, talks_about
 from memstream.projection.model import SourceRef
 
 

@@ -20,7 +20,7 @@ from memstream.graph.factory import GraphNotConfiguredError, open_graph_store
 from memstream.graph.falkor import FALKOR_DDL, FalkorGraphStore
 from memstream.graph.neo4j_store import NEO4J_DDL, Neo4jGraphStore, database_name
 from memstream.graph.port import GraphStore
-from memstream.graph.store import CypherGraphStore, iso_z
+from memstream.graph.store import CypherGraphStore
 from memstream.projection.model import (
     EntityRecord,
     EventRecord,
@@ -33,6 +33,7 @@ from memstream.projection.model import (
 )
 from memstream.settings import Settings
 from memstream.stack.servers import Server
+from memstream.times import iso_z
 
 NEO4J_URI = os.environ.get("MEMSTREAM_TEST_NEO4J_URI")
 ADAPTERS = ["falkordb"] + (["neo4j"] if NEO4J_URI else [])

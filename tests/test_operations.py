@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from memstream.checkout.model import Candidate, SynthesisResult
 from memstream.checkout.plan import plan_query
-from memstream.checkout.synthesize import synthesize
+from memstream.checkout.synthesis import synthesize
 from synthdata import NOW, event, fact
 
 SHOP = [

@@ -12,12 +12,6 @@ import pytest
 import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from memstream.checkout.assemble import (
-    SECTIONS,
-    assemble_packet,
-    measure,
-    trim_text,
-)
 from memstream.checkout.model import (
     AnswerCandidate,
     Candidate,
@@ -30,13 +24,17 @@ from memstream.checkout.model import (
     SynthesisResult,
     TimeWindow,
 )
-from memstream.checkout.prompt import body_lines, head_lines, item_line
-from memstream.checkout.render import (
-    FIELD_ORDER,
+from memstream.checkout.packet import (
+    assemble_packet,
     render_gathered,
     render_json,
     render_markdown,
 )
+from memstream.checkout.packet.assemble import SECTIONS
+from memstream.checkout.packet.budget import measure
+from memstream.checkout.packet.json_form import FIELD_ORDER
+from memstream.checkout.packet.prompt import body_lines, head_lines, item_line
+from memstream.checkout.packet.snippets import trim_text
 from memstream.embed.registry import get_embedder
 from memstream.projection.model import SourceRef
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from memstream.checkout.plan import answer_type, classify, plan_query, query_unit
+from memstream.checkout.plan import plan_query
+from memstream.checkout.plan.operation import answer_type, classify, query_unit
 from synthdata import NOW
 
 OPERATIONS = {

@@ -6,7 +6,6 @@ from datetime import UTC, datetime
 
 import orjson
 from memstream.ledger.canonical import GENESIS_HASH, entry_hash
-from memstream.ledger.entry import iso_utc
 from memstream.ledger.redact import REDACTED
 from memstream.ledger.sequencing import (
     DeadLetter,
@@ -17,6 +16,7 @@ from memstream.ledger.sequencing import (
     sequence,
 )
 from memstream.ledger.verify import verify_entries
+from memstream.times import iso_utc
 
 NOW = iso_utc(datetime(2026, 5, 1, 12, 0, tzinfo=UTC))
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from memstream.checkout.evidence import evidence_rows
 from memstream.checkout.model import Candidate, JsonScalar, SynthesisResult
 from memstream.checkout.plan import plan_query
-from memstream.checkout.synthesize import synthesize
+from memstream.checkout.synthesis import synthesize
+from memstream.checkout.synthesis.evidence import evidence_rows
 from synthdata import NOW, event, fact
 
 PURCHASES = [
@@ -129,12 +129,26 @@ def test_no_summing_usd_with_eur() -> None:
     res = ask("How much did I spend in total?", cands)
     main, other = res.answer_candidates
     assert (main.value, main.unit, sorted(main.support_ids)) == (80, "USD", ["u1", "u2"])
-    assert reasons(res)["e1"] == "out_of_window" and "unit_mismatch" in main.excluded_ids[0].detail
+    assert reasons(res)["e1"] == "unit_mismatch" and main.excluded_ids[0].reason == "unit_mismatch"
     assert (other.value, other.unit, other.support_ids) == (25, "EUR", ["e1"])
     assert other.confidence < main.confidence
     assert any(w.kind == "missing_evidence" and w.ids == ["e1"] for w in res.warnings)
     euros = ask("How much did I spend in euros?", cands)
     assert [(a.value, a.unit) for a in euros.answer_candidates] == [(25, "EUR")]
+
+
+def test_other_units_of_a_measure_are_excluded_as_unit_mismatch() -> None:
+    cands = [
+        event("r1", "Ran 5 km on Monday.", "2024-04-01T10:00:00Z"),
+        event("r2", "Ran 3 km on Tuesday.", "2024-04-02T10:00:00Z"),
+        event("r3", "Ran 2 miles on Friday.", "2024-04-05T10:00:00Z"),
+    ]
+    main, other = ask("How far did I run in total?", cands).answer_candidates
+    assert (main.value, main.unit, main.support_ids) == (8, "km", ["r1", "r2"])
+    (left_out,) = main.excluded_ids
+    assert (left_out.item_id, left_out.reason) == ("r3", "unit_mismatch")
+    assert left_out.detail == "mile is not km (not converted)"
+    assert (other.value, other.unit, other.support_ids) == (2, "mile", ["r3"])
 
 
 def test_other_kinds_of_numbers_are_ignored_not_excluded() -> None:

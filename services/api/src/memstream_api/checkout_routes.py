@@ -7,7 +7,7 @@ from typing import Any
 from fastapi import APIRouter, HTTPException, Request, status
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from memstream.checkout.model import Candidate
-from memstream.checkout.render import render_gathered, render_json, render_markdown
+from memstream.checkout.packet import render_gathered, render_json, render_markdown
 from memstream.checkout.service import (
     CheckoutRequest,
     CheckoutService,

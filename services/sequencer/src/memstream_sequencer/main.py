@@ -19,7 +19,6 @@ from memstream.kafka.loop import BatchLoop, tune_gc_for_batches
 from memstream.kafka.reading import headers_of, partition_count, read_to_end
 from memstream.kafka.topics import DLQ, LEDGER, RAW, SEQUENCER_GROUP
 from memstream.kafka.worker import start_worker
-from memstream.ledger.entry import iso_utc
 from memstream.ledger.sequencing import (
     DeadLetter,
     Duplicate,
@@ -35,6 +34,7 @@ from memstream.metrics import (
     EVENTS_PRODUCED,
     TenantLabels,
 )
+from memstream.times import iso_utc
 
 COMPONENT = "sequencer"
 log = logging.getLogger(COMPONENT)

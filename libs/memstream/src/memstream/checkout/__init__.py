@@ -1,1 +1,6 @@
-"""Checkout: answer-first, cited packets over the projections (DESIGN.md §3.4)."""
+"""Checkout: answer-first, cited packets over the projections (DESIGN.md §3.4).
+
+Stages, each a subpackage: ``plan`` (what the query asks) → ``retrieve`` (the candidate
+pool) → ``synthesis`` (evidence, the operation, answerability) → ``packet`` (budgeted
+assembly and renderings). ``model`` holds the contracts, ``service`` the I/O shell.
+"""

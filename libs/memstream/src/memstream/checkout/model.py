@@ -9,6 +9,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from memstream.projection.model import DateRecord, QuantityRecord, SourceRef
 
 JsonScalar = str | int | float | bool | None
+# What an item of unknown confidence counts as; the packet warns wherever it is used.
+DEFAULT_CONFIDENCE = 0.5
 
 Operation = Literal[
     "lookup",
@@ -25,7 +27,9 @@ Operation = Literal[
     "absence",
 ]
 Answerability = Literal["answer_from_memory", "refresh_recommended", "ask_user", "no_memory"]
-ExclusionReason = Literal["duplicate", "stale", "superseded", "out_of_window", "low_confidence"]
+ExclusionReason = Literal[
+    "duplicate", "stale", "superseded", "out_of_window", "low_confidence", "unit_mismatch"
+]
 WarningKind = Literal[
     "contradiction",
     "stale",
@@ -70,10 +74,12 @@ class Candidate(_M):
     valid_from: str | None = None
     valid_to: str | None = None
     superseded_by: str | None = None
-    confidence: float | None = None  # None = unknown (treated as 0.50 with a warning)
+    confidence: float | None = None  # None = unknown: DEFAULT_CONFIDENCE, with a warning
 
 
 class TimeWindow(_M):
+    """The period a query's dates name; an open side is None."""
+
     start: str | None = None  # ISO date/time, inclusive
     end: str | None = None  # exclusive
     text: str = ""
@@ -128,12 +134,16 @@ class EvidenceRow(_M):
 
 
 class Exclusion(_M):
+    """An item an answer left out, and why."""
+
     item_id: str
     reason: ExclusionReason
     detail: str = ""
 
 
 class AnswerCandidate(_M):
+    """One answer with its machine value, confidence, support and exclusions."""
+
     answer: str
     value: JsonScalar | list[JsonScalar] = None
     unit: str | None = None
@@ -143,6 +153,8 @@ class AnswerCandidate(_M):
 
 
 class PacketWarning(_M):
+    """Something the reader must weigh (contradiction, staleness, missing evidence…)."""
+
     kind: WarningKind
     message: str
     ids: list[str] = Field(default_factory=list)
@@ -158,6 +170,8 @@ class SynthesisResult(_M):
 
 
 class FactItem(_M):
+    """A fact valid ``as_of`` the query, cited by its source event."""
+
     fact_id: str
     subject: str
     predicate: str
@@ -171,6 +185,8 @@ class FactItem(_M):
 
 
 class Snippet(_M):
+    """Minimal cited text of one event."""
+
     item_id: str
     text: str
     ref: SourceRef
@@ -193,6 +209,8 @@ class LatentItem(_M):
 
 
 class Dropped(_M):
+    """An item (or part of one) left out to fit the budget, with the tokens it would cost."""
+
     section: str
     item_id: str
     tokens: int

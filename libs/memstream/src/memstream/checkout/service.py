@@ -12,23 +12,26 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from memstream.checkout.assemble import assemble_packet
 from memstream.checkout.metrics import ANSWERABILITY, CHECKOUT_SECONDS, PACKET_TOKENS
 from memstream.checkout.model import Candidate, CheckoutPacket
+from memstream.checkout.packet import assemble_packet
 from memstream.checkout.plan import plan_query
 from memstream.checkout.retrieve import Retriever
-from memstream.checkout.synthesize import synthesize
+from memstream.checkout.synthesis import synthesize
 from memstream.embed.port import Embedder
 from memstream.embed.registry import get_embedder
 from memstream.graph.port import GraphStore
 from memstream.projection.model import SourceRef
 from memstream.projection.versions import FileProjectionRegistry, VersionInfo
+from memstream.times import iso_utc
 from memstream.vectors.port import VectorIndex
 
 Format = Literal["json", "markdown", "gathered"]
 
 
 class CheckoutRequest(BaseModel):
+    """``POST /v1/checkout``."""
+
     model_config = ConfigDict(extra="forbid")
     query: str = Field(min_length=1, max_length=4000)
     as_of: datetime | None = None
@@ -40,6 +43,8 @@ class CheckoutRequest(BaseModel):
 
 
 class RecallRequest(BaseModel):
+    """``POST /v1/recall``."""
+
     model_config = ConfigDict(extra="forbid")
     query: str = Field(min_length=1, max_length=4000)
     k: int = Field(default=10, ge=1, le=200)
@@ -59,15 +64,11 @@ class Lineage(BaseModel):
 
 
 class UnknownItem(LookupError):
-    pass
+    """No event, fact or recent packet has this id."""
 
 
 class NoProjection(RuntimeError):
-    pass
-
-
-def _iso(ts: datetime) -> str:
-    return ts.astimezone(UTC).isoformat().replace("+00:00", "Z")
+    """No live projection version (or its index) to read from yet."""
 
 
 @dataclass
@@ -96,11 +97,12 @@ class CheckoutService:
         return Retriever(self.graph_for(info), index, embedder, pool=pool), embedder
 
     def checkout(self, tenant: str, req: CheckoutRequest) -> CheckoutPacket:
+        """One packet from the live version: plan, retrieve, synthesize, assemble; then traced."""
         started = time.perf_counter()
         info = self._live()
-        now = self.clock()
-        as_of = _iso(req.as_of) if req.as_of is not None else None
-        plan = plan_query(req.query, _iso(now), as_of)
+        now = iso_utc(self.clock().astimezone(UTC))
+        as_of = iso_utc(req.as_of.astimezone(UTC)) if req.as_of is not None else None
+        plan = plan_query(req.query, now, as_of)
         t_plan = time.perf_counter()
         retriever, embedder = self._retriever(info, pool=max(40, 4 * req.k))
         lane_ms: dict[str, float] = {}
@@ -108,9 +110,8 @@ class CheckoutService:
         t_retrieve = time.perf_counter()
         result = synthesize(plan, candidates)
         t_synth = time.perf_counter()
-        packet_id = f"pk-{uuid.uuid4().hex}"
         packet = assemble_packet(
-            packet_id=packet_id,
+            packet_id=f"pk-{uuid.uuid4().hex}",
             tenant=tenant,
             as_of=as_of,
             plan=plan,
@@ -121,42 +122,51 @@ class CheckoutService:
             count_tokens=embedder.count_tokens,
         )
         elapsed = time.perf_counter() - started
-        packet = packet.model_copy(
-            update={
-                "meta": {
-                    "version": info.name,
-                    "candidates": len(candidates),
-                    "latency_ms": round(elapsed * 1000, 3),
-                    "phases_ms": {
-                        "plan": round((t_plan - started) * 1000, 3),
-                        "retrieve": round((t_retrieve - t_plan) * 1000, 3),
-                        "synthesize": round((t_synth - t_retrieve) * 1000, 3),
-                        "assemble": round((started + elapsed - t_synth) * 1000, 3),
-                    },
-                    "lanes_ms": lane_ms,
-                }
-            }
-        )
+        meta = {
+            "version": info.name,
+            "candidates": len(candidates),
+            "latency_ms": _ms(elapsed),
+            "phases_ms": {
+                "plan": _ms(t_plan - started),
+                "retrieve": _ms(t_retrieve - t_plan),
+                "synthesize": _ms(t_synth - t_retrieve),
+                "assemble": _ms(started + elapsed - t_synth),
+            },
+            "lanes_ms": lane_ms,
+        }
+        packet = packet.model_copy(update={"meta": meta})
+        self._record(tenant, req, packet, now, info.name, elapsed)
+        return packet
+
+    def _record(
+        self,
+        tenant: str,
+        req: CheckoutRequest,
+        packet: CheckoutPacket,
+        at: str,
+        version: str,
+        elapsed: float,
+    ) -> None:
+        """Remember what the packet cites (for lineage), observe it, and emit its trace."""
         cited = cited_ids(packet)
-        self._remember(packet_id, cited)
+        self._remember(packet.packet_id, cited)
         CHECKOUT_SECONDS.observe(elapsed)
         PACKET_TOKENS.observe(packet.budget.used)
         ANSWERABILITY.labels(packet.answerability).inc()
         self.trace(
             {
-                "packet_id": packet_id,
+                "packet_id": packet.packet_id,
                 "tenant": tenant,
                 "query": req.query,
                 "purpose": req.purpose,
                 "stream": req.stream,
-                "as_of": as_of,
+                "as_of": packet.as_of,
                 "answerability": packet.answerability,
                 "cited_ids": cited,
-                "at": _iso(now),
-                "version": info.name,
+                "at": at,
+                "version": version,
             }
         )
-        return packet
 
     def recall(self, tenant: str, req: RecallRequest) -> list[Candidate]:
         """The raw fused top-k (no synthesis), for comparison and simple clients."""
@@ -164,7 +174,7 @@ class CheckoutService:
         retriever, _ = self._retriever(info, pool=max(20, req.k))
         if req.mode != "fused":
             return retriever.lane(tenant, req.query, req.mode, req.k, req.stream)
-        plan = plan_query(req.query, _iso(self.clock()))
+        plan = plan_query(req.query, iso_utc(self.clock().astimezone(UTC)))
         return retriever.retrieve(tenant, plan, stream=req.stream)[: req.k]
 
     def _remember(self, packet_id: str, cited: list[str]) -> None:
@@ -198,6 +208,10 @@ class CheckoutService:
         if len(events) != len(event_ids):
             return None
         return [events[i].ref for i in event_ids]
+
+
+def _ms(seconds: float) -> float:
+    return round(seconds * 1000, 3)
 
 
 def cited_ids(packet: CheckoutPacket) -> list[str]:

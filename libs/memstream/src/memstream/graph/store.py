@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import orjson
@@ -49,25 +48,11 @@ from memstream.projection.model import (
     GraphBatch,
     SourceRef,
 )
+from memstream.times import iso_z
 
 Row = dict[str, Any]
 Run = Callable[[str, dict[str, Any]], list[Row]]
 _T = TypeVar("_T")
-
-
-def iso_z(value: str) -> str:
-    """Fixed-width UTC ``YYYY-MM-DDTHH:MM:SS.ffffffZ``; naive input is taken as UTC.
-
-    The fixed width matters: ``…:00Z`` sorts after ``…:00.5Z`` as a string, so the ledger's
-    variable-width ``isoformat`` cannot be compared as stored.
-    """
-    try:
-        ts = datetime.fromisoformat(value)
-    except ValueError as exc:
-        raise ValueError(f"not an ISO 8601 timestamp: {value!r}") from exc
-    if ts.tzinfo is None:
-        ts = ts.replace(tzinfo=UTC)
-    return ts.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def _event_row(e: EventRecord) -> Row:

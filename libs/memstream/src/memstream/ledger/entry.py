@@ -3,17 +3,11 @@
 from __future__ import annotations
 
 import hashlib
-from datetime import datetime
 from typing import Any
 
 import orjson
 
 from memstream.ledger.canonical import canonical_json
-
-
-def iso_utc(ts: datetime) -> str:
-    """The ledger's timestamp form: ISO 8601 with a ``Z``."""
-    return ts.isoformat().replace("+00:00", "Z")
 
 
 def build_entry(

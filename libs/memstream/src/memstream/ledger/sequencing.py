@@ -75,7 +75,7 @@ def _reason(exc: ValidationError) -> str:
 def sequence(record: RawRecord, state: SequencerState, now: str) -> Outcome:
     """Assign the next seq of the record's stream, or say why it cannot enter the ledger.
 
-    ``now`` is the batch's ingestion time (see :func:`memstream.ledger.entry.iso_utc`).
+    ``now`` is the batch's ingestion time (see :func:`memstream.times.iso_utc`).
     Mutates ``state`` only when an entry is produced, so a dead letter changes nothing.
     """
     if record.value is None:

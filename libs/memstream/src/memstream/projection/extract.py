@@ -18,6 +18,7 @@ from memstream.projection.model import (
 from memstream.projection.names import entity_key, name_candidates
 from memstream.projection.quantities import quantities
 from memstream.projection.text import event_text
+from memstream.times import z_suffix
 
 # Part of every projection version's config hash: bump when extraction output changes.
 # det-2: names used as a direct address are not mentions
@@ -26,10 +27,6 @@ EXTRACTOR_VERSION = "det-3"
 _SCALAR_META = (str, int, float, bool)
 # Whose side of the conversation an event's actor speaks for.
 _SIDES: dict[str, Side] = {"message.user": "user", "message.assistant": "assistant"}
-
-
-def _utc(ts: str) -> str:
-    return ts.replace("+00:00", "Z")
 
 
 def event_record(entry: dict[str, Any]) -> EventRecord:
@@ -43,8 +40,8 @@ def event_record(entry: dict[str, Any]) -> EventRecord:
         prev_hash=entry["prev_hash"],
         type=entry["type"],
         agent=entry["agent"],
-        occurred_at=_utc(entry["occurred_at"]),
-        ingested_at=_utc(entry["ingested_at"]),
+        occurred_at=z_suffix(entry["occurred_at"]),
+        ingested_at=z_suffix(entry["ingested_at"]),
         text=event_text(entry),
         metadata={k: v for k, v in meta.items() if v is None or isinstance(v, _SCALAR_META)},
     )
@@ -52,12 +49,12 @@ def event_record(entry: dict[str, Any]) -> EventRecord:
 
 def _fact(entry: dict[str, Any], ref: SourceRef) -> tuple[FactRecord, list[EntityRecord]] | None:
     p = entry.get("payload") or {}
-    tenant, occurred = entry["tenant"], _utc(entry["occurred_at"])
+    tenant, occurred = entry["tenant"], z_suffix(entry["occurred_at"])
     if entry["type"] == "fact.asserted":
         subject, predicate, kind = str(p["subject"]), str(p["predicate"]), "fact"
         obj = p.get("object")
         value = p.get("value")
-        valid_from = _utc(str(p.get("valid_from") or occurred))
+        valid_from = z_suffix(str(p.get("valid_from") or occurred))
         confidence = float(p.get("confidence", 1.0))
     elif entry["type"] == "preference.set":
         subject = str(p.get("subject") or entry["agent"])

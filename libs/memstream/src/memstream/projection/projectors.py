@@ -27,13 +27,10 @@ from memstream.projection.metrics import (
 from memstream.projection.model import Extraction, VectorPoint
 from memstream.projection.names import entity_key
 from memstream.projection.text import descriptive_metadata
+from memstream.times import epoch_seconds
 from memstream.vectors.port import VectorIndex
 
 log = logging.getLogger(__name__)
-
-
-def _parse_ts(ts: str) -> float:
-    return datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp()
 
 
 class _Base:
@@ -79,7 +76,7 @@ class _Base:
         now = time.time()
         hist = FRESHNESS.labels(self.component, self.kind, self.version)
         for x in extractions:
-            hist.observe(max(0.0, now - _parse_ts(x.event.ingested_at)))
+            hist.observe(max(0.0, now - epoch_seconds(x.event.ingested_at)))
         PROJECTED.labels(self.component, self.kind, self.version).inc(len(extractions))
 
 

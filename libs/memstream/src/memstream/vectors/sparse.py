@@ -16,6 +16,8 @@ import uuid
 from collections import Counter
 from dataclasses import dataclass
 
+from memstream.text.words import fold_plural
+
 SPARSE_VERSION = "bm25-v1"  # bump when tokens, ids or weights change (part of a projection key)
 
 K1 = 1.2
@@ -41,19 +43,6 @@ _STOPWORDS_TEXT = """
 STOPWORDS = frozenset(_STOPWORDS_TEXT.split())
 
 
-def _stem(token: str) -> str:
-    """Light, conservative plural folding (``tickets``→``ticket``, ``cities``→``city``)."""
-    if len(token) <= 3 or not token.isalpha():
-        return token
-    if token.endswith("ies") and len(token) > 4:
-        return token[:-3] + "y"
-    if token.endswith(("sses", "shes", "ches", "xes")):
-        return token[:-2]
-    if token.endswith("s") and not token.endswith(("ss", "us", "is")):
-        return token[:-1]
-    return token
-
-
 def tokenize(text: str) -> list[str]:
     """Lowercased unicode word tokens, stopwords dropped, plurals folded."""
     out: list[str] = []
@@ -63,7 +52,7 @@ def tokenize(text: str) -> list[str]:
             continue
         if len(token) == 1 and not token.isdigit():
             continue
-        out.append(_stem(token))
+        out.append(fold_plural(token))
     return out
 
 

@@ -1,14 +1,12 @@
-"""The synthesis plan: what a query asks for, read from its wording (deterministic)."""
+"""What a query asks for, read from its wording: the operation, the answer's type and unit."""
 
 from __future__ import annotations
 
 import re
 from typing import Literal
 
-from memstream.checkout.model import Operation, SynthesisPlan
-from memstream.checkout.window import find_window
-from memstream.checkout.words import STOP_STEMS, is_currency, normalise_unit, stem, words
-from memstream.projection.names import entity_key, name_candidates
+from memstream.checkout.model import Operation
+from memstream.text.units import normalise_unit
 
 AnswerType = Literal["text", "number", "money", "date", "duration", "entity", "list", "boolean"]
 
@@ -151,45 +149,6 @@ def query_unit(query: str) -> str | None:
         if unit in _KNOWN_UNITS or (unit is not None and unit.isupper()):
             return unit
     return None
-
-
-def query_terms(query: str, skip: list[str], unit: str | None = None) -> list[str]:
-    """Content words: lower-case words minus stopwords, unit words and ``skip`` spans."""
-    text = query
-    for span in skip:
-        text = re.sub(re.escape(span), " ", text, flags=re.IGNORECASE)
-    out: list[str] = []
-    for w in words(text):
-        w = w.replace("’", "'").removesuffix("'s")
-        u = normalise_unit(w)
-        if u is not None and (u == unit or is_currency(u)):
-            continue
-        if stem(w) not in STOP_STEMS and w not in out and not w.isdigit():
-            out.append(w)
-    return out
-
-
-def plan_query(query: str, now: str, as_of: str | None = None) -> SynthesisPlan:
-    """Decide operation, answer type, entities, terms, unit and time window of ``query``.
-
-    Relative dates resolve against ``as_of`` when given, else ``now``; the plan's ``as_of``
-    is the time the answer must hold at (``as_of`` or ``now``).
-    """
-    base = as_of or now
-    op = classify(query)
-    unit = query_unit(query)
-    window, spans = find_window(query, base)
-    entities = [entity_key(n) for n in name_candidates(query)]
-    return SynthesisPlan(
-        query=query,
-        operation=op,
-        answer_type=answer_type(query, op, unit),
-        entities=[e for e in dict.fromkeys(entities) if e],
-        terms=query_terms(query, spans, unit),
-        unit=unit,
-        time_window=window,
-        as_of=base,
-    )
 
 
 def _norm(query: str) -> str:

@@ -1,9 +1,8 @@
-"""Shared word, unit, time and number helpers for the synthesis layer (generic English)."""
+"""Words: tokens, stopwords, the stemmer, content stems, overlap and clipping (generic English)."""
 
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime
 from functools import lru_cache
 
 _TOKEN = re.compile(r"[a-z0-9]+(?:['’][a-z]+)?")
@@ -49,11 +48,39 @@ _IRREGULAR = {
     "sat": "sit", "slept": "sleep", "taught": "teach", "caught": "catch", "children": "child",
     "people": "person", "men": "man", "women": "woman",
 }  # fmt: skip
+# -es after sh, ch or x is part of the plural (boxes, wishes). The full stemmer gets the same
+# result from dropping the -s and then its final -e, so only the light folding needs the rule.
+_SIBILANT_ES = ("shes", "ches", "xes")
 
 
 def words(text: str) -> list[str]:
     """Lower-case word tokens (apostrophes kept inside words)."""
     return _TOKEN.findall(text.lower())
+
+
+def _singular(word: str) -> str:
+    """The plural rule both stemmers share: -ies → -y, -sses → -ss, else a final -s
+    (not -ss, -us, -is)."""
+    if word.endswith("ies") and len(word) > 4:
+        return word[:-3] + "y"
+    if word.endswith("sses"):
+        return word[:-2]
+    if word.endswith("s") and not word.endswith(("ss", "us", "is")):
+        return word[:-1]
+    return word
+
+
+def fold_plural(token: str) -> str:
+    """Light, conservative plural folding (``tickets``→``ticket``, ``cities``→``city``).
+
+    The BM25 index's only normalisation: words of three letters or fewer and words with
+    digits or apostrophes stay as they are. Its output is stored in every sparse vector.
+    """
+    if len(token) <= 3 or not token.isalpha():
+        return token
+    if token.endswith(_SIBILANT_ES):
+        return token[:-2]
+    return _singular(token)
 
 
 @lru_cache(maxsize=65536)
@@ -65,12 +92,8 @@ def stem(word: str) -> str:
         return _IRREGULAR[w]
     if len(w) <= 3 or w.isdigit():
         return w
-    if w.endswith("ies") and len(w) > 4:
-        w = w[:-3] + "y"
-    elif w.endswith("sses"):
-        w = w[:-2]
-    elif w.endswith("s") and not w.endswith(("ss", "us", "is")):
-        w = w[:-1]
+    # Unlike the BM25 folding, plurals with digits or apostrophes fold too ("1990s").
+    w = _singular(w)
     for suffix in ("ing", "ed"):
         if w.endswith(suffix) and len(w) - len(suffix) >= 3:
             w = w[: -len(suffix)]
@@ -91,92 +114,8 @@ def content_stems(text: str) -> frozenset[str]:
 
 
 def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
+    """Overlap of two stem sets: shared over all (0.0 when both are empty)."""
     return len(a & b) / len(a | b) if a or b else 0.0
-
-
-# --- units ---------------------------------------------------------------------------------
-
-_CURRENCIES = {"$": "USD", "usd": "USD", "dollar": "USD", "dollars": "USD", "€": "EUR",
-               "eur": "EUR", "euro": "EUR", "euros": "EUR", "£": "GBP", "gbp": "GBP",
-               "pound": "GBP", "pounds": "GBP", "¥": "JPY", "jpy": "JPY", "yen": "JPY"}  # fmt: skip
-_UNITS = {"hr": "hour", "hrs": "hour", "min": "minute", "mins": "minute", "sec": "second",
-          "secs": "second", "kilometer": "km", "kilometre": "km", "kilometers": "km",
-          "kilometres": "km", "meter": "m", "metre": "m", "meters": "m", "metres": "m",
-          "kilogram": "kg", "kilograms": "kg", "lbs": "lb", "percent": "%", "people": "person",
-          "times": "time"}  # fmt: skip
-_DIMENSION = {"hour": "time", "minute": "time", "second": "time", "day": "time",
-              "week": "time", "month": "time", "year": "time", "km": "length", "mile": "length",
-              "m": "length", "cm": "length", "mm": "length", "kg": "mass", "lb": "mass",
-              "gb": "data", "mb": "data", "tb": "data"}  # fmt: skip
-CURRENCY_CODES = frozenset(_CURRENCIES.values())
-_SYMBOL = {"USD": "$", "EUR": "€", "GBP": "£", "JPY": "¥"}
-_NO_PLURAL = frozenset({"km", "kg", "lb", "m", "cm", "mm", "gb", "mb", "tb", "%", "°c", "°f"})
-
-
-def normalise_unit(unit: str | None) -> str | None:
-    """Canonical unit: ISO currency codes, singular lower-case units (``hours`` → ``hour``)."""
-    if unit is None or not unit.strip():
-        return None
-    u = unit.strip().lower()
-    if u in _CURRENCIES:
-        return _CURRENCIES[u]
-    if u.upper() in CURRENCY_CODES:
-        return u.upper()
-    if u in _UNITS:
-        return _UNITS[u]
-    if len(u) > 3 and u.endswith("s") and not u.endswith("ss"):
-        u = u[:-1]
-    return _UNITS.get(u, u)
-
-
-def is_currency(unit: str | None) -> bool:
-    return unit in CURRENCY_CODES
-
-
-def dimension(unit: str | None) -> str | None:
-    """What a unit measures: ``currency``, ``time``, ``length``…, or the unit itself."""
-    if unit is None:
-        return None
-    return "currency" if is_currency(unit) else _DIMENSION.get(unit, unit)
-
-
-def fmt_number(value: float) -> str:
-    """``1234.5`` → ``1,234.50``; ``360.0`` → ``360``."""
-    if abs(value - round(value)) < 1e-9:
-        return f"{round(value):,}"
-    return f"{value:,.2f}"
-
-
-def fmt_amount(value: float, unit: str | None) -> str:
-    """A value with its unit: ``$1,234.50``, ``12 km``, ``3 hours``, ``40 CHF``."""
-    if unit is None:
-        return fmt_number(value)
-    if unit in _SYMBOL:
-        sign = "-" if value < 0 else ""
-        return f"{sign}{_SYMBOL[unit]}{fmt_number(abs(value))}"
-    if is_currency(unit):
-        return f"{fmt_number(value)} {unit}"
-    shown = unit
-    if abs(value - 1) > 1e-9 and unit not in _NO_PLURAL and unit.isalpha():
-        shown = "people" if unit == "person" else unit + "s"
-    return f"{fmt_number(value)} {shown}"
-
-
-def parse_ts(value: str | None) -> datetime | None:
-    """An ISO date or timestamp as an aware UTC datetime (None if unparseable)."""
-    if not value:
-        return None
-    try:
-        ts = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return ts if ts.tzinfo else ts.replace(tzinfo=UTC)
-
-
-def day_of(value: str | None) -> str:
-    """The ISO day of a timestamp (``""`` if unknown)."""
-    ts = parse_ts(value)
-    return ts.date().isoformat() if ts else ""
 
 
 def clip(text: str, limit: int = 160) -> str:

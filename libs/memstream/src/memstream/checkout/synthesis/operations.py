@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from statistics import fmean
 
-from memstream.checkout.evidence import numeric_plan
 from memstream.checkout.model import (
     EvidenceRow,
     JsonScalar,
@@ -13,27 +12,24 @@ from memstream.checkout.model import (
     PacketWarning,
     SynthesisPlan,
 )
-from memstream.checkout.opkit import (
-    MISMATCH as _MISMATCH,
-)
-from memstream.checkout.opkit import (
+from memstream.checkout.synthesis.context import (
     Ctx,
     OpResult,
-    dedupe,
     is_fact,
     is_number,
     item_text,
     make_answer,
     num,
-    numbers,
-    same_item,
-    side_name,
-    side_rows,
-    sides,
     when,
 )
-from memstream.checkout.temporal import latest_value, temporal_interval, temporal_order
-from memstream.checkout.words import clip, day_of, fmt_amount
+from memstream.checkout.synthesis.duplicates import dedupe, same_item
+from memstream.checkout.synthesis.evidence import numeric_plan
+from memstream.checkout.synthesis.numbers import numbers
+from memstream.checkout.synthesis.sides import side_name, side_rows, sides
+from memstream.checkout.synthesis.temporal import latest_value, temporal_interval, temporal_order
+from memstream.text.units import fmt_amount
+from memstream.text.words import clip
+from memstream.times import day_of
 
 Op = Callable[[SynthesisPlan, list[EvidenceRow], Ctx], OpResult]
 MAX_LIST = 10
@@ -121,10 +117,8 @@ def total(plan: SynthesisPlan, rows: list[EvidenceRow], ctx: Ctx) -> OpResult:
     value = round(sum(num(r) for r in got.rows), 6)
     text = f"{fmt_amount(value, got.unit)} in total"
     res.answers.append(make_answer(text, value, got.unit, got.rows, ctx, got.exclusions))
-    stated = plan.unit is not None
-    others = (
-        [] if stated else [e.detail.split()[1] for e in got.exclusions if _MISMATCH in e.detail]
-    )
+    # No unit stated: each other unit of the same kind gets a total of its own, unconverted.
+    others = [] if plan.unit is not None else [r.unit for r in got.mismatched]
     for unit in dict.fromkeys(others):
         alt = numbers(plan.model_copy(update={"unit": unit}), rows, ctx)
         if alt.rows:

@@ -18,9 +18,8 @@ from __future__ import annotations
 from collections import defaultdict
 from datetime import timedelta
 
-from memstream.checkout.attribution import misattributed
-from memstream.checkout.evidence import evidence_rows, rate_rows
 from memstream.checkout.model import (
+    DEFAULT_CONFIDENCE,
     Answerability,
     AnswerCandidate,
     Candidate,
@@ -31,9 +30,11 @@ from memstream.checkout.model import (
     SynthesisResult,
     WarningKind,
 )
-from memstream.checkout.operations import run_operation
-from memstream.checkout.opkit import Ctx, is_fact, make_answer, when
-from memstream.checkout.selection import (
+from memstream.checkout.synthesis.attribution import misattributed
+from memstream.checkout.synthesis.context import Ctx, is_fact, make_answer, when
+from memstream.checkout.synthesis.evidence import evidence_rows, rate_rows
+from memstream.checkout.synthesis.operations import run_operation
+from memstream.checkout.synthesis.selection import (
     HISTORY_OPS,
     LOOSE_OPS,
     confidence_of,
@@ -43,8 +44,9 @@ from memstream.checkout.selection import (
     row_stems,
     screen,
 )
-from memstream.checkout.words import day_of, parse_ts, stem
 from memstream.projection.names import entity_key
+from memstream.text.words import stem
+from memstream.times import day_of, parse_ts
 
 SUPPORT_MIN = 0.5  # share of focus terms / entities an answer's support must mention
 # A single-item answer must mention every entity the question names.
@@ -117,28 +119,31 @@ def _context(
     )
 
 
-def synthesize(
-    plan: SynthesisPlan,
-    candidates: list[Candidate],
-    min_confidence: float = 0.3,
-    stale_after_days: float = 365.0,
-) -> SynthesisResult:
-    """Compose an answer from the candidate pool, with support, exclusions and warnings."""
-    if not candidates:
-        return SynthesisResult(
-            answerability="no_memory", answer_candidates=[], warnings=[], evidence=[]
-        )
-    by_id: dict[str, Candidate] = {}
-    for c in candidates:
-        by_id.setdefault(c.item_id, c)
-    rows = evidence_rows(plan, list(by_id.values()))
+def _relevant(
+    plan: SynthesisPlan, rows: list[EvidenceRow], by_id: dict[str, Candidate]
+) -> tuple[list[tuple[EvidenceRow, int]], bool]:
+    """Ranked relevant rows, and whether they were found loosely (entity only, no focus term).
+
+    Set operations fall back to everything about the named entities when no row names the
+    focus terms: "how many trips did Noor take" still counts her trips told in other words.
+    """
     ranked = relevant_rows(plan, rows, by_id)
     loose = not ranked and bool(plan.entities) and plan.operation in LOOSE_OPS
     if loose:
         ranked = relevant_rows(plan, rows, by_id, loose=True)
-    relevant = [r for r, _ in ranked]
-    kept, excluded = screen(plan, relevant, by_id, min_confidence)
-    ctx = _context(plan, by_id, ranked)
+    return ranked, loose
+
+
+def _screening_warnings(
+    plan: SynthesisPlan,
+    relevant: list[EvidenceRow],
+    excluded: list[Exclusion],
+    by_id: dict[str, Candidate],
+    loose: bool,
+    min_confidence: float,
+) -> list[PacketWarning]:
+    """What the reader should know about the rows before any answer: loose matches, unknown
+    confidence, superseded and low-confidence items left out."""
     warnings: list[PacketWarning] = []
     if loose and relevant:
         focus = focus_of(plan).terms
@@ -147,11 +152,109 @@ def synthesize(
         warnings.append(_warn("missing_evidence", msg, [r.support_id for r in relevant]))
     unknown = [r.support_id for r in relevant if by_id[r.support_id].confidence is None]
     if unknown:
-        warnings.append(_warn("default_confidence", "confidence unknown, taken as 0.50", unknown))
+        msg = f"confidence unknown, taken as {DEFAULT_CONFIDENCE:.2f}"
+        warnings.append(_warn("default_confidence", msg, unknown))
     if old := [e.item_id for e in excluded if e.reason == "superseded"]:
         warnings.append(_warn("superseded", "superseded facts were left out", old))
     if low := [e.item_id for e in excluded if e.reason == "low_confidence"]:
         warnings.append(_warn("low_confidence", f"below {min_confidence:.2f}, left out", low))
+    return warnings
+
+
+def _nothing_found(
+    relevant: list[EvidenceRow], kept: list[EvidenceRow], excluded: list[Exclusion]
+) -> list[PacketWarning]:
+    """Why no answer came out: nothing matched, or every match was excluded."""
+    if not relevant:
+        return [_warn("missing_evidence", "no memory matches the question", [])]
+    if not kept:
+        ids = [e.item_id for e in excluded]
+        return [_warn("missing_evidence", "every matching memory was excluded", ids)]
+    return []  # the operation found nothing to compute (its own warnings say what)
+
+
+def _support(
+    plan: SynthesisPlan, top: AnswerCandidate, by_id: dict[str, Candidate], loose: bool
+) -> tuple[float, PacketWarning | None]:
+    """How well the answer's support covers the question (0..1), and a warning if too weakly."""
+    lex, ent = coverage(plan, top.support_ids, by_id)
+    if loose:
+        lex = max(lex, SUPPORT_MIN)  # entity-only support: answered, at lower confidence
+    strength = min(lex, ent)
+    if strength < SUPPORT_MIN or (plan.operation in WHOLE_ENTITY_OPS and ent < 1.0):
+        msg = f"weak support: {lex:.0%} of the question's terms, {ent:.0%} of its entities"
+        return strength, _warn("missing_evidence", msg, top.support_ids)
+    return strength, None
+
+
+def _refresh(
+    plan: SynthesisPlan,
+    top: AnswerCandidate,
+    kept: list[EvidenceRow],
+    ctx: Ctx,
+    op_warnings: list[PacketWarning],
+    stale_after_days: float,
+) -> tuple[list[PacketWarning], bool]:
+    """Contradiction and staleness warnings, and whether they touch the top answer."""
+    warnings: list[PacketWarning] = []
+    refresh = False
+    # Over a history, differing values are the history itself, not a contradiction.
+    if plan.operation not in HISTORY_OPS:
+        for w in _contradictions(kept, ctx):
+            warnings.append(w)
+            refresh = refresh or bool(set(w.ids) & set(top.support_ids))
+    refresh = refresh or any(
+        w.kind == "contradiction" and set(w.ids) & set(top.support_ids) for w in op_warnings
+    )
+    if (stale := _stale(plan, top, kept, ctx, stale_after_days)) is not None:
+        warnings.append(stale)
+        refresh = True
+    return warnings, refresh
+
+
+def _result(
+    answerability: Answerability,
+    answers: list[AnswerCandidate],
+    warnings: list[PacketWarning],
+    kept: list[EvidenceRow],
+) -> SynthesisResult:
+    """The result, best answer first; evidence the answers cite goes before the rest."""
+    evidence = kept[:MAX_EVIDENCE]
+    used = {i for a in answers for i in a.support_ids}
+    ordered = [r for r in evidence if r.support_id in used]
+    ordered += [r for r in evidence if r.support_id not in used]
+    return SynthesisResult(
+        answerability=answerability,
+        answer_candidates=sorted(answers, key=lambda a: -a.confidence),
+        warnings=warnings,
+        evidence=ordered,
+    )
+
+
+def synthesize(
+    plan: SynthesisPlan,
+    candidates: list[Candidate],
+    min_confidence: float = 0.3,
+    stale_after_days: float = 365.0,
+) -> SynthesisResult:
+    """Compose an answer from the candidate pool, with support, exclusions and warnings.
+
+    Steps: evidence rows → relevant rows → screening (as_of, window, confidence) → the plan's
+    operation → answerability (see the module docstring).
+    """
+    if not candidates:
+        return SynthesisResult(
+            answerability="no_memory", answer_candidates=[], warnings=[], evidence=[]
+        )
+    by_id: dict[str, Candidate] = {}
+    for c in candidates:
+        by_id.setdefault(c.item_id, c)
+    rows = evidence_rows(plan, list(by_id.values()))
+    ranked, loose = _relevant(plan, rows, by_id)
+    relevant = [r for r, _ in ranked]
+    kept, excluded = screen(plan, relevant, by_id, min_confidence)
+    ctx = _context(plan, by_id, ranked)
+    warnings = _screening_warnings(plan, relevant, excluded, by_id, loose, min_confidence)
     result = run_operation(plan, kept, ctx)
     warnings += result.warnings
     answers = [
@@ -159,56 +262,28 @@ def synthesize(
         for a in result.answers
         if set(a.support_ids) <= by_id.keys()
     ]
-    evidence = kept[:MAX_EVIDENCE]
-
-    def done(answerability: Answerability, out: list[AnswerCandidate]) -> SynthesisResult:
-        used = {i for a in out for i in a.support_ids}
-        ordered = [r for r in evidence if r.support_id in used]
-        ordered += [r for r in evidence if r.support_id not in used]
-        return SynthesisResult(
-            answerability=answerability,
-            answer_candidates=sorted(out, key=lambda a: -a.confidence),
-            warnings=warnings,
-            evidence=ordered,
-        )
-
     if not any(a.support_ids for a in answers):
-        if not relevant:
-            warnings.append(_warn("missing_evidence", "no memory matches the question", []))
-        elif not kept:
-            ids = [e.item_id for e in excluded]
-            warnings.append(_warn("missing_evidence", "every matching memory was excluded", ids))
-        return done("ask_user", _abstain(plan, ctx))
+        warnings += _nothing_found(relevant, kept, excluded)
+        return _result("ask_user", _abstain(plan, ctx), warnings, kept)
     top = max(answers, key=lambda a: a.confidence)
     if (why := misattributed(plan.entities, top.support_ids, by_id)) is not None:
         warnings.append(_warn("misattributed", why, top.support_ids))
-        return done("ask_user", _abstain(plan, ctx))
-    lex, ent = coverage(plan, top.support_ids, by_id)
-    if loose:
-        lex = max(lex, SUPPORT_MIN)  # entity-only support: answered, at lower confidence
-    strength = min(lex, ent)
-    if strength < SUPPORT_MIN or (plan.operation in WHOLE_ENTITY_OPS and ent < 1.0):
-        msg = f"weak support: {lex:.0%} of the question's terms, {ent:.0%} of its entities"
-        warnings.append(_warn("missing_evidence", msg, top.support_ids))
-        return done("ask_user", _abstain(plan, ctx))
+        return _result("ask_user", _abstain(plan, ctx), warnings, kept)
+    strength, weak = _support(plan, top, by_id, loose)
+    if weak is not None:
+        warnings.append(weak)
+        return _result("ask_user", _abstain(plan, ctx), warnings, kept)
     scale = 0.5 + 0.5 * strength
     answers = [a.model_copy(update={"confidence": round(a.confidence * scale, 3)}) for a in answers]
     top = max(answers, key=lambda a: a.confidence)
-    refresh = False
-    if plan.operation not in HISTORY_OPS:
-        for w in _contradictions(kept, ctx):
-            warnings.append(w)
-            refresh = refresh or bool(set(w.ids) & set(top.support_ids))
-    refresh = refresh or any(
-        w.kind == "contradiction" and set(w.ids) & set(top.support_ids) for w in result.warnings
-    )
-    if (stale := _stale(plan, top, kept, ctx, stale_after_days)) is not None:
-        warnings.append(stale)
-        refresh = True
+    doubts, refresh = _refresh(plan, top, kept, ctx, result.warnings, stale_after_days)
+    warnings += doubts
     if top.confidence < min_confidence:
         msg = f"answer confidence {top.confidence:.2f} is below {min_confidence:.2f}"
         warnings.append(_warn("low_confidence", msg, top.support_ids))
-        return done("ask_user", answers)
+        return _result("ask_user", answers, warnings, kept)
     if plan.operation == "absence" and top.value is False:
-        return done("ask_user", answers)
-    return done("refresh_recommended" if refresh else "answer_from_memory", answers)
+        return _result("ask_user", answers, warnings, kept)
+    return _result(
+        "refresh_recommended" if refresh else "answer_from_memory", answers, warnings, kept
+    )

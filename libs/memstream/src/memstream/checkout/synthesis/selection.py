@@ -6,18 +6,20 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from memstream.checkout.evidence import numeric_plan
 from memstream.checkout.model import (
+    DEFAULT_CONFIDENCE,
     Candidate,
     EvidenceRow,
     Exclusion,
     ExclusionReason,
     SynthesisPlan,
+    TimeWindow,
 )
-from memstream.checkout.words import GENERIC_STEMS, STOP_STEMS, content_stems, parse_ts, stem, words
+from memstream.checkout.synthesis.evidence import numeric_plan
 from memstream.projection.names import entity_key
+from memstream.text.words import GENERIC_STEMS, STOP_STEMS, content_stems, stem, words
+from memstream.times import parse_ts
 
-DEFAULT_CONFIDENCE = 0.5
 # Operations over the history of a subject: superseded facts still count for them.
 HISTORY_OPS = frozenset({"count", "list", "temporal_order", "temporal_interval", "absence"})
 # Operations over a set of items: when no item names the focus terms, everything about the
@@ -114,6 +116,7 @@ def coverage(
 
 
 def confidence_of(c: Candidate) -> float:
+    """A candidate's confidence, ``DEFAULT_CONFIDENCE`` when unknown."""
     return DEFAULT_CONFIDENCE if c.confidence is None else c.confidence
 
 
@@ -127,6 +130,59 @@ def _inside(t: datetime, start: datetime | None, end: datetime | None) -> bool:
     return (start is None or t >= start) and (end is None or t < end)
 
 
+@dataclass(frozen=True)
+class _Times:
+    """The times a plan screens against: its ``as_of``, its window and the evaluation time."""
+
+    as_of: datetime | None
+    window: TimeWindow | None
+    start: datetime | None
+    end: datetime | None
+    t_eval: datetime | None  # ``as_of``, or the window's last instant if that is earlier
+    history: bool  # the operation covers a subject's history, not only its current state
+
+
+def _times(plan: SynthesisPlan) -> _Times:
+    as_of = parse_ts(plan.as_of)
+    win = plan.time_window
+    start, end = (parse_ts(win.start), parse_ts(win.end)) if win else (None, None)
+    t_eval = as_of
+    if end is not None:
+        last = end - timedelta(microseconds=1)
+        t_eval = min(as_of, last) if as_of else last
+    return _Times(as_of, win, start, end, t_eval, plan.operation in HISTORY_OPS)
+
+
+Verdict = tuple[ExclusionReason, str] | None  # why an item is out, or None to keep it
+
+
+def _fact_verdict(c: Candidate, t: _Times) -> Verdict:
+    """Facts must hold at the evaluation time; over a history, earlier facts count too."""
+    vf, vt = parse_ts(c.valid_from or c.occurred_at), parse_ts(c.valid_to)
+    win = t.window
+    if t.as_of and vf and vf > t.as_of:
+        return "out_of_window", f"valid from {c.valid_from}, after as_of"
+    if win and not _overlaps(vf, vt, t.start, t.end):
+        return "out_of_window", f"not valid within {win.text}"
+    if not t.history and vt is not None and t.t_eval is not None and vt <= t.t_eval:
+        by = f" by {c.superseded_by}" if c.superseded_by else ""
+        return "superseded", f"valid until {c.valid_to}{by}"
+    if not t.history and vf and t.t_eval and vf > t.t_eval:
+        return "out_of_window", f"valid from {c.valid_from}"
+    return None
+
+
+def _event_verdict(row: EvidenceRow, c: Candidate, t: _Times) -> Verdict:
+    """Events after ``as_of`` have not happened yet; a row's own time must be in the window."""
+    occurred, when = parse_ts(c.occurred_at), parse_ts(row.time)
+    win = t.window
+    if t.as_of and occurred and occurred > t.as_of:
+        return "out_of_window", f"occurred {c.occurred_at}, after as_of"
+    if win and when is not None and not _inside(when, t.start, t.end):
+        return "out_of_window", f"{row.time} outside {win.text}"
+    return None
+
+
 def screen(
     plan: SynthesisPlan,
     rows: list[EvidenceRow],
@@ -137,46 +193,26 @@ def screen(
 
     Facts must be valid at the evaluation time (``as_of``, or the window's last instant);
     operations over history (count, list, order, interval, absence) also use facts that
-    were valid earlier. Events after ``as_of`` do not exist yet.
+    were valid earlier. Events after ``as_of`` do not exist yet. An item is excluded once
+    per reason, however many of its rows go.
     """
-    as_of = parse_ts(plan.as_of)
-    win = plan.time_window
-    start, end = (parse_ts(win.start), parse_ts(win.end)) if win else (None, None)
-    t_eval = as_of
-    if end is not None:
-        last = end - timedelta(microseconds=1)
-        t_eval = min(as_of, last) if as_of else last
-    history = plan.operation in HISTORY_OPS
+    t = _times(plan)
     kept: list[EvidenceRow] = []
     out: dict[tuple[str, str], Exclusion] = {}
-
-    def exclude(item: str, reason: ExclusionReason, detail: str) -> None:
-        out.setdefault((item, reason), Exclusion(item_id=item, reason=reason, detail=detail))
-
     for row in rows:
         c = by_id[row.support_id]
+        verdict: Verdict
         if confidence_of(c) < min_confidence:
-            exclude(c.item_id, "low_confidence", f"confidence {confidence_of(c):.2f}")
-            continue
-        if c.kind == "fact":
-            vf, vt = parse_ts(c.valid_from or c.occurred_at), parse_ts(c.valid_to)
-            if as_of and vf and vf > as_of:
-                exclude(c.item_id, "out_of_window", f"valid from {c.valid_from}, after as_of")
-            elif win and not _overlaps(vf, vt, start, end):
-                exclude(c.item_id, "out_of_window", f"not valid within {win.text}")
-            elif not history and vt is not None and t_eval is not None and vt <= t_eval:
-                by = f" by {c.superseded_by}" if c.superseded_by else ""
-                exclude(c.item_id, "superseded", f"valid until {c.valid_to}{by}")
-            elif not history and vf and t_eval and vf > t_eval:
-                exclude(c.item_id, "out_of_window", f"valid from {c.valid_from}")
-            else:
-                kept.append(row)
-            continue
-        occurred, when = parse_ts(c.occurred_at), parse_ts(row.time)
-        if as_of and occurred and occurred > as_of:
-            exclude(c.item_id, "out_of_window", f"occurred {c.occurred_at}, after as_of")
-        elif win and when is not None and not _inside(when, start, end):
-            exclude(c.item_id, "out_of_window", f"{row.time} outside {win.text}")
+            verdict = "low_confidence", f"confidence {confidence_of(c):.2f}"
+        elif c.kind == "fact":
+            verdict = _fact_verdict(c, t)
         else:
+            verdict = _event_verdict(row, c, t)
+        if verdict is None:
             kept.append(row)
+        else:
+            reason, detail = verdict
+            out.setdefault(
+                (c.item_id, reason), Exclusion(item_id=c.item_id, reason=reason, detail=detail)
+            )
     return kept, list(out.values())

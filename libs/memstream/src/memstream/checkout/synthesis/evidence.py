@@ -5,8 +5,9 @@ from __future__ import annotations
 import re
 
 from memstream.checkout.model import Candidate, EvidenceRow, SynthesisPlan
-from memstream.checkout.words import clip, normalise_unit
 from memstream.projection.names import entity_key
+from memstream.text.units import normalise_unit
+from memstream.text.words import clip
 
 NUMERIC_OPS = frozenset({"sum", "average", "difference", "argmax", "argmin"})
 _SENTENCE_END = re.compile(r"[.!?](?=\s|$)|[;\n]")
@@ -76,6 +77,7 @@ def event_entity(c: Candidate) -> str:
 
 
 def fact_row(c: Candidate) -> EvidenceRow:
+    """One row for a fact: its value, unit, subject and start of validity."""
     value = c.value if c.value is not None else c.value_text
     return EvidenceRow(
         row_id=c.item_id,

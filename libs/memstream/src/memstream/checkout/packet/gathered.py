@@ -1,70 +1,18 @@
-"""Packet renderings: JSON, Markdown for prompts, and the "Gathered Context" Markdown."""
+"""The "Gathered Context" Markdown (seed 003 §4-§6): canonical sections with ``_meta`` blocks."""
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
 
-from pydantic import BaseModel
-
-from memstream.checkout.model import CheckoutPacket, Snippet
-from memstream.checkout.prompt import cite, render_markdown
-from memstream.checkout.prompt import flat as _flat
-from memstream.checkout.prompt import show_value as _value
-from memstream.checkout.words import parse_ts
+from memstream.checkout.model import DEFAULT_CONFIDENCE, CheckoutPacket, Snippet
+from memstream.checkout.packet.prompt import cite
+from memstream.checkout.packet.prompt import flat as _flat
+from memstream.checkout.packet.prompt import show_value as _value
 from memstream.projection.model import SourceRef
-
-__all__ = [
-    "CONTENT_FIELDS",
-    "FIELD_ORDER",
-    "cite",
-    "item_json",
-    "render_gathered",
-    "render_json",
-    "render_markdown",
-]
-
-CONTENT_FIELDS = (
-    "answerability",
-    "synthesis_plan",
-    "answer_candidates",
-    "warnings",
-    "facts",
-    "evidence",
-    "snippets",
-    "latent_context",
-)
-FIELD_ORDER = (*CONTENT_FIELDS, "budget", "packet_id", "tenant", "as_of", "meta")
-
-
-def _dump(obj: BaseModel | str) -> Any:
-    return obj.model_dump(mode="json", exclude_none=True) if isinstance(obj, BaseModel) else obj
-
-
-def item_json(obj: BaseModel | str) -> str:
-    """One part of the packet as compact JSON, ``None`` fields left out (the budget unit)."""
-    return json.dumps(_dump(obj), ensure_ascii=False, separators=(",", ":"))
-
-
-def render_json(packet: CheckoutPacket) -> str:
-    """The packet as compact JSON, fields in DESIGN order; items as in ``item_json``."""
-    doc: dict[str, Any] = {
-        "answerability": packet.answerability,
-        "synthesis_plan": _dump(packet.synthesis_plan),
-    }
-    for name in CONTENT_FIELDS[2:]:
-        doc[name] = [_dump(x) for x in getattr(packet, name)]
-    doc["budget"] = packet.budget.model_dump(mode="json")
-    doc.update(packet_id=packet.packet_id, tenant=packet.tenant, as_of=packet.as_of)
-    doc["meta"] = packet.meta
-    return json.dumps(doc, ensure_ascii=False, separators=(",", ":"), default=str)
-
-
-# --- "Gathered Context" (seed 003 §4-§6) ------------------------------------------------------
+from memstream.times import parse_ts
 
 CONFIDENCE_FLOOR = 0.30  # nodes below are EXPIRED and left out
-DEFAULT_CONFIDENCE = 0.50  # a node without confidence counts as MEDIUM, with a warning line
 RAW_QUERY = "§0.raw_query"
 _SECTIONS = (
     ("Session Preferences", "preference"),

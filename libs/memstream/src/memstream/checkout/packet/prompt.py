@@ -26,8 +26,8 @@ from memstream.checkout.model import (
     Snippet,
     SynthesisPlan,
 )
-from memstream.checkout.words import fmt_amount
 from memstream.projection.model import SourceRef
+from memstream.text.units import fmt_amount
 
 SECTION_TITLES: dict[str, tuple[str, ...]] = {
     "answer_candidates": ("## Answer",),
@@ -50,6 +50,7 @@ def cite(ref: SourceRef) -> str:
 
 
 def flat(text: object) -> str:
+    """``text`` on one line, whitespace collapsed."""
     return " ".join(str(text).split())
 
 
@@ -58,6 +59,7 @@ def _cell(text: object) -> str:
 
 
 def show_value(value: object, unit: str | None) -> str:
+    """A value as read in a packet: an amount with its unit, a list as JSON, else the text."""
     if value is None:
         return ""
     if isinstance(value, int | float) and not isinstance(value, bool):
@@ -96,6 +98,7 @@ def _answer(a: AnswerCandidate) -> str:
 
 
 def exclusion_text(e: Exclusion) -> str:
+    """An excluded id in backticks, its reason in brackets."""
     return f"`{e.item_id}` ({e.reason})"
 
 
@@ -163,6 +166,7 @@ def body_lines(packet: CheckoutPacket) -> list[str]:
 
 
 def budget_line(packet: CheckoutPacket) -> str:
+    """The closing line: tokens used of allowed, and how many items per section were dropped."""
     b = packet.budget
     line = f"_Budget: {b.used} of {b.max_tokens} tokens"
     if not b.dropped:

@@ -6,8 +6,8 @@ import re
 from datetime import date, timedelta
 
 from memstream.checkout.model import TimeWindow
-from memstream.checkout.words import parse_ts
 from memstream.projection.dates import dates
+from memstream.times import parse_ts
 
 _MONTHS = (
     "january february march april may june july august september october november december".split()  # noqa: SIM905

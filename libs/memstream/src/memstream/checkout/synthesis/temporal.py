@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 from datetime import datetime
 
-from memstream.checkout.evidence import numeric_plan
 from memstream.checkout.model import (
     EvidenceRow,
     Exclusion,
@@ -13,7 +12,7 @@ from memstream.checkout.model import (
     PacketWarning,
     SynthesisPlan,
 )
-from memstream.checkout.opkit import (
+from memstream.checkout.synthesis.context import (
     EPOCH,
     Ctx,
     OpResult,
@@ -22,14 +21,14 @@ from memstream.checkout.opkit import (
     item_text,
     make_answer,
     num,
-    numbers,
-    same_item,
-    side_name,
-    side_rows,
-    sides,
     when,
 )
-from memstream.checkout.words import day_of, fmt_amount, parse_ts
+from memstream.checkout.synthesis.duplicates import same_item
+from memstream.checkout.synthesis.evidence import numeric_plan
+from memstream.checkout.synthesis.numbers import numbers
+from memstream.checkout.synthesis.sides import side_name, side_rows, sides
+from memstream.text.units import fmt_amount
+from memstream.times import day_of, parse_ts
 
 _DAYS_PER = {"second": 1 / 86400, "minute": 1 / 1440, "hour": 1 / 24, "day": 1.0,
              "week": 7.0, "month": 30.4375, "year": 365.25}  # fmt: skip
@@ -104,27 +103,51 @@ def temporal_interval(plan: SynthesisPlan, rows: list[EvidenceRow], ctx: Ctx) ->
     timed = [r for r in rows if parse_ts(r.time)]
     if not timed:
         return OpResult(warnings=[_missing("no dated evidence for an interval")])
-    as_of = parse_ts(plan.as_of)
     if plan.answer_type == "date":
         first = timed[0]  # the best match ("since when …")
         text = day_of(first.time)
         return OpResult(answers=[make_answer(text, text, None, [first], ctx)])
     split = sides(plan, ctx.focus)
-    if split is not None:
-        a = side_rows(timed, split[0], split[1], ctx)
-        b = side_rows(timed, split[1], split[0], ctx)
-        if a and b:
-            ra, rb = min(a, key=when), min(b, key=when)
-            note = f"{day_of(ra.time)} to {day_of(rb.time)}"
-            return _interval_answer(plan, when(ra), when(rb), [ra, rb], ctx, note)
+    if split is not None and (between := _between_sides(plan, timed, split, ctx)) is not None:
+        return between
+    if is_fact(timed[0], ctx):
+        return _fact_validity(plan, timed[0], ctx)
+    return _event_interval(plan, timed, ctx)
+
+
+def _between_sides(
+    plan: SynthesisPlan,
+    timed: list[EvidenceRow],
+    split: tuple[frozenset[str], frozenset[str]],
+    ctx: Ctx,
+) -> OpResult | None:
+    """From the first mention of one side to the first of the other (None if one is missing)."""
+    a = side_rows(timed, split[0], split[1], ctx)
+    b = side_rows(timed, split[1], split[0], ctx)
+    if not a or not b:
+        return None
+    ra, rb = min(a, key=when), min(b, key=when)
+    note = f"{day_of(ra.time)} to {day_of(rb.time)}"
+    return _interval_answer(plan, when(ra), when(rb), [ra, rb], ctx, note)
+
+
+def _fact_validity(plan: SynthesisPlan, best: EvidenceRow, ctx: Ctx) -> OpResult:
+    """How long the best-matching fact held: until it ended, else until ``as_of``."""
+    c_end = _fact_end(best, ctx, parse_ts(plan.as_of))
+    note = f"{day_of(best.time)} to {day_of(c_end.isoformat()) if c_end else 'now'}"
+    return _interval_answer(plan, when(best), c_end or when(best), [best], ctx, note)
+
+
+def _event_interval(plan: SynthesisPlan, timed: list[EvidenceRow], ctx: Ctx) -> OpResult:
+    """Since the best event ("how long ago", or a single date), else first to last event.
+
+    Dates stated in the text beat the times the events were told, when there are two.
+    """
     best = timed[0]
-    q = plan.query.lower()
-    if is_fact(best, ctx):
-        c_end = _fact_end(best, ctx, as_of)
-        note = f"{day_of(best.time)} to {day_of(c_end.isoformat()) if c_end else 'now'}"
-        return _interval_answer(plan, when(best), c_end or when(best), [best], ctx, note)
+    as_of = parse_ts(plan.as_of)
     stated = [r for r in timed if r.row_id in ctx.dated]
     ordered = sorted((stated if len(stated) >= 2 else timed)[:5], key=when)
+    q = plan.query.lower()
     if re.search(r"\bago\b|\bsince\b|\bhave\b|\bhas\b", q) or when(ordered[0]) == when(ordered[-1]):
         if as_of is None:
             return OpResult(warnings=[_missing("no as_of time to measure from", [best])])

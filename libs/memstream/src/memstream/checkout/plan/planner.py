@@ -1,0 +1,32 @@
+"""The synthesis plan: operation, answer type, entities, terms, unit and time window."""
+
+from __future__ import annotations
+
+from memstream.checkout.model import SynthesisPlan
+from memstream.checkout.plan.operation import answer_type, classify, query_unit
+from memstream.checkout.plan.terms import query_terms
+from memstream.checkout.plan.window import find_window
+from memstream.projection.names import entity_key, name_candidates
+
+
+def plan_query(query: str, now: str, as_of: str | None = None) -> SynthesisPlan:
+    """Decide operation, answer type, entities, terms, unit and time window of ``query``.
+
+    Relative dates resolve against ``as_of`` when given, else ``now``; the plan's ``as_of``
+    is the time the answer must hold at (``as_of`` or ``now``).
+    """
+    base = as_of or now
+    op = classify(query)
+    unit = query_unit(query)
+    window, spans = find_window(query, base)
+    entities = [entity_key(n) for n in name_candidates(query)]
+    return SynthesisPlan(
+        query=query,
+        operation=op,
+        answer_type=answer_type(query, op, unit),
+        entities=[e for e in dict.fromkeys(entities) if e],
+        terms=query_terms(query, spans, unit),
+        unit=unit,
+        time_window=window,
+        as_of=base,
+    )
