@@ -106,6 +106,94 @@ def test_knowledge_update_answers_newest_and_as_of_answers_older(
     assert "home-1#0" in then["answer_candidates"][0]["support_ids"]
 
 
+def _fact(eid: str, at: str, subject: str, predicate: str, **payload: Any) -> dict[str, Any]:
+    body = {"subject": subject, "predicate": predicate, **payload}
+    return {"id": eid, "stream": "life", "type": "fact.asserted", "agent": "profile-bot",
+            "occurred_at": at, "payload": body}  # fmt: skip
+
+
+def _pref(eid: str, at: str, subject: str, key: str, value: str) -> dict[str, Any]:
+    body = {"subject": subject, "key": key, "value": value}
+    return {"id": eid, "stream": "life", "type": "preference.set", "agent": "profile-bot",
+            "occurred_at": at, "payload": body}  # fmt: skip
+
+
+def _said(eid: str, at: str, text: str) -> dict[str, Any]:
+    return {"id": eid, "stream": "life", "type": "message.user", "agent": "sam",
+            "occurred_at": at, "payload": {"text": text}}  # fmt: skip
+
+
+# Facts about the user, a lower-case multi-word subject and an accented name; each changes
+# once. Everything with an id ending in "-new" happened after AS_OF.
+WHO = [
+    _said("who-msg-old", "2023-04-30T18:00:00Z", "Unpacking boxes in our flat in Ghent."),
+    _fact("who-home-old", "2023-05-01T09:00:00Z", "the user", "lives_in", object="Ghent"),
+    _fact("who-run-old", "2023-05-02T09:00:00Z", "billing pipeline", "runs_in", value="eu-central"),
+    _pref("who-tea-old", "2023-05-03T09:00:00Z", "Inès Moreau", "tea", "oolong"),
+    _said("who-msg-new", "2024-08-10T18:00:00Z", "We relocated to Utrecht last week."),
+    _fact("who-home-new", "2024-08-11T09:00:00Z", "user", "lives_in", object="Utrecht"),
+    _fact("who-run-new", "2024-08-12T09:00:00Z", "billing pipeline", "runs_in", value="us-east"),
+    _pref("who-tea-new", "2024-08-13T09:00:00Z", "Inès Moreau", "tea", "rooibos"),
+]
+AS_OF = "2024-01-15T00:00:00Z"
+
+
+@pytest.fixture(scope="module")
+def kim(stack: RunningStack) -> Iterator[MemoryHttpClient]:
+    with MemoryHttpClient(stack.api_url, key_for(stack, "kim")) as c:
+        post_and_wait(stack, c, WHO)
+        yield c
+
+
+@pytest.mark.parametrize(
+    ("query", "current", "old"),
+    [
+        ("Where does the user live now?", "Utrecht", "who-home-old#0"),
+        ("where do I live?", "Utrecht", "who-home-old#0"),
+        ("which region does the billing pipeline run in", "us-east", "who-run-old#0"),
+        ("What tea does ines prefer these days?", "rooibos", "who-tea-old#0"),
+    ],
+)
+def test_current_value_of_whoever_the_question_names(
+    kim: MemoryHttpClient, query: str, current: str, old: str
+) -> None:
+    packet = kim.checkout(query)
+    assert packet["answerability"] == "answer_from_memory", packet
+    top = packet["answer_candidates"][0]
+    assert current in top["answer"], (query, top)
+    assert top["support_ids"][0] == old.replace("old", "new"), top
+    assert (old, "superseded") in {(e["item_id"], e["reason"]) for e in top["excluded_ids"]}
+    assert old not in {f["fact_id"] for f in packet["facts"]}
+
+
+def test_the_message_stating_a_fact_corroborates_it(kim: MemoryHttpClient) -> None:
+    top = kim.checkout("Where does the user live now?")["answer_candidates"][0]
+    assert "who-msg-new" in top["support_ids"], top
+
+
+@pytest.mark.parametrize(
+    ("query", "then"),
+    [
+        ("Where does the user live?", "Ghent"),
+        ("Which region does the Billing Pipeline run in?", "eu-central"),
+        ("what tea does Ines Moreau prefer", "oolong"),
+    ],
+)
+def test_as_of_answers_what_was_true_then_and_quotes_nothing_later(
+    kim: MemoryHttpClient, query: str, then: str
+) -> None:
+    packet = kim.checkout(query, as_of=AS_OF)
+    top = packet["answer_candidates"][0]
+    assert then in top["answer"], (query, packet)
+    body = json.dumps(packet)
+    for later in ("-new", "Utrecht", "us-east", "rooibos", "relocated"):
+        assert later not in body, (later, query)
+    for ref in refs(packet):
+        assert ref["event_id"].endswith("-old"), ref
+    for item in kim.recall(query, k=20, as_of=AS_OF):
+        assert item["occurred_at"] <= AS_OF, item
+
+
 def test_sum_counts_each_item_once_and_excludes_the_repeat(
     stack: RunningStack, alice: MemoryHttpClient
 ) -> None:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from memstream.checkout.resolve import Lexicon, resolve_entities
-from memstream.checkout.words import STOPWORDS
+from memstream.checkout.plan.entities import Lexicon, resolve_entities
 from memstream.projection.model import EntityView
 from memstream.projection.names import entity_key
+from memstream.text.words import STOPWORDS
 
 
 def view(name: str, **flags: bool) -> EntityView:
@@ -38,7 +38,7 @@ def test_the_user_and_first_person_resolve_to_the_user_side() -> None:
     assert keys("Where does The User live?") == [["user", "maria"]]
     assert keys("where do I live these days") == [["user", "maria"]]
     assert keys("What's my favourite tea?") == [["user", "maria"]]
-    assert [m.match for m in resolve_entities("where do I live")] == ["role"]
+    assert [m.match for m in resolve_entities("where do I live")] == ["asker"]
 
 
 def test_asker_pronouns_give_way_to_a_named_entity() -> None:
@@ -127,3 +127,9 @@ def test_a_person_asked_by_first_name_without_accents(first: str, last: str) -> 
     plain = entity_key(first).title()
     got = resolve_entities(f"Where does {plain} live?", lex)
     assert got and got[0].keys[0] == entity_key(name)
+
+
+def test_unknown_words_of_a_name_that_runs_into_a_known_one_stay_named() -> None:
+    # "Caroline's Atelier": memory knows Caroline, not the atelier; the question names both.
+    assert keys("What does Caroline's Atelier sell?") == [["caroline"], ["atelier"]]
+    assert keys("Where is Caroline Vance now?") == [["caroline"], ["vance"]]

@@ -70,9 +70,12 @@ class MemoryHttpClient:
         k: int = 10,
         stream: str | None = None,
         mode: Literal["fused", "hybrid", "dense", "sparse"] = "fused",
+        as_of: datetime | str | None = None,
     ) -> list[dict[str, Any]]:
         """Raw top-k items: every lane fused, or one vector-index lane."""
         body: dict[str, Any] = {"query": query, "k": k, "mode": mode}
+        if as_of is not None:
+            body["as_of"] = as_of.isoformat() if isinstance(as_of, datetime) else as_of
         if stream is not None:
             body["stream"] = stream
         items: list[dict[str, Any]] = self._call("POST", "/v1/recall", json=body).json()["items"]

@@ -74,6 +74,8 @@ class Candidate(_M):
     valid_from: str | None = None
     valid_to: str | None = None
     superseded_by: str | None = None
+    recorded_at: str | None = None  # when memory learnt the fact (its source event's time)
+    relevance: float | None = None  # how well the predicate matches the question (0..1)
     confidence: float | None = None  # None = unknown: DEFAULT_CONFIDENCE, with a warning
 
 
@@ -90,7 +92,9 @@ class EntityMention(_M):
 
     text: str  # as the query wrote them
     keys: list[str] = Field(min_length=1)  # best first; alternatives ("the user" = two keys)
-    match: Literal["exact", "partial", "fuzzy", "role", "unknown"]
+    # "asker": I/me/my, the user asking; it widens the lanes but does not narrow the answer
+    # (what the user did is also told by agents and tools, in the third person).
+    match: Literal["exact", "partial", "fuzzy", "role", "asker", "unknown"]
     score: float = Field(ge=0.0, le=1.0)  # 1 exact/role, lower for partial and fuzzy
 
 
@@ -100,7 +104,7 @@ class SynthesisPlan(_M):
     query: str
     operation: Operation
     answer_type: Literal["text", "number", "money", "date", "duration", "entity", "list", "boolean"]
-    entities: list[str] = Field(default_factory=list)  # the first key of each mention
+    entities: list[str] = Field(default_factory=list)  # the first key of each named mention
     mentions: list[EntityMention] = Field(default_factory=list)
     terms: list[str] = Field(default_factory=list)  # content words
     unit: str | None = None  # unit/currency the answer should be in, if stated
@@ -115,8 +119,8 @@ class SynthesisPlan(_M):
         return (entity,)
 
     def entity_keys(self) -> list[str]:
-        """Every key of every mention, once, in query order."""
-        keys = [k for e in self.entities for k in self.keys_of(e)]
+        """Every key of every mention (the asker's too), once, in query order."""
+        keys = [k for m in self.mentions for k in m.keys] + list(self.entities)
         return list(dict.fromkeys(keys))
 
 

@@ -16,6 +16,7 @@ from memstream.checkout.metrics import ANSWERABILITY, CHECKOUT_SECONDS, PACKET_T
 from memstream.checkout.model import Candidate, CheckoutPacket
 from memstream.checkout.packet import assemble_packet
 from memstream.checkout.plan import plan_query
+from memstream.checkout.plan.entities import Lexicon
 from memstream.checkout.retrieve import Retriever
 from memstream.checkout.synthesis import synthesize
 from memstream.embed.port import Embedder
@@ -52,6 +53,7 @@ class RecallRequest(BaseModel):
     mode: Literal["fused", "hybrid", "dense", "sparse"] = Field(
         default="fused", description="fused = every lane; the others = one vector-index lane"
     )
+    as_of: datetime | None = None
 
 
 class Lineage(BaseModel):
@@ -82,6 +84,8 @@ class CheckoutService:
     clock: Callable[[], datetime] = lambda: datetime.now(UTC)
     packets: OrderedDict[str, list[str]] = field(default_factory=OrderedDict)
     packet_memory: int = 10_000
+    lexicon_ttl: float = 1.0  # seconds a tenant's entity lexicon is reused
+    lexicons: dict[tuple[str, str], tuple[float, Lexicon]] = field(default_factory=dict)
 
     def _live(self) -> VersionInfo:
         reg = self.registry.load()
@@ -96,17 +100,34 @@ class CheckoutService:
         embedder = get_embedder(info.config.embedder)
         return Retriever(self.graph_for(info), index, embedder, pool=pool), embedder
 
+    def lexicon(self, info: VersionInfo, tenant: str) -> Lexicon:
+        """The tenant's entities as the planner resolves names against them (cached briefly:
+        a name learnt a second ago may not resolve yet, the rest of the packet still finds it)."""
+        key = (info.name, tenant)
+        now = time.monotonic()
+        cached = self.lexicons.get(key)
+        if cached is not None and now - cached[0] < self.lexicon_ttl:
+            return cached[1]
+        lexicon = Lexicon.build(self.graph_for(info).entities(tenant))
+        if len(self.lexicons) > 1000:
+            self.lexicons.clear()
+        self.lexicons[key] = (now, lexicon)
+        return lexicon
+
     def checkout(self, tenant: str, req: CheckoutRequest) -> CheckoutPacket:
         """One packet from the live version: plan, retrieve, synthesize, assemble; then traced."""
         started = time.perf_counter()
         info = self._live()
         now = iso_utc(self.clock().astimezone(UTC))
-        as_of = iso_utc(req.as_of.astimezone(UTC)) if req.as_of is not None else None
-        plan = plan_query(req.query, now, as_of)
+        as_of_ts = req.as_of.astimezone(UTC) if req.as_of is not None else None
+        as_of = iso_utc(as_of_ts) if as_of_ts is not None else None
+        plan = plan_query(req.query, now, as_of, self.lexicon(info, tenant))
         t_plan = time.perf_counter()
         retriever, embedder = self._retriever(info, pool=max(40, 4 * req.k))
         lane_ms: dict[str, float] = {}
-        candidates = retriever.retrieve(tenant, plan, stream=req.stream, timings=lane_ms)
+        candidates = retriever.retrieve(
+            tenant, plan, stream=req.stream, timings=lane_ms, as_of=as_of_ts
+        )
         t_retrieve = time.perf_counter()
         result = synthesize(plan, candidates)
         t_synth = time.perf_counter()
@@ -172,10 +193,14 @@ class CheckoutService:
         """The raw fused top-k (no synthesis), for comparison and simple clients."""
         info = self._live()
         retriever, _ = self._retriever(info, pool=max(20, req.k))
+        as_of = req.as_of.astimezone(UTC) if req.as_of is not None else None
         if req.mode != "fused":
-            return retriever.lane(tenant, req.query, req.mode, req.k, req.stream)
-        plan = plan_query(req.query, iso_utc(self.clock().astimezone(UTC)))
-        return retriever.retrieve(tenant, plan, stream=req.stream)[: req.k]
+            return retriever.lane(tenant, req.query, req.mode, req.k, req.stream, as_of)
+        now = iso_utc(self.clock().astimezone(UTC))
+        plan = plan_query(
+            req.query, now, iso_utc(as_of) if as_of else None, self.lexicon(info, tenant)
+        )
+        return retriever.retrieve(tenant, plan, stream=req.stream, as_of=as_of)[: req.k]
 
     def _remember(self, packet_id: str, cited: list[str]) -> None:
         self.packets[packet_id] = cited

@@ -6,6 +6,8 @@ import re
 import unicodedata
 from functools import lru_cache
 
+from memstream.text.words import fold_accents
+
 # Capitalised words that start sentences or are pronouns/determiners are not names.
 _FUNCTION_WORDS = frozenset(
     """
@@ -38,19 +40,6 @@ def is_address(text: str, start: int, end: int) -> bool:
     closes = after == "" or after[0] in ",!?.;:"
     opens = before == "" or before[-1] in ",.!?;:" or bool(_ADDRESS_OPENERS.search(before))
     return closes and opens
-
-
-def fold_accents(text: str) -> str:
-    """Latin letters without their diacritics (``Zoë`` → ``Zoe``, ``São`` → ``Sao``).
-
-    Marks on other scripts stay: there they are part of the letter, not an accent.
-    """
-    out: list[str] = []
-    for ch in unicodedata.normalize("NFKD", text):
-        if unicodedata.combining(ch) and out and out[-1] < "\u0250":
-            continue
-        out.append(ch)
-    return unicodedata.normalize("NFC", "".join(out))
 
 
 @lru_cache(maxsize=1 << 16)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import unicodedata
 from functools import lru_cache
 
 _TOKEN = re.compile(r"[a-z0-9]+(?:['’][a-z]+)?")
@@ -53,8 +54,23 @@ _IRREGULAR = {
 _SIBILANT_ES = ("shes", "ches", "xes")
 
 
+def fold_accents(text: str) -> str:
+    """Latin letters without their diacritics (``Zoë`` → ``Zoe``, ``São`` → ``Sao``).
+
+    Marks on other scripts stay: there they are part of the letter, not an accent.
+    """
+    out: list[str] = []
+    for ch in unicodedata.normalize("NFKD", text):
+        if unicodedata.combining(ch) and out and out[-1] < "\u0250":
+            continue
+        out.append(ch)
+    return unicodedata.normalize("NFC", "".join(out))
+
+
 def words(text: str) -> list[str]:
-    """Lower-case word tokens (apostrophes kept inside words)."""
+    """Lower-case word tokens, accents folded ("Inès" → "ines"), apostrophes kept inside."""
+    if not text.isascii():
+        text = fold_accents(text)
     return _TOKEN.findall(text.lower())
 
 

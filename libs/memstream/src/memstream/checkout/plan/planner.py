@@ -3,28 +3,32 @@
 from __future__ import annotations
 
 from memstream.checkout.model import SynthesisPlan
+from memstream.checkout.plan.entities import EMPTY, Lexicon, resolve_entities
 from memstream.checkout.plan.operation import answer_type, classify, query_unit
 from memstream.checkout.plan.terms import query_terms
 from memstream.checkout.plan.window import find_window
-from memstream.projection.names import entity_key, name_candidates
 
 
-def plan_query(query: str, now: str, as_of: str | None = None) -> SynthesisPlan:
+def plan_query(
+    query: str, now: str, as_of: str | None = None, lexicon: Lexicon = EMPTY
+) -> SynthesisPlan:
     """Decide operation, answer type, entities, terms, unit and time window of ``query``.
 
-    Relative dates resolve against ``as_of`` when given, else ``now``; the plan's ``as_of``
-    is the time the answer must hold at (``as_of`` or ``now``).
+    Entities are resolved against ``lexicon`` (what the tenant's memory knows). Relative
+    dates resolve against ``as_of`` when given, else ``now``; the plan's ``as_of`` is the
+    time the answer must hold at (``as_of`` or ``now``).
     """
     base = as_of or now
     op = classify(query)
     unit = query_unit(query)
     window, spans = find_window(query, base)
-    entities = [entity_key(n) for n in name_candidates(query)]
+    mentions = resolve_entities(query, lexicon)
     return SynthesisPlan(
         query=query,
         operation=op,
         answer_type=answer_type(query, op, unit),
-        entities=[e for e in dict.fromkeys(entities) if e],
+        entities=[m.keys[0] for m in mentions if m.match != "asker"],
+        mentions=mentions,
         terms=query_terms(query, spans, unit),
         unit=unit,
         time_window=window,

@@ -6,12 +6,15 @@ Events get their numbers and dates here, once per text, so synthesis never re-re
 from __future__ import annotations
 
 import functools
+from datetime import datetime
 from typing import Any
 
 from memstream.checkout.model import Candidate
+from memstream.checkout.retrieve.facts import predicate_words
 from memstream.projection.dates import dates
 from memstream.projection.model import EventRecord, FactView, SourceRef
 from memstream.projection.quantities import quantities
+from memstream.times import parse_ts
 
 # A ledger event is a certain record of what was said or done (its truth is another matter,
 # which facts and warnings carry).
@@ -71,17 +74,17 @@ def hit_candidate(payload: dict[str, Any]) -> Candidate:
     )
 
 
-def fact_candidate(f: FactView, agent: str = "") -> Candidate:
+def fact_candidate(f: FactView, relevance: float | None = None) -> Candidate:
     """A graph fact, its text spelled out as ``subject predicate value unit``."""
     unit = f" {f.unit}" if f.unit else ""
-    text = f"{f.subject_key} {f.predicate.replace('_', ' ')} {f.value_text}{unit}"
+    text = f"{f.subject_key} {predicate_words(f.predicate)} {f.value_text}{unit}"
     return Candidate(
         item_id=f.fact_id,
         kind="fact",
         text=text,
         ref=f.source,
         type="fact",
-        agent=agent,
+        agent="",
         occurred_at=f.valid_from,
         entity_keys=[k for k in (f.subject_key, f.object_key) if k],
         subject=f.subject_key,
@@ -92,5 +95,14 @@ def fact_candidate(f: FactView, agent: str = "") -> Candidate:
         valid_from=f.valid_from,
         valid_to=f.valid_to,
         superseded_by=f.superseded_by,
+        recorded_at=f.recorded_at,
+        relevance=relevance,
         confidence=f.confidence,
     )
+
+
+def known_by(c: Candidate, as_of: datetime) -> bool:
+    """Did memory hold ``c`` at ``as_of``? Events by when they happened, facts by when they
+    were recorded and became valid."""
+    times = [c.occurred_at] if c.kind == "event" else [c.recorded_at, c.valid_from]
+    return all((t := parse_ts(x)) is None or t <= as_of for x in times)

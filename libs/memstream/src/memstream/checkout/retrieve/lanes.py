@@ -11,12 +11,22 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from memstream.checkout.model import Candidate, SynthesisPlan
-from memstream.checkout.retrieve.candidates import event_candidate, fact_candidate, hit_candidate
+from memstream.checkout.plan.focus import focus_words
+from memstream.checkout.retrieve.candidates import (
+    event_candidate,
+    fact_candidate,
+    hit_candidate,
+    known_by,
+)
+from memstream.checkout.retrieve.facts import PredicateRanker, known_at
 from memstream.embed.port import Embedder
 from memstream.graph.port import GraphStore
+from memstream.projection.model import FactView
+from memstream.times import iso_utc
 from memstream.vectors.port import Mode, VectorIndex
 
 RRF_K = 60
@@ -70,45 +80,29 @@ class Lanes:
 
 @dataclass
 class Retriever:
+    """Every lane of one checkout; ``as_of`` (when a request gives it) bounds each of them."""
+
     graph: GraphStore
     index: VectorIndex
     embedder: Embedder
     pool: int = 40
 
     def lane(
-        self, tenant: str, query: str, mode: Mode, limit: int, stream: str | None = None
+        self,
+        tenant: str,
+        query: str,
+        mode: Mode,
+        limit: int,
+        stream: str | None = None,
+        as_of: datetime | None = None,
     ) -> list[Candidate]:
         """One index lane alone (the benchmarks' baselines)."""
         dense = self.embedder.embed([query])[0].tolist() if mode != "sparse" else None
+        streams = [stream] if stream else None
         hits = self.index.query(
-            tenant, dense, query, limit=limit, mode=mode, streams=[stream] if stream else None
+            tenant, dense, query, limit=limit, mode=mode, streams=streams, as_of=as_of
         )
         return [hit_candidate(h.payload) for h in hits if "event_id" in h.payload]
-
-    def _search(
-        self,
-        lanes: Lanes,
-        lane: str,
-        mode: Mode,
-        tenant: str,
-        dense: list[float],
-        query: str,
-        streams: list[str] | None,
-        actors: list[str] | None = None,
-        entities: list[str] | None = None,
-    ) -> None:
-        hits = self.index.query(
-            tenant,
-            dense,
-            query,
-            limit=self.pool,
-            mode=mode,
-            streams=streams,
-            actors=actors,
-            entities=entities,
-        )
-        for h in hits:
-            lanes.add_hit(lane, h.payload)
 
     def retrieve(
         self,
@@ -116,47 +110,110 @@ class Retriever:
         plan: SynthesisPlan,
         stream: str | None = None,
         timings: dict[str, float] | None = None,
+        as_of: datetime | None = None,
     ) -> list[Candidate]:
-        """The fused candidate pool, best first; ``timings`` collects ms per lane."""
-        lanes = Lanes()
-        clock = _LaneClock(timings)
-        query = plan.query
-        dense = self.embedder.embed([query])[0].tolist()
-        streams = [stream] if stream else None
-        clock.lap("embed")
-        args = (tenant, dense, query, streams)
-        for mode in MODES:
-            self._search(lanes, mode, mode, *args)
-            clock.lap(mode)
-        entity_keys = list(plan.entities)
-        if entity_keys:
-            # Filtered lanes query dense and sparse apart: fused inside the index, a weak
-            # dense ranking among one person's many turns buries the one turn that matches
-            # the question's words.
-            # A person's own words rarely repeat their name, so the global lanes rank turns
-            # that address them ("Thanks, Noor!") above turns by them.
-            for mode in MODES:
-                self._search(lanes, f"speaker_{mode}", mode, *args, actors=entity_keys)
-            clock.lap("speaker")
-            # Events involving the entities, ranked by the question rather than by date: a
-            # graph walk over a busy entity (everyone's city) costs more than it finds.
-            for mode in MODES:
-                self._search(lanes, f"mention_{mode}", mode, *args, entities=entity_keys)
-            clock.lap("mention")
-            for key in entity_keys:
-                for f in self.graph.recent_facts(tenant, key, limit=FACTS_PER_SUBJECT):
-                    lanes.add("fact", fact_candidate(f))
-            clock.lap("fact")
-        top = [c for c in lanes.fused()[:3] if c.kind == "event"]
-        for c in top:
-            for e in self.graph.chain(tenant, c.item_id, radius=1):
-                lanes.add("chain", event_candidate(e))
-        clock.lap("chain")
+        """The fused candidate pool, best first; ``timings`` collects ms per lane.
+
+        With ``as_of`` every lane reads only what memory held then, and a last guard drops
+        anything later, so no section of a packet can quote it.
+        """
+        run = _Run(self, tenant, plan, stream, as_of, Lanes(), _LaneClock(timings))
+        run.embed()
+        run.search()
+        if plan.entity_keys():
+            run.entity_lanes()
+        run.chain()
         if plan.operation == "latest_value" or stream is not None:
-            for e in self.graph.recent(tenant, limit=10, stream=stream):
-                lanes.add("recent", event_candidate(e))
-            clock.lap("recent")
-        return lanes.fused()
+            run.recent()
+        fused = run.lanes.fused()
+        return fused if as_of is None else [c for c in fused if known_by(c, as_of)]
+
+
+@dataclass
+class _Run:
+    """One retrieval: the lanes filled one after another into ``lanes``."""
+
+    r: Retriever
+    tenant: str
+    plan: SynthesisPlan
+    stream: str | None
+    as_of: datetime | None
+    lanes: Lanes
+    clock: _LaneClock
+    vector: list[float] = field(default_factory=list)
+
+    def embed(self) -> None:
+        self.vector = self.r.embedder.embed([self.plan.query])[0].tolist()
+        self.clock.lap("embed")
+
+    def search(
+        self,
+        prefix: str = "",
+        actors: list[str] | None = None,
+        entities: list[str] | None = None,
+    ) -> None:
+        """Dense and sparse apart, each into its own lane (``prefix`` names the filter)."""
+        for mode in MODES:
+            hits = self.r.index.query(
+                self.tenant,
+                self.vector,
+                self.plan.query,
+                limit=self.r.pool,
+                mode=mode,
+                streams=[self.stream] if self.stream else None,
+                actors=actors,
+                entities=entities,
+                as_of=self.as_of,
+            )
+            for h in hits:
+                self.lanes.add_hit(prefix + mode, h.payload)
+            if not prefix:
+                self.clock.lap(mode)
+
+    def entity_lanes(self) -> None:
+        keys = self.plan.entity_keys()
+        # Filtered lanes query dense and sparse apart: fused inside the index, a weak dense
+        # ranking among one person's many turns buries the one turn that matches the
+        # question's words. A person's own words rarely repeat their name, so the global
+        # lanes rank turns that address them ("Thanks, Noor!") above turns by them.
+        self.search("speaker_", actors=keys)
+        self.clock.lap("speaker")
+        # Events involving the entities, ranked by the question rather than by date: a graph
+        # walk over a busy entity (everyone's city) costs more than it finds.
+        self.search("mention_", entities=keys)
+        self.clock.lap("mention")
+        self.facts(keys)
+        self.clock.lap("fact")
+
+    def facts(self, keys: list[str]) -> None:
+        """Facts and preferences of the named subjects, the question's predicates first."""
+        as_of = iso_utc(self.as_of) if self.as_of is not None else None
+        found: list[FactView] = []
+        for key in keys:
+            found += self.r.graph.recent_facts(
+                self.tenant, key, limit=FACTS_PER_SUBJECT, as_of=as_of
+            )
+        if self.as_of is not None:
+            found = known_at(found, self.as_of)
+        ranker = PredicateRanker(self.r.embedder, focus_words(self.plan))
+        scored = [(ranker.relevance(f.predicate), f) for f in found]
+        scored.sort(key=lambda rf: (-(rf[0] or 0.0), rf[1].valid_to is not None, rf[1].fact_id))
+        for rel, f in scored:
+            self.lanes.add("fact", fact_candidate(f, rel))
+
+    def chain(self) -> None:
+        as_of = iso_utc(self.as_of) if self.as_of is not None else None
+        top = [c for c in self.lanes.fused()[:3] if c.kind == "event"]
+        for c in top:
+            for e in self.r.graph.chain(self.tenant, c.item_id, radius=1, as_of=as_of):
+                self.lanes.add("chain", event_candidate(e))
+        self.clock.lap("chain")
+
+    def recent(self) -> None:
+        as_of = iso_utc(self.as_of) if self.as_of is not None else None
+        for e in self.r.graph.recent(self.tenant, limit=10, stream=self.stream, as_of=as_of):
+            self.lanes.add("recent", event_candidate(e))
+        self.clock.lap("recent")
 
 
 class _LaneClock:

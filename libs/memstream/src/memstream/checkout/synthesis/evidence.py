@@ -5,22 +5,16 @@ from __future__ import annotations
 import re
 
 from memstream.checkout.model import Candidate, EvidenceRow, SynthesisPlan
+from memstream.checkout.plan.focus import numeric_plan
+from memstream.checkout.retrieve.facts import predicate_words
 from memstream.projection.names import entity_key
 from memstream.text.units import normalise_unit
 from memstream.text.words import clip
 
-NUMERIC_OPS = frozenset({"sum", "average", "difference", "argmax", "argmin"})
 _SENTENCE_END = re.compile(r"[.!?](?=\s|$)|[;\n]")
 _CLAUSE_END = re.compile(r",\s|\s(?:and|but|plus|while|whereas)\s|:\s")
 _LABEL_CHARS = 100
 _RATE = re.compile(r"\s*(?:per|a|an|each|every|/)\s*[a-z]+", re.IGNORECASE)
-
-
-def numeric_plan(plan: SynthesisPlan) -> bool:
-    """Does the plan compute over numbers (so events give one row per quantity)?"""
-    if plan.operation in NUMERIC_OPS:
-        return True
-    return plan.operation != "count" and plan.answer_type in ("money", "number")
 
 
 def _bounds(text: str, start: int, end: int, splitter: re.Pattern[str]) -> tuple[int, int]:
@@ -82,7 +76,7 @@ def fact_row(c: Candidate) -> EvidenceRow:
     return EvidenceRow(
         row_id=c.item_id,
         support_id=c.item_id,
-        label=(c.predicate or "").replace("_", " ").replace(":", " ").strip(),
+        label=predicate_words(c.predicate or ""),
         value=value,
         unit=normalise_unit(c.unit),
         entity=c.subject,

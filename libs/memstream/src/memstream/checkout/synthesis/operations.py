@@ -12,6 +12,7 @@ from memstream.checkout.model import (
     PacketWarning,
     SynthesisPlan,
 )
+from memstream.checkout.plan.focus import numeric_plan
 from memstream.checkout.synthesis.context import (
     Ctx,
     OpResult,
@@ -23,7 +24,7 @@ from memstream.checkout.synthesis.context import (
     when,
 )
 from memstream.checkout.synthesis.duplicates import dedupe, same_item
-from memstream.checkout.synthesis.evidence import numeric_plan
+from memstream.checkout.synthesis.facts import facts_first
 from memstream.checkout.synthesis.numbers import numbers
 from memstream.checkout.synthesis.sides import side_name, side_rows, sides
 from memstream.checkout.synthesis.temporal import latest_value, temporal_interval, temporal_order
@@ -39,7 +40,7 @@ SECONDARY = 0.8  # confidence factor of a total in a currency other than the mai
 def lookup(plan: SynthesisPlan, rows: list[EvidenceRow], ctx: Ctx) -> OpResult:
     """The best-matching row: a fact's value, a number, a date, or an event's words."""
     res = OpResult()
-    pool = numbers(plan, rows, ctx).rows if numeric_plan(plan) else rows
+    pool = facts_first(numbers(plan, rows, ctx).rows if numeric_plan(plan) else rows, ctx)
     if not pool:
         return res
     top = ctx.rank.get(pool[0].row_id, 0)

@@ -15,11 +15,14 @@ from memstream.checkout.model import (
     SynthesisPlan,
     TimeWindow,
 )
-from memstream.checkout.synthesis.evidence import numeric_plan
+from memstream.checkout.plan.focus import focus_of
+from memstream.checkout.retrieve.facts import PREDICATE_MATCH
 from memstream.projection.names import entity_key
-from memstream.text.words import GENERIC_STEMS, STOP_STEMS, content_stems, stem, words
+from memstream.text.words import content_stems, stem, words
 from memstream.times import parse_ts
 
+# The sides of a conversation, by the message type each side writes.
+SIDE_TYPES = {"user": "message.user", "assistant": "message.assistant"}
 # Operations over the history of a subject: superseded facts still count for them.
 HISTORY_OPS = frozenset({"count", "list", "temporal_order", "temporal_interval", "absence"})
 # Operations over a set of items: when no item names the focus terms, everything about the
@@ -29,30 +32,6 @@ LOOSE_OPS = frozenset(
 )
 
 
-@dataclass(frozen=True)
-class Focus:
-    """What the question is about: content-word stems and entity keys."""
-
-    terms: frozenset[str]
-    entities: tuple[str, ...]
-
-
-def focus_of(plan: SynthesisPlan) -> Focus:
-    """Plan terms minus light verbs/measure words and the entity names themselves.
-
-    When nothing specific is left, no entity is named and the plan is not numeric, the light
-    verbs are the focus ("what did I buy?"); a numeric plan with no focus uses every value in
-    its unit.
-    """
-    named = {stem(w) for e in plan.entities for w in words(e)}
-    stems = [s for s in (stem(t) for t in plan.terms) if s not in named and s not in STOP_STEMS]
-    focus = {s for s in stems if s not in GENERIC_STEMS}
-    counting_units = plan.operation == "count" and plan.unit is not None
-    if not focus and not plan.entities and not numeric_plan(plan) and not counting_units:
-        focus = set(stems)
-    return Focus(frozenset(focus), tuple(plan.entities))
-
-
 def candidate_stems(c: Candidate) -> frozenset[str]:
     """Content stems of everything a candidate says (text, value, subject, entity keys)."""
     parts = [c.text, c.value_text or "", c.subject or "", *c.entity_keys]
@@ -60,8 +39,11 @@ def candidate_stems(c: Candidate) -> frozenset[str]:
 
 
 def matches_entity(c: Candidate, key: str, stems: frozenset[str]) -> bool:
-    """By entity key, subject or agent, or by every word of the name occurring in the text."""
+    """By entity key, subject or agent, by side ("user": what the user's side said), or by
+    every word of the name occurring in the text."""
     if key in c.entity_keys or key == c.subject or key == entity_key(c.agent):
+        return True
+    if SIDE_TYPES.get(key) == c.type:
         return True
     name = [stem(w) for w in words(key)]
     return bool(name) and all(w in stems for w in name)
@@ -90,13 +72,18 @@ def relevant_rows(
     for i, row in enumerate(rows):
         c = by_id[row.support_id]
         cstems = candidate_stems(c)
-        ents = sum(matches_entity(c, e, cstems) for e in focus.entities)
+        ents = sum(
+            any(matches_entity(c, k, cstems) for k in plan.keys_of(e)) for e in focus.entities
+        )
         if focus.entities and not ents:
             continue
         overlap = len(focus.terms & row_stems(row, c))
+        if not overlap and c.kind == "fact" and (c.relevance or 0.0) >= PREDICATE_MATCH:
+            overlap = 1  # the predicate means what the question asks, in other words
         if focus.terms and not overlap and not (loose and ents):
             continue
-        key = (-ents, -overlap, 0 if c.kind == "fact" else 1, -c.score, i)
+        fit = c.relevance or 0.0
+        key = (-ents, -overlap, 0 if c.kind == "fact" else 1, -fit, -c.score, i)
         scored.append((key, row, 100 * ents + overlap))
     return [(row, rank) for _, row, rank in sorted(scored, key=lambda kv: kv[0])]
 
@@ -104,14 +91,21 @@ def relevant_rows(
 def coverage(
     plan: SynthesisPlan, ids: list[str], by_id: Mapping[str, Candidate]
 ) -> tuple[float, float]:
-    """Share of focus terms and of entities that the candidates ``ids`` mention together."""
+    """Share of focus terms and of entities that the candidates ``ids`` mention together
+    (all terms when one of them is a fact whose predicate matches the question)."""
     focus = focus_of(plan)
     cands = [by_id[i] for i in ids if i in by_id]
     union: frozenset[str] = frozenset().union(*(candidate_stems(c) for c in cands))
     lex = len(focus.terms & union) / len(focus.terms) if focus.terms else 1.0
+    if any(c.kind == "fact" and (c.relevance or 0.0) >= PREDICATE_MATCH for c in cands):
+        lex = 1.0  # a fact whose predicate means what the question asks covers it
     if not focus.entities:
         return lex, 1.0
-    hit = [e for e in focus.entities if any(matches_entity(c, e, union) for c in cands)]
+    hit = [
+        e
+        for e in focus.entities
+        if any(matches_entity(c, k, union) for c in cands for k in plan.keys_of(e))
+    ]
     return lex, len(hit) / len(focus.entities)
 
 

@@ -30,16 +30,17 @@ from memstream.checkout.model import (
     SynthesisResult,
     WarningKind,
 )
+from memstream.checkout.plan.focus import focus_of
 from memstream.checkout.synthesis.attribution import misattributed
 from memstream.checkout.synthesis.context import Ctx, is_fact, make_answer, when
 from memstream.checkout.synthesis.evidence import evidence_rows, rate_rows
+from memstream.checkout.synthesis.facts import corroborate
 from memstream.checkout.synthesis.operations import run_operation
 from memstream.checkout.synthesis.selection import (
     HISTORY_OPS,
     LOOSE_OPS,
     confidence_of,
     coverage,
-    focus_of,
     relevant_rows,
     row_stems,
     screen,
@@ -258,7 +259,13 @@ def synthesize(
     result = run_operation(plan, kept, ctx)
     warnings += result.warnings
     answers = [
-        a.model_copy(update={"excluded_ids": _merge(a.excluded_ids, excluded + result.exclusions)})
+        corroborate(
+            plan,
+            a.model_copy(
+                update={"excluded_ids": _merge(a.excluded_ids, excluded + result.exclusions)}
+            ),
+            by_id,
+        )
         for a in result.answers
         if set(a.support_ids) <= by_id.keys()
     ]
@@ -266,7 +273,7 @@ def synthesize(
         warnings += _nothing_found(relevant, kept, excluded)
         return _result("ask_user", _abstain(plan, ctx), warnings, kept)
     top = max(answers, key=lambda a: a.confidence)
-    if (why := misattributed(plan.entities, top.support_ids, by_id)) is not None:
+    if (why := misattributed(plan.entity_keys(), top.support_ids, by_id)) is not None:
         warnings.append(_warn("misattributed", why, top.support_ids))
         return _result("ask_user", _abstain(plan, ctx), warnings, kept)
     strength, weak = _support(plan, top, by_id, loose)

@@ -12,6 +12,7 @@ from memstream.checkout.model import (
     PacketWarning,
     SynthesisPlan,
 )
+from memstream.checkout.plan.focus import numeric_plan
 from memstream.checkout.synthesis.context import (
     EPOCH,
     Ctx,
@@ -24,7 +25,7 @@ from memstream.checkout.synthesis.context import (
     when,
 )
 from memstream.checkout.synthesis.duplicates import same_item
-from memstream.checkout.synthesis.evidence import numeric_plan
+from memstream.checkout.synthesis.facts import facts_first
 from memstream.checkout.synthesis.numbers import numbers
 from memstream.checkout.synthesis.sides import side_name, side_rows, sides
 from memstream.text.units import fmt_amount
@@ -45,8 +46,10 @@ def latest_value(plan: SynthesisPlan, rows: list[EvidenceRow], ctx: Ctx) -> OpRe
     Older rows about the same thing are excluded as superseded by the newest.
     """
     res = OpResult()
-    facts = [r for r in rows if is_fact(r, ctx)]
-    pool = facts or (numbers(plan, rows, ctx).rows if numeric_plan(plan) else rows)
+    if any(is_fact(r, ctx) for r in rows):
+        pool = facts_first(rows, ctx)
+    else:
+        pool = numbers(plan, rows, ctx).rows if numeric_plan(plan) else rows
     if not pool:
         return res
     top = max(ctx.rank.get(r.row_id, 0) for r in pool)

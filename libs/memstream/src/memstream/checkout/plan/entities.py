@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 from rapidfuzz import fuzz, process
 
 from memstream.checkout.model import EntityMention
-from memstream.checkout.words import STOPWORDS
 from memstream.projection.model import EntityView
 from memstream.projection.names import entity_key, name_candidates
+from memstream.text.words import STOPWORDS
 
 MAX_NGRAM = 5
 MAX_ALTERNATIVES = 4  # keys one mention may stand for ("Zoe" → two Zoes), best first
@@ -172,15 +172,41 @@ def _match_at(tokens: list[_Token], i: int, lexicon: Lexicon) -> tuple[int, Enti
 
 
 def _unknown_names(query: str, taken: list[tuple[int, int]]) -> list[tuple[int, EntityMention]]:
-    """Capitalised names memory does not know: still what the question is about."""
+    """Capitalised names memory does not know: still what the question is about.
+
+    A name that runs into a known one ("Gina's HR" with "Gina" known) leaves its other words
+    as a name of their own ("HR"): the question still names it.
+    """
     out: list[tuple[int, EntityMention]] = []
+    cursor = 0
     for name in name_candidates(query):
-        pos = query.find(name)
-        if any(a <= pos < b for a, b in taken):
-            continue
-        key = entity_key(name)
-        out.append((pos, EntityMention(text=name, keys=[key], match="unknown", score=0.0)))
+        pos = query.find(name, cursor)
+        pos = pos if pos >= 0 else query.find(name)
+        cursor = pos + len(name)
+        for start, text in _outside(name, pos, taken):
+            key = entity_key(text)
+            if key and key not in STOPWORDS:
+                mention = EntityMention(text=text, keys=[key], match="unknown", score=0.0)
+                out.append((start, mention))
     return out
+
+
+def _outside(name: str, pos: int, taken: list[tuple[int, int]]) -> list[tuple[int, str]]:
+    """Runs of the words of ``name`` (at ``pos``) that no known mention covers."""
+    runs: list[tuple[int, str]] = []
+    run_start, run_end = -1, -1
+    for m in _TOKEN.finditer(name):
+        a, b = pos + m.start(), pos + m.end()
+        if any(x <= a < y for x, y in taken):
+            if run_start >= 0:
+                runs.append((run_start, name[run_start - pos : run_end - pos]))
+            run_start = -1
+            continue
+        run_start = a if run_start < 0 else run_start
+        run_end = b
+    if run_start >= 0:
+        runs.append((run_start, name[run_start - pos : run_end - pos]))
+    return [(a, t) for a, t in runs if t[:1].isupper()]
 
 
 def _asker(query: str, tokens: list[_Token], lexicon: Lexicon) -> EntityMention | None:
@@ -189,7 +215,7 @@ def _asker(query: str, tokens: list[_Token], lexicon: Lexicon) -> EntityMention 
     words = [t for t in tokens if t.key in _USER_PRONOUNS and t.start not in asker_me]
     if not words:
         return None
-    return _mention(words[:1], lexicon.side("user"), "role", 1.0)
+    return _mention(words[:1], lexicon.side("user"), "asker", 1.0)
 
 
 def resolve_entities(query: str, lexicon: Lexicon = EMPTY) -> list[EntityMention]:

@@ -1,0 +1,103 @@
+"""The fact lane's two rules: facts as memory knew them at a time, ranked by predicate.
+
+Relevance of a predicate to a question: the question's focus words against the predicate's
+words ("lives_in", "prefers:beverage"): a shared stem counts fully; otherwise the best cosine
+of one focus word and the predicate stands in for synonyms ("drink" ~ "beverage", "job" ~
+"employer"), which no word list has to spell out. Words one by one: "drink in the morning"
+as a whole is less like "beverage" than "drink" is.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+
+import numpy as np
+import numpy.typing as npt
+
+from memstream.embed.port import Embedder
+from memstream.projection.model import FactView
+from memstream.text.words import content_stems
+from memstream.times import parse_ts
+
+# Cosine of focus words and predicate words above which a predicate answers the question;
+# with the static embedder "live" ~ "lives in" scores about .6, "job" ~ "works at" about .45,
+# unrelated pairs mostly stay under .3.
+PREDICATE_MATCH = 0.4
+_PREDICATE_SEP = re.compile(r"[_:./-]+")
+
+
+def predicate_words(predicate: str) -> str:
+    """``lives_in`` → ``lives in``; ``prefers:beverage`` → ``prefers beverage``."""
+    return _PREDICATE_SEP.sub(" ", predicate).strip()
+
+
+@dataclass
+class PredicateRanker:
+    """Scores predicates against one question's focus words (vectors cached per text)."""
+
+    embedder: Embedder
+    focus: list[str]  # the question's focus words as written
+    _cache: dict[str, float] = field(default_factory=dict)
+
+    def relevance(self, predicate: str) -> float | None:
+        """1.0 on a shared stem, else the best cosine of a focus word and the predicate's
+        words; None when the question has no focus."""
+        if not self.focus:
+            return None
+        if predicate not in self._cache:
+            self._cache[predicate] = self._score(predicate_words(predicate))
+        return self._cache[predicate]
+
+    def _score(self, text: str) -> float:
+        if content_stems(text) & content_stems(" ".join(self.focus)):
+            return 1.0
+        vec = _vector(self.embedder, text)
+        best = max(float(np.dot(_vector(self.embedder, w), vec)) for w in self.focus)
+        return round(max(0.0, best), 3)
+
+
+_VECTORS: dict[tuple[str, str], npt.NDArray[np.float32]] = {}
+
+
+def _vector(embedder: Embedder, text: str) -> npt.NDArray[np.float32]:
+    # Predicates and question words recur checkout after checkout; their vectors do not change.
+    key = (f"{embedder.name}/{embedder.version}", text)
+    vec = _VECTORS.get(key)
+    if vec is None:
+        if len(_VECTORS) > 50_000:
+            _VECTORS.clear()
+        vec = _VECTORS[key] = embedder.embed([text])[0]
+    return vec
+
+
+def known_at(facts: Iterable[FactView], as_of: datetime) -> list[FactView]:
+    """Facts as memory knew them at ``as_of``: recorded and valid by then, each closed only
+    by the next fact of its subject and predicate that was also known then.
+
+    A fact recorded later cannot supersede anything yet, even when it is back-dated.
+    """
+    known = [f for f in facts if _seen_by(f, as_of)]
+    chains: dict[tuple[str, str], list[FactView]] = defaultdict(list)
+    for f in known:
+        chains[(f.subject_key, f.predicate)].append(f)
+    ids = {f.fact_id for f in known}
+    out: list[FactView] = []
+    for chain in chains.values():
+        chain.sort(key=lambda f: (f.valid_from, f.fact_id))
+        for f, nxt in zip(chain, [*chain[1:], None], strict=True):
+            if nxt is not None:
+                f = f.model_copy(update={"valid_to": nxt.valid_from, "superseded_by": nxt.fact_id})
+            elif f.superseded_by is not None and f.superseded_by not in ids:
+                f = f.model_copy(update={"valid_to": None, "superseded_by": None})
+            out.append(f)
+    return out
+
+
+def _seen_by(f: FactView, as_of: datetime) -> bool:
+    recorded = parse_ts(f.recorded_at or f.valid_from)
+    valid = parse_ts(f.valid_from)
+    return (recorded is None or recorded <= as_of) and (valid is None or valid <= as_of)
