@@ -9,10 +9,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 from fastapi.testclient import TestClient
 from memstream.events import parse_event
-from memstream.kafka.reading import high_watermarks
+from memstream.kafka.reading import high_watermarks, read_to_end
 from memstream.kafka.topics import RAW, ensure_topics
 from memstream.keys import KeyStore
 from memstream.metrics import EVENTS_PRODUCED, EVENTS_RECEIVED, EVENTS_REJECTED
@@ -21,6 +22,7 @@ from memstream.stack.net import free_port
 from memstream.stack.servers import start_tansu
 from memstream_api.app import create_app
 from memstream_api.main import main
+from stackproc import wait_until
 from topicread import records_for
 
 
@@ -212,12 +214,12 @@ def test_healthz_is_503_when_kafka_is_unreachable(tmp_path: Path) -> None:
     assert address in r.json()["reason"]
 
 
-def test_delivery_failure_is_503_with_the_ids(tmp_path: Path) -> None:
+def test_without_an_outbox_a_delivery_failure_is_503_with_the_ids(tmp_path: Path) -> None:
     server = start_tansu(free_port(), tmp_path / "logs")
     bootstrap = f"127.0.0.1:{server.port}"
     try:
         ensure_topics(bootstrap, Settings())
-        settings = Settings(data_dir=tmp_path)
+        settings = Settings(data_dir=tmp_path, outbox=False)
         key = KeyStore.from_settings(settings).create("acme")
         app = create_app(settings, bootstrap, producer_overrides={"message.timeout.ms": 1500})
         with TestClient(app) as client:
@@ -233,6 +235,41 @@ def test_delivery_failure_is_503_with_the_ids(tmp_path: Path) -> None:
             assert body["ids"] == ["lost-1"] and body["failed_ids"] == ["lost-1"]
             assert "not delivered" in body["detail"]
             assert client.get("/healthz").status_code == 503
+    finally:
+        server.stop()
+
+
+def test_with_the_outbox_events_accepted_while_the_broker_is_down_reach_the_next_one(
+    tmp_path: Path,
+) -> None:
+    port = free_port()
+    server = start_tansu(port, tmp_path / "logs")
+    bootstrap = f"127.0.0.1:{port}"
+    try:
+        ensure_topics(bootstrap, Settings())
+        settings = Settings(data_dir=tmp_path, outbox_ack_wait_s=1.0)
+        key = KeyStore.from_settings(settings).create("acme")
+        with TestClient(create_app(settings, bootstrap)) as client:
+            server.stop()
+            r = client.post(
+                "/v1/events",
+                json={"events": [_msg("s", "kept", id="kept-1"), _msg("s", "kept", id="kept-2")]},
+                headers={"Authorization": f"Bearer {key}"},
+            )
+            assert r.status_code == 202, r.text  # durable in the outbox: accepted
+            spooled = b"".join(p.read_bytes() for p in settings.outbox_dir.glob("*.jsonl"))
+            assert b"kept-1" in spooled and b"kept-2" in spooled
+            server = start_tansu(port, tmp_path / "logs")  # a new, empty broker
+            ensure_topics(bootstrap, Settings())
+            (tmp_path / "broker-epoch").write_text("2\n")
+
+            def arrived() -> bool:
+                ids = {
+                    orjson.loads(m.value() or b"{}").get("id") for m in read_to_end(bootstrap, RAW)
+                }
+                return {"kept-1", "kept-2"} <= ids
+
+            wait_until(arrived, 30, "outbox re-send to the new broker")
     finally:
         server.stop()
 

@@ -119,3 +119,15 @@ def scrape(urls: list[str], names: Collection[str], timeout: float = 3.0) -> lis
         for family in text_string_to_metric_families(text):
             found += [x for x in family.samples if x.name in names]
     return found
+
+
+OUTBOX_EVENTS = Gauge(
+    "memstream_outbox_events",
+    "Accepted events spooled in the outbox and not yet proved archived",
+    ["component"],
+)
+OUTBOX_RESENT = Counter(
+    "memstream_outbox_resent_total",
+    "Events re-sent from the outbox (after a broker restart or a failed delivery)",
+    ["component"],
+)

@@ -42,6 +42,14 @@ class Settings(BaseSettings):
         default=True, description="embedded stack runs the graph and vector projections"
     )
     keys_file: Path | None = Field(default=None, description="API key store; default in data dir")
+    outbox: bool = Field(
+        default=True,
+        description="POST /v1/events spools events (fsync) in <data_dir>/outbox before 2xx",
+    )
+    outbox_max_bytes: int = Field(default=1 << 30, ge=1, description="beyond: 503, retry later")
+    outbox_ack_wait_s: float = Field(
+        default=5.0, gt=0, description="how long a request waits for Kafka once spooled"
+    )
     consumer_session_timeout_ms: int = 6000
     batch_size: int = Field(default=2000, ge=1)
     batch_wait_s: float = Field(default=0.05, gt=0)
@@ -54,3 +62,7 @@ class Settings(BaseSettings):
     @property
     def archive_dir(self) -> Path:
         return self.data_dir / "archive"
+
+    @property
+    def outbox_dir(self) -> Path:
+        return self.data_dir / "outbox"

@@ -7,10 +7,11 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse, Response
 from memstream.events import EventIn
+from memstream.graph.port import GraphUnavailable
 from memstream.keys import KeyStore
 from memstream.metrics import UP
 from memstream.ops.health import DependencyProbe, dependency_checks
@@ -22,6 +23,7 @@ from starlette.concurrency import run_in_threadpool
 
 from memstream_api import checkout_routes, ingest
 from memstream_api.http_metrics import HttpMetrics
+from memstream_api.outbox import Outbox
 from memstream_api.producing import BatchProducer
 from memstream_api.wiring import build_checkout
 
@@ -51,6 +53,12 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         producer = BatchProducer(bootstrap, COMPONENT, **(producer_overrides or {}))
         app.state.producer = producer
+        outbox = None
+        if settings.outbox:
+            outbox = Outbox(
+                settings.outbox_dir, bootstrap, producer, settings.outbox_max_bytes
+            ).start()
+        app.state.outbox = outbox
         manager, thread = None, None
         if project_vectors:
             manager = vector_manager(settings, bootstrap)
@@ -69,6 +77,8 @@ def create_app(
             if manager is not None and thread is not None:
                 manager.stopping.set()
                 await run_in_threadpool(thread.join, 60)
+            if outbox is not None:
+                await run_in_threadpool(outbox.stop)
             await run_in_threadpool(producer.close)
 
     app = FastAPI(title="memstream", version="0.1.0", description=DESCRIPTION, lifespan=lifespan)
@@ -81,6 +91,15 @@ def create_app(
     ingest.init_metrics()
     app.include_router(ingest.router)
     app.include_router(checkout_routes.router)
+
+    @app.exception_handler(GraphUnavailable)
+    async def graph_down(_request: Request, exc: GraphUnavailable) -> JSONResponse:
+        # The supervisor (or the platform) brings the graph server back; ask to come again.
+        return JSONResponse(
+            {"detail": f"memory is briefly unavailable: {exc}"},
+            status_code=503,
+            headers={"Retry-After": str(ingest.RETRY_AFTER_S)},
+        )
 
     @app.get("/healthz", tags=["ops"], summary="Liveness and Kafka reachability")
     async def healthz() -> JSONResponse:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from typing import Any
 
@@ -13,9 +14,12 @@ from memstream.metrics import EVENTS_RECEIVED, EVENTS_REJECTED
 from pydantic import BaseModel, Field, ValidationError
 
 from memstream_api.auth import Tenant
+from memstream_api.outbox import Outbox, OutboxFull
 from memstream_api.producing import BatchProducer, DeliveryFailedError
 
 COMPONENT = "api"
+RETRY_AFTER_S = 5
+log = logging.getLogger(__name__)
 DEFAULT_AGENT = "api"
 MAX_BATCH = 10_000
 MAX_BODY_BYTES = 64 * 1024 * 1024
@@ -220,7 +224,9 @@ def _complete(items: list[Any], batch: bool, tenant: str) -> list[Event]:
 async def post_events(request: Request, tenant: Tenant) -> Response | Accepted:
     """Body: one event, or ``{"events": [...]}``. The API key's tenant fills ``tenant``.
 
-    Returns 202 once Kafka has acknowledged every event (acks=all).
+    Returns 202 once the events are durable: spooled (fsync) in the outbox, from where they
+    reach the ledger whatever single process dies; without an outbox, once Kafka has
+    acknowledged every event (acks=all).
     """
     try:
         body = await _read_body(request, request.app.state.max_body_bytes)
@@ -230,8 +236,11 @@ async def post_events(request: Request, tenant: Tenant) -> Response | Accepted:
         EVENTS_REJECTED.labels(component=COMPONENT, reason=rejected.reason).inc(rejected.count)
         return rejected.response
     EVENTS_RECEIVED.labels(component=COMPONENT).inc(len(events))
-    producer: BatchProducer = request.app.state.producer
     ids = [e.id for e in events]
+    outbox: Outbox | None = request.app.state.outbox
+    if outbox is not None:
+        return await _spool(outbox, events, ids, request.app.state.settings.outbox_ack_wait_s)
+    producer: BatchProducer = request.app.state.producer
     try:
         await producer.produce(events)
     except DeliveryFailedError as exc:
@@ -239,4 +248,21 @@ async def post_events(request: Request, tenant: Tenant) -> Response | Accepted:
         return _error(
             status.HTTP_503_SERVICE_UNAVAILABLE, exc.reason, ids=ids, failed_ids=exc.failed_ids
         )
+    return Accepted(accepted=len(events), ids=ids)
+
+
+async def _spool(
+    outbox: Outbox, events: list[Event], ids: list[str], ack_wait_s: float
+) -> Response | Accepted:
+    """Durable in the spool = accepted; Kafka's acknowledgement is awaited only briefly (a
+    broker that is down or restarting gets the events from the outbox later)."""
+    try:
+        await outbox.accept(events, ack_wait_s)
+    except OutboxFull as exc:
+        EVENTS_REJECTED.labels(component=COMPONENT, reason="delivery").inc(len(events))
+        response = _error(status.HTTP_503_SERVICE_UNAVAILABLE, str(exc), ids=ids, failed_ids=ids)
+        response.headers["Retry-After"] = str(RETRY_AFTER_S)
+        return response
+    except DeliveryFailedError as exc:
+        log.info("accepted %d events into the outbox; Kafka pending: %s", len(ids), exc.reason)
     return Accepted(accepted=len(events), ids=ids)

@@ -37,10 +37,18 @@ class DeliveryFailedError(RuntimeError):
         self.failed_ids = list(failed_ids)
 
 
+# Told of every event's fate: its delivered message, or None when the broker did not take it.
+Report = Callable[[str, Message | None], None]
+
+
 class _Batch:
     """Delivery state of one request; callbacks arrive on the poll thread."""
 
-    def __init__(self, n: int, loop: asyncio.AbstractEventLoop, component: str) -> None:
+    def __init__(
+        self, n: int, loop: asyncio.AbstractEventLoop, component: str,
+        on_report: Report | None = None,
+    ) -> None:  # fmt: skip
+        self.on_report = on_report
         self.left = n
         self.loop = loop
         self.future: asyncio.Future[None] = loop.create_future()
@@ -51,12 +59,14 @@ class _Batch:
             self.future.set_result(None)
 
     def callback(self, event_id: str) -> Callable[[KafkaError | None, Message], None]:
-        def on_delivery(err: KafkaError | None, _msg: Message) -> None:
-            self.settle(event_id, None if err is None else err.str())
+        def on_delivery(err: KafkaError | None, msg: Message) -> None:
+            self.settle(event_id, None if err is None else err.str(), msg)
 
         return on_delivery
 
-    def settle(self, event_id: str, error: str | None) -> None:
+    def settle(self, event_id: str, error: str | None, msg: Message | None = None) -> None:
+        if self.on_report is not None:
+            self.on_report(event_id, msg if error is None else None)
         with self._lock:
             if error is None:
                 EVENTS_PRODUCED.labels(component=self.component, topic=RAW).inc()
@@ -110,15 +120,20 @@ class BatchProducer:
             return f"topic {RAW} does not exist on {self.bootstrap}"
         return None
 
-    async def produce(self, events: Sequence[Event]) -> None:
-        """Produce every event and wait for all delivery reports; raises DeliveryFailedError."""
-        batch = _Batch(len(events), asyncio.get_running_loop(), self.component)
+    async def produce(
+        self, events: Sequence[Event], on_report: Report | None = None,
+        wait_s: float | None = None,
+    ) -> None:  # fmt: skip
+        """Produce every event and wait for all delivery reports (at most ``wait_s``);
+        raises DeliveryFailedError. ``on_report`` hears of each event, even after a timeout."""
+        batch = _Batch(len(events), asyncio.get_running_loop(), self.component, on_report)
         await run_in_threadpool(self._enqueue, events, batch)
+        wait = self.wait_s if wait_s is None else wait_s
         try:
-            await asyncio.wait_for(batch.future, self.wait_s)
+            await asyncio.wait_for(batch.future, wait)
         except TimeoutError:
             raise DeliveryFailedError(
-                f"no delivery report from Kafka at {self.bootstrap} within {self.wait_s:g}s",
+                f"no delivery report from Kafka at {self.bootstrap} within {wait:g}s",
                 [e.id for e in events],
             ) from None
         if batch.failures:
@@ -150,6 +165,29 @@ class BatchProducer:
                         batch.settle(event.id, "producer queue full")
                         break
                     time.sleep(0.01)
+
+    def send_tracked(
+        self, topic: str, key: str, value: bytes, event_id: str, report: Report
+    ) -> None:
+        """One record whose delivery ``report`` hears of (outbox re-sends); waits for room
+        in a full queue, up to the delivery wait."""
+        deadline = time.monotonic() + self.wait_s
+
+        def on_delivery(err: KafkaError | None, msg: Message) -> None:
+            report(event_id, msg if err is None else None)
+
+        while True:
+            try:
+                self._producer.produce(topic, value, key=key, on_delivery=on_delivery)
+                return
+            except BufferError:
+                if time.monotonic() > deadline:
+                    report(event_id, None)
+                    return
+                time.sleep(0.01)
+            except KafkaException:
+                report(event_id, None)
+                return
 
     def send(self, topic: str, key: str, value: bytes) -> None:
         """Fire-and-forget record (checkout traces); delivery is served by the poll thread."""

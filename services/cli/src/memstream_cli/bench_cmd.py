@@ -13,6 +13,7 @@ from memstream.bench.locomo import run_locomo_bench
 from memstream.bench.report import blocks_from, update_readme
 from rich.table import Table
 
+from memstream_cli.chaos_bench import run_chaos_bench
 from memstream_cli.common import JsonFlag, err, out, print_json
 
 bench_app = typer.Typer(
@@ -166,3 +167,28 @@ def report(
         raise typer.BadParameter(f"no bench JSON in {results}", param_hint="--results")
     readme.write_text(update_readme(readme.read_text(), blocks))
     err.print(f"updated {', '.join(sorted(blocks))} in {readme}")
+
+
+@bench_app.command("chaos")
+def chaos(json_out: JsonFlag = False) -> None:
+    """Kill -9 each process of a loaded stack in turn: accepted, ledgered, lost, duplicated."""
+    doc = run_chaos_bench(lambda m: err.print(f"[dim]{m}[/dim]"))
+    if json_out:
+        print_json(doc)
+        return
+    table = Table("fault (kill -9)", "accepted", "ledgered", "lost", "duplicated", "recover s")
+    for f in doc["faults"]:
+        table.add_row(
+            f["fault"],
+            str(f["accepted"]),
+            str(f["ledgered"]),
+            str(f["lost"]),
+            str(f["duplicated"]),
+            "-" if f["recover_s"] is None else f"{f['recover_s']:.1f}",
+        )
+    out.print(table)
+    out.print(
+        f"accepted {doc['accepted']}, lost {doc['lost']}, duplicated {doc['duplicated']}; "
+        f"chain verifies: {doc['chain_verifies']}; projections converged: "
+        f"{doc['projections_converged']} ({doc['converge_s']} s after the load)"
+    )

@@ -6,8 +6,11 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import falkordb
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from memstream.graph.port import GraphUnavailable
 from memstream.graph.store import CypherGraphStore, Row, Run
 
 _T = TypeVar("_T")
@@ -59,6 +62,8 @@ class FalkorGraphStore(CypherGraphStore):
     def _read(self, query: str, params: dict[str, Any]) -> list[Row]:
         try:
             return _rows(self._graph.ro_query(query, params))
+        except (RedisConnectionError, RedisTimeoutError) as exc:
+            raise GraphUnavailable(f"FalkorDB unreachable: {exc}") from exc
         except ResponseError as exc:
             # A namespace nothing was written to (or just dropped) reads as empty.
             if "empty key" in str(exc):

@@ -11,6 +11,7 @@ import neo4j
 from neo4j.exceptions import ClientError
 
 from memstream.graph.cypher import DELETE_SOME_NODES
+from memstream.graph.port import GraphUnavailable
 from memstream.graph.store import CypherGraphStore, Row, Run
 
 _T = TypeVar("_T")
@@ -67,9 +68,12 @@ class Neo4jGraphStore(CypherGraphStore):
                 return
 
     def _read(self, query: str, params: dict[str, Any]) -> list[Row]:
-        records, _, _ = self.driver.execute_query(
-            query, params, routing_=neo4j.RoutingControl.READ, database_=self.database
-        )
+        try:
+            records, _, _ = self.driver.execute_query(
+                query, params, routing_=neo4j.RoutingControl.READ, database_=self.database
+            )
+        except neo4j.exceptions.ServiceUnavailable as exc:
+            raise GraphUnavailable(f"Neo4j unreachable: {exc}") from exc
         return [record.data() for record in records]
 
     def _transact(self, work: Callable[[Run], _T]) -> _T:

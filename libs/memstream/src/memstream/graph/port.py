@@ -7,6 +7,10 @@ from typing import Protocol
 from memstream.projection.model import EntityView, EventRecord, FactView, GraphBatch
 
 
+class GraphUnavailable(RuntimeError):
+    """The graph server cannot be reached (down or restarting): retry later."""
+
+
 class GraphStore(Protocol):
     """One projection namespace (a FalkorDB graph / a Neo4j database) of one version."""
 

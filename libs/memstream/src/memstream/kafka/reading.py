@@ -135,3 +135,18 @@ def group_lag(bootstrap: str, group: str, topic: str, timeout: float = 10.0) -> 
         return lag
     finally:
         c.close()
+
+
+def committed_offsets(
+    bootstrap: str, group: str, topic: str, timeout: float = 5.0
+) -> dict[int, int]:
+    """A group's committed offset per partition of ``topic`` (negative: nothing committed)."""
+    c = _reader(bootstrap, group)
+    try:
+        parts = _partitions(c, topic, timeout)
+        if not parts:
+            raise RuntimeError(f"topic {topic} is not available on {bootstrap}")
+        tps = c.committed([TopicPartition(topic, p) for p in parts], timeout=timeout)
+        return {tp.partition: tp.offset for tp in tps if tp.error is None}
+    finally:
+        c.close()

@@ -6,6 +6,7 @@ import ctypes
 import os
 import signal
 import subprocess
+import time
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -48,3 +49,17 @@ def stop_process(proc: subprocess.Popen[bytes], timeout: float = 15.0) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait(5)
+
+
+def stop_all(procs: list[subprocess.Popen[bytes]], timeout: float = 5.0) -> None:
+    """SIGTERM to all at once, one shared wait, then SIGKILL to whatever is left."""
+    live = [p for p in procs if p.poll() is None]
+    for p in live:
+        p.terminate()
+    deadline = time.monotonic() + timeout
+    for p in live:
+        try:
+            p.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait(5)

@@ -24,7 +24,7 @@ from memstream.metrics import UP, serve_metrics
 from memstream.ops.health import Check, falkordb_check, kafka_check, probe
 from memstream.projection.embedded import ensure_default_version
 from memstream.settings import Settings
-from memstream.stack.children import spawn, stop_process
+from memstream.stack.children import spawn, stop_all, stop_process
 from memstream.stack.net import free_port, port_in_use, wait_for_port
 from memstream.stack.restore import ledger_is_empty, restore_ledger
 from memstream.stack.servers import Server, start_falkordb, start_tansu
@@ -32,9 +32,12 @@ from memstream.stack.stackfile import ComponentInfo, StackInfo, stack_file, writ
 
 log = logging.getLogger("memstream.stack")
 RESTARTS = Counter(
-    "memstream_child_restarts_total", "Worker restarts by the supervisor", ["component", "child"]
+    "memstream_child_restarts_total",
+    "Server and worker restarts by the supervisor",
+    ["component", "child"],
 )
 DEV_TENANT = "dev"
+BROKER_EPOCH = "broker-epoch"  # rewritten whenever a broker (re)starts; the outbox watches it
 PROBE_EVERY_S = 5.0
 
 
@@ -125,11 +128,7 @@ class EmbeddedStack:
         self.bootstrap = f"127.0.0.1:{broker.port}"
         graph = start_falkordb(free_port(), self.data_dir / "graph", self.logs)
         self.servers.append(graph)
-        ensure_topics(self.bootstrap, self.settings)
-        if ledger_is_empty(self.bootstrap):
-            self.restored = restore_ledger(self.bootstrap, self.settings.archive_dir)
-            if self.restored:
-                log.info("restored %d ledger entries from the archive", self.restored)
+        self._prepare_broker()
         self.dev_key = self._dev_key()
         ensure_default_version(self.settings.model_copy(update={"data_dir": self.data_dir}))
         env = dict(os.environ)
@@ -162,8 +161,9 @@ class EmbeddedStack:
             )
         sup_port = serve_metrics(0)
         UP.labels("supervisor").set(1)
-        for w in self.workers:  # a restart counter reads 0 until the first restart
-            RESTARTS.labels("supervisor", w.name)
+        names = [s.name for s in self.servers] + [w.name for w in self.workers]
+        for name in names:  # 0 until the first restart
+            RESTARTS.labels("supervisor", name)
         self.checks = {
             "kafka": kafka_check(self.bootstrap),
             "graph": falkordb_check(f"redis://127.0.0.1:{graph.port}"),
@@ -199,21 +199,58 @@ class EmbeddedStack:
         self.info = info
         return info
 
+    def _prepare_broker(self) -> None:
+        """Topics, the ledger restored from the archive (a fresh broker holds nothing), and a
+        new broker epoch, which tells the API's outbox to re-send what it holds."""
+        ensure_topics(self.bootstrap, self.settings)
+        if ledger_is_empty(self.bootstrap):
+            self.restored = restore_ledger(self.bootstrap, self.settings.archive_dir)
+            if self.restored:
+                log.info("restored %d ledger entries from the archive", self.restored)
+        epoch = self.data_dir / BROKER_EPOCH
+        epoch.write_text(f"{time.time_ns()}\n")
+
+    def _restart_server(self, s: Server) -> None:
+        """Start a dead server again on its port.
+
+        A broker comes back empty: every worker stops first, the broker gets its topics and
+        the ledger back from the archive, then the workers start again and rebuild their
+        state from it. Consumers that kept running would hold positions in a log that no
+        longer exists; the API restarts too, and its outbox re-sends what it accepted."""
+        s.restarts += 1
+        RESTARTS.labels("supervisor", s.name).inc()
+        log.warning("%s exited (code %s); restart #%d", s.name, s.proc.returncode, s.restarts)
+        s.next_start = time.monotonic() + min(30.0, 0.5 * 2 ** min(s.restarts, 6))
+        pipeline = list(self.workers) if s.name == "tansu" else []
+        stop_all([w.proc for w in pipeline if w.proc is not None], timeout=3)
+        fresh = s.restart()
+        s.proc = fresh.proc
+        if s.name == "tansu":
+            self._prepare_broker()
+        for w in pipeline:
+            w.start()
+            self._record_pid(w)
+        if self.info is not None and s.name in self.info.components:
+            self.info.components[s.name].pid = s.proc.pid
+            write_stack(self.info)
+
     def _probe_dependencies(self) -> None:
         """Kafka answers metadata and FalkorDB answers PING (a hung server is not an exit)."""
         probe("supervisor", self.checks)
 
     def supervise(self) -> None:
-        """Restart crashed workers (with backoff) until ``stopping`` is set."""
+        """Restart crashed servers and workers (with backoff) until ``stopping`` is set."""
         next_probe = 0.0
         while not self.stopping.wait(0.5):
             if time.monotonic() >= next_probe:
                 self._probe_dependencies()
                 next_probe = time.monotonic() + PROBE_EVERY_S
             for s in self.servers:
-                if s.proc.poll() is not None:
-                    log.error("%s exited (code %s); stopping the stack", s.name, s.proc.returncode)
-                    self.stopping.set()
+                if s.proc.poll() is not None and time.monotonic() >= s.next_start:
+                    try:
+                        self._restart_server(s)
+                    except Exception as exc:  # e.g. the port still held: try again later
+                        log.error("%s did not come back: %s", s.name, exc)
             for w in self.workers:
                 if not w.alive() and time.monotonic() >= w.next_start:
                     code = w.proc.returncode if w.proc else None

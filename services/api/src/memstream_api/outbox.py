@@ -1,0 +1,151 @@
+"""The API's outbox shell: spool accepted events (fsync), track them to the archive, re-send.
+
+``POST /v1/events`` answers 2xx only once its events are in the spool on disk; from there
+they reach the ledger even if the broker, the sequencer or this process dies. A thread
+advances the pure :class:`~memstream.outbox.tracker.Tracker` once a second with offsets read
+from Kafka, deletes segments proved archived and re-sends the others when the broker lost
+its memory (the supervisor bumps ``broker-epoch`` whenever it starts a broker).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import orjson
+from confluent_kafka import Message
+from memstream.events import Event
+from memstream.kafka.reading import committed_offsets, end_offsets
+from memstream.kafka.topics import ARCHIVER_GROUP, LEDGER, RAW, SEQUENCER_GROUP
+from memstream.metrics import OUTBOX_EVENTS, OUTBOX_RESENT
+from memstream.outbox.spool import Segment, Spool, read_lines
+from memstream.outbox.tracker import Observation, Tracker
+from starlette.concurrency import run_in_threadpool
+
+from memstream_api.producing import BatchProducer
+
+log = logging.getLogger(__name__)
+TICK_S = 1.0
+EPOCH_FILE = "broker-epoch"
+
+
+class OutboxFull(RuntimeError):
+    """The spool holds more than its limit (a long outage): refuse until it drains."""
+
+
+class Outbox:
+    """Spool + tracker + the thread that moves them; one per API process."""
+
+    def __init__(
+        self, directory: Path, bootstrap: str, producer: BatchProducer, max_bytes: int,
+        component: str = "api",
+    ) -> None:  # fmt: skip
+        self.spool = Spool(directory)
+        self.bootstrap = bootstrap
+        self.producer = producer
+        self.max_bytes = max_bytes
+        self.component = component
+        self.epoch_file = directory.parent / EPOCH_FILE
+        self.tracker = Tracker()
+        self.lock = threading.Lock()
+        self.events: dict[int, int] = {}  # segment id -> events, for the gauge
+        self._epoch = self._read_epoch()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="outbox", daemon=True)
+
+    def start(self) -> Outbox:
+        """Take over segments an earlier process left (they go again), then start ticking."""
+        for seg in self.spool.existing():
+            with self.lock:
+                self.tracker.recovered(seg.seg_id)
+                self.events[seg.seg_id] = seg.events
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
+        self.spool.close()
+
+    async def accept(self, events: Sequence[Event], wait_s: float) -> None:
+        """Spool ``events`` durably, then produce them, waiting at most ``wait_s`` for Kafka
+        (raises DeliveryFailedError then; the tracker re-sends whatever did not arrive)."""
+        if self.spool.size_bytes() > self.max_bytes:
+            raise OutboxFull(f"outbox holds over {self.max_bytes} bytes; retry later")
+        lines = [e.model_dump_json().encode() for e in events]
+        seg_id, closed = await run_in_threadpool(self.spool.append, lines)
+        with self.lock:
+            self.tracker.sent(seg_id, len(events))
+            self.events[seg_id] = self.events.get(seg_id, 0) + len(events)
+            if closed is not None:
+                self.tracker.close(closed.seg_id)
+        await self.producer.produce(events, on_report=self._report(seg_id), wait_s=wait_s)
+
+    def _report(self, seg_id: int) -> Callable[[str, Message | None], None]:
+        def report(_event_id: str, msg: Message | None) -> None:
+            with self.lock:
+                if msg is None:
+                    self.tracker.delivered(seg_id, None, None)
+                else:
+                    self.tracker.delivered(seg_id, msg.partition(), msg.offset())
+
+        return report
+
+    def _run(self) -> None:
+        while not self._stop.wait(TICK_S):
+            try:
+                self.tick()
+            except Exception as exc:  # Kafka unreachable: the next tick tries again
+                log.warning("outbox tick: %s", exc)
+
+    def tick(self) -> None:
+        """Close a due segment, notice a new broker, advance the tracker, act on it."""
+        closed = self.spool.roll_if_due()
+        epoch = self._read_epoch()
+        with self.lock:
+            if closed is not None:
+                self.tracker.close(closed.seg_id)
+            if epoch != self._epoch:
+                log.warning("broker restarted (epoch %s); re-sending the outbox", epoch)
+                self.tracker.broker_restarted()
+                self._epoch = epoch
+            settled = self.tracker.settled()
+            if not self.tracker.segments:
+                OUTBOX_EVENTS.labels(self.component).set(0)
+                return
+        obs = self._observe()
+        with self.lock:
+            actions = self.tracker.step(obs, settled)
+            for seg_id in actions.delete:
+                self.events.pop(seg_id, None)
+            OUTBOX_EVENTS.labels(self.component).set(sum(self.events.values()))
+        for seg_id in actions.delete:
+            (self.spool.directory / f"{seg_id:012d}.jsonl").unlink(missing_ok=True)
+        for seg_id in actions.resend:
+            self._resend(Segment(seg_id, self.spool.directory / f"{seg_id:012d}.jsonl"))
+
+    def _resend(self, seg: Segment) -> None:
+        lines = list(read_lines(seg.path)) if seg.path.exists() else []
+        with self.lock:
+            self.tracker.sent(seg.seg_id, len(lines))
+        report = self._report(seg.seg_id)
+        for line in lines:
+            doc = orjson.loads(line)
+            key = f"{doc['tenant']}/{doc['stream']}"
+            self.producer.send_tracked(RAW, key, line, str(doc["id"]), report)
+        OUTBOX_RESENT.labels(self.component).inc(len(lines))
+
+    def _observe(self) -> Observation:
+        return Observation(
+            sequenced=committed_offsets(self.bootstrap, SEQUENCER_GROUP, RAW),
+            ledger_ends=end_offsets(self.bootstrap, LEDGER, timeout=5),
+            archived=committed_offsets(self.bootstrap, ARCHIVER_GROUP, LEDGER),
+        )
+
+    def _read_epoch(self) -> str:
+        try:
+            return self.epoch_file.read_text().strip()
+        except FileNotFoundError:
+            return ""

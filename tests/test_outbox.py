@@ -1,0 +1,91 @@
+"""The outbox spool (files, torn tails) and the tracker's rule for deleting and re-sending."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from memstream.outbox import spool as spool_mod
+from memstream.outbox.spool import Spool, read_lines
+from memstream.outbox.tracker import Observation, Tracker, covers
+
+
+def obs(seq: dict[int, int], ledger: dict[int, int], arch: dict[int, int]) -> Observation:
+    return Observation(sequenced=seq, ledger_ends=ledger, archived=arch)
+
+
+def test_appends_are_lines_on_disk_and_a_torn_tail_is_cut(tmp_path: Path) -> None:
+    spool = Spool(tmp_path)
+    seg_id, closed = spool.append([b'{"id":"a"}', b'{"id":"b"}'])
+    assert closed is None
+    spool.close()
+    path = tmp_path / f"{seg_id:012d}.jsonl"
+    with open(path, "ab") as fh:
+        fh.write(b'{"id":"tor')  # a crash in the middle of a write
+    (seg,) = Spool(tmp_path).existing()
+    assert seg.events == 2 and list(read_lines(path)) == [b'{"id":"a"}', b'{"id":"b"}']
+
+
+def test_a_segment_closes_when_old_and_the_next_append_opens_another(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(spool_mod, "SEGMENT_SECONDS", 0.01)
+    spool = Spool(tmp_path)
+    first, _ = spool.append([b"1"])
+    time.sleep(0.02)
+    second, closed = spool.append([b"2"])
+    assert closed is not None and closed.seg_id == first and second == first + 1
+
+
+def test_covers_needs_every_partition_past_the_mark() -> None:
+    assert covers({0: 5, 1: 3}, {0: 5, 1: 3})
+    assert not covers({0: 5}, {0: 5, 1: 3})
+    assert covers({}, {0: 0})  # nothing was written there
+
+
+def test_a_segment_goes_only_once_sequenced_and_archived() -> None:
+    t = Tracker()
+    t.sent(1, 2)
+    t.close(1)
+    assert t.step(obs({}, {}, {}), t.settled()).delete == []  # reports not in yet
+    t.delivered(1, 0, 10)
+    t.delivered(1, 1, 4)
+    settled = t.settled()
+    assert t.step(obs({0: 11, 1: 4}, {0: 7}, {}), settled).delete == []  # partition 1 not yet
+    assert t.step(obs({0: 11, 1: 5}, {0: 7}, {}), settled).delete == []  # ledger mark taken
+    assert t.step(obs({0: 11, 1: 5}, {0: 9}, {0: 6}), settled).delete == []  # not archived
+    assert t.step(obs({0: 11, 1: 5}, {0: 9}, {0: 7}), settled).delete == [1]
+    assert t.segments == {}
+
+
+def test_a_failed_delivery_sends_the_segment_again() -> None:
+    t = Tracker()
+    t.sent(3, 1)
+    t.close(3)
+    t.delivered(3, None, None)
+    assert t.step(obs({}, {}, {}), t.settled()).resend == []  # marked first
+    assert t.step(obs({}, {}, {}), t.settled()).resend == [3]
+    t.sent(3, 1)
+    t.delivered(3, 2, 0)
+    assert t.step(obs({2: 1}, {0: 1}, {}), t.settled()).resend == []
+
+
+def test_a_broker_that_lost_its_memory_gets_everything_again() -> None:
+    t = Tracker()
+    for seg in (1, 2):
+        t.sent(seg, 1)
+        t.delivered(seg, 0, seg)
+    t.close(1)  # segment 2 is still open
+    t.step(obs({0: 5}, {0: 9}, {}), t.settled())  # segment 1: ledger mark {0: 9}
+    # the ledger now ends below the mark: a new broker, restored from the archive
+    actions = t.step(obs({0: 5}, {0: 4}, {}), t.settled())
+    assert actions.resend == [1] and actions.delete == []
+    t.close(2)
+    assert t.step(obs({}, {0: 4}, {}), t.settled()).resend == [2]
+
+
+def test_segments_left_by_an_earlier_process_go_again() -> None:
+    t = Tracker()
+    t.recovered(7)
+    assert t.step(obs({}, {}, {}), t.settled()).resend == [7]
