@@ -134,6 +134,31 @@ def load_table(docs: list[Doc]) -> str:
     return "\n".join([*rows, *tail, "", _machine(docs[0])])
 
 
+def chaos_table(doc: Doc) -> str:
+    rows = [
+        "| kill -9 of | accepted (2xx) | in the ledger | lost | duplicated | recovered in |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for f in doc["faults"]:
+        took = "–" if f["recover_s"] is None else f"{f['recover_s']:g} s"
+        rows.append(
+            f"| {f['fault']} | {_n(f['accepted'])} | {_n(f['ledgered'])} | {f['lost']} | "
+            f"{f['duplicated']} | {took} |"
+        )
+    converged = (
+        f"converged {doc['converge_s']:g} s after the load stopped"
+        if doc["projections_converged"]
+        else "did not converge"
+    )
+    tail = (
+        f"{_n(doc['accepted'])} events accepted in all, {doc['lost']} lost, "
+        f"{doc['duplicated']} duplicated; {doc['refused_requests']} requests refused while a "
+        f"process was down; the chain {'verifies' if doc['chain_verifies'] else 'is BROKEN'}; "
+        f"graph and vector counts {converged}."
+    )
+    return "\n".join([*rows, "", tail])
+
+
 def _load_order(d: Doc) -> tuple[int, bool]:
     return int(d["events"]), bool(d.get("vector_optimize"))
 
@@ -163,6 +188,8 @@ def blocks_from(results: Path) -> dict[str, str]:
         out["embed"] = embed_table(embed)
     if (locomo := load("locomo.json")) is not None:
         out["locomo"] = locomo_table(locomo)
+    if (chaos := load("chaos.json")) is not None:
+        out["chaos"] = chaos_table(chaos)
     loads = [json.loads(p.read_text()) for p in sorted(results.glob("load-*.json"))]
     if loads:
         out["load"] = load_table(loads)
