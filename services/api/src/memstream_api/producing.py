@@ -13,6 +13,7 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from memstream.events import Event
 from memstream.kafka.clients import producer_config
+from memstream.kafka.produce import DeliveryFailed, produce_with_backpressure
 from memstream.kafka.topics import CHECKOUTS, RAW
 from memstream.metrics import EVENTS_PRODUCED
 from prometheus_client import Counter
@@ -28,13 +29,8 @@ TRACES_DROPPED = Counter(
 )
 
 
-class DeliveryFailedError(RuntimeError):
-    """Some events of a batch were not acknowledged by Kafka."""
-
-    def __init__(self, reason: str, failed_ids: Sequence[str]) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.failed_ids = list(failed_ids)
+# The one delivery-failure error, under the name this module's importers know.
+DeliveryFailedError = DeliveryFailed
 
 
 class _Batch:
@@ -111,19 +107,19 @@ class BatchProducer:
         return None
 
     async def produce(self, events: Sequence[Event]) -> None:
-        """Produce every event and wait for all delivery reports; raises DeliveryFailedError."""
+        """Produce every event and wait for all delivery reports; raises DeliveryFailed."""
         batch = _Batch(len(events), asyncio.get_running_loop(), self.component)
         await run_in_threadpool(self._enqueue, events, batch)
         try:
             await asyncio.wait_for(batch.future, self.wait_s)
         except TimeoutError:
-            raise DeliveryFailedError(
+            raise DeliveryFailed(
                 f"no delivery report from Kafka at {self.bootstrap} within {self.wait_s:g}s",
                 [e.id for e in events],
             ) from None
         if batch.failures:
             first_id, first_err = next(iter(batch.failures.items()))
-            raise DeliveryFailedError(
+            raise DeliveryFailed(
                 f"{len(batch.failures)} of {len(events)} events not delivered to {RAW} "
                 f"(first: {first_id}: {first_err})",
                 list(batch.failures),
@@ -132,24 +128,20 @@ class BatchProducer:
     def _enqueue(self, events: Sequence[Event], batch: _Batch) -> None:
         deadline = time.monotonic() + self.wait_s
         for event in events:
-            value = event.model_dump_json().encode()
-            key = event.key.encode()
-            while True:
-                try:
-                    self._producer.produce(
-                        RAW, value=value, key=key, on_delivery=batch.callback(event.id)
-                    )
-                    break
-                except KafkaException as exc:
-                    # Refused locally (e.g. above message.max.bytes): no report will come.
-                    batch.settle(event.id, str(exc.args[0] if exc.args else exc))
-                    break
-                except BufferError:
-                    # Queue full: the poll thread drains it; wait, but not beyond the deadline.
-                    if time.monotonic() > deadline:
-                        batch.settle(event.id, "producer queue full")
-                        break
-                    time.sleep(0.01)
+            try:
+                produce_with_backpressure(
+                    self._producer,
+                    RAW,
+                    event.model_dump_json().encode(),
+                    key=event.key.encode(),
+                    on_delivery=batch.callback(event.id),
+                    deadline=deadline,
+                    record_id=event.id,
+                )
+            except DeliveryFailed as exc:
+                # Not queued (refused, or the queue stayed full to the deadline): no report
+                # will come for it.
+                batch.settle(event.id, exc.reason)
 
     def send(self, topic: str, key: str, value: bytes) -> None:
         """Fire-and-forget record (checkout traces); delivery is served by the poll thread."""

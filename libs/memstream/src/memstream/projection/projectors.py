@@ -13,9 +13,8 @@ from confluent_kafka import Message, Producer
 
 from memstream.embed.port import Embedder
 from memstream.graph.port import GraphStore
-from memstream.kafka.dlq import dead_letter
-from memstream.kafka.topics import DLQ, LEDGER
-from memstream.metrics import EVENTS_DEAD_LETTERED
+from memstream.kafka.dlq import DeadLetterWriter
+from memstream.kafka.topics import LEDGER
 from memstream.projection.extract import extract, graph_batch
 from memstream.projection.metrics import (
     FRESHNESS,
@@ -42,34 +41,22 @@ class _Base:
     def __init__(self, version: str, producer: Producer) -> None:
         self.version = version
         self.producer = producer
-        # Series exist from the start, so a quiet projector reads 0, not "no data".
-        EVENTS_DEAD_LETTERED.labels(self.component, LEDGER)
+        self.dead_letters = DeadLetterWriter(producer, self.component, LEDGER)
+        # The series exists from the start, so a quiet projector reads 0, not "no data".
         PROJECTED.labels(self.component, self.kind, version)
 
     def decode(self, msgs: list[Message], light: bool) -> list[Extraction]:
+        """Extractions of the records; bad ones are dead-lettered and flushed before returning."""
         out: list[Extraction] = []
-        dead = 0
         now = datetime.now(UTC)
         for m in msgs:
             try:
                 entry: Any = orjson.loads(m.value() or b"")
                 out.append(extract(entry, light=light))
             except Exception as exc:  # any data problem is the record's, not the loop's
-                value = dead_letter(
-                    f"{self.component} {self.version}: {exc!r}"[:500],
-                    m.value(),
-                    LEDGER,
-                    m.partition() or 0,
-                    m.offset() or 0,
-                    self.component,
-                    now,
-                )
-                self.producer.produce(DLQ, value, key=m.key())
-                dead += 1
-        if dead:
-            if self.producer.flush(30):
-                raise RuntimeError("DLQ delivery failed")
-            EVENTS_DEAD_LETTERED.labels(self.component, LEDGER).inc(dead)
+                reason = f"{self.component} {self.version}: {exc!r}"[:500]
+                self.dead_letters.write(m, reason, now)
+        self.dead_letters.flush()
         return out
 
     def observe(self, extractions: list[Extraction]) -> None:
