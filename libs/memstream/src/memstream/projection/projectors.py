@@ -15,6 +15,7 @@ from memstream.embed.port import Embedder
 from memstream.graph.port import GraphStore
 from memstream.kafka.dlq import DeadLetterWriter
 from memstream.kafka.topics import LEDGER
+from memstream.ledger.entry import entry_problem
 from memstream.projection.extract import extract, graph_batch
 from memstream.projection.metrics import (
     FRESHNESS,
@@ -30,6 +31,34 @@ from memstream.times import epoch_seconds
 from memstream.vectors.port import VectorIndex
 
 log = logging.getLogger(__name__)
+
+# What Python raises when code indexes or converts a value of the wrong shape (pydantic's
+# ValidationError is a ValueError). Our own code raises them too, so see _extract.
+_SHAPE_ERRORS = (LookupError, TypeError, ValueError, AttributeError)
+
+
+def _extract(raw: bytes | None, light: bool) -> Extraction | str:
+    """The record's extraction, or why the record itself cannot be projected.
+
+    An exception whose cause is not the record propagates: a bug in the extractor must stop
+    the loop before it commits (its traceback is logged, the loop restarts and retries, the
+    lag grows) instead of sending every record to the DLQ. The exception type cannot tell the
+    two apart (a KeyError may be a missing field or our typo); the record can: if it is a
+    well-formed ledger entry, the failure is ours.
+    """
+    if raw is None:
+        return "empty record (no value)"
+    try:
+        entry: Any = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        return f"undecodable: {exc}"
+    try:
+        return extract(entry, light=light)
+    except _SHAPE_ERRORS as exc:
+        problem = entry_problem(entry)
+        if problem is None:
+            raise
+        return f"malformed ledger entry: {problem} ({exc!r})"
 
 
 class _Base:
@@ -50,11 +79,11 @@ class _Base:
         out: list[Extraction] = []
         now = datetime.now(UTC)
         for m in msgs:
-            try:
-                entry: Any = orjson.loads(m.value() or b"")
-                out.append(extract(entry, light=light))
-            except Exception as exc:  # any data problem is the record's, not the loop's
-                reason = f"{self.component} {self.version}: {exc!r}"[:500]
+            found = _extract(m.value(), light)
+            if isinstance(found, Extraction):
+                out.append(found)
+            else:
+                reason = f"{self.component} {self.version}: {found}"[:500]
                 self.dead_letters.write(m, reason, now)
         self.dead_letters.flush()
         return out
