@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import re
 import threading
-import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -19,6 +18,7 @@ from pydantic import ValidationError
 from memstream.events import Event, EventIn, Security
 from memstream.events.envelope import TENANT_PATTERN
 from memstream.kafka.clients import producer_config
+from memstream.kafka.produce import DeliveryFailed, produce_with_backpressure
 from memstream.kafka.topics import RAW
 from memstream.metrics import EVENTS_PRODUCED, EVENTS_RECEIVED, EVENTS_REJECTED
 
@@ -45,13 +45,16 @@ class DeliveryFailure:
     error: str
 
 
-class DeliveryError(MemstreamSdkError):
-    """Some events were not acknowledged by Kafka; ``failures`` names each one."""
+class DeliveryError(MemstreamSdkError, DeliveryFailed):
+    """Some events were not acknowledged by Kafka; ``failures`` names each one.
+
+    A :class:`memstream.kafka.produce.DeliveryFailed`, so one ``except`` catches the SDK's and
+    the services' delivery failures alike.
+    """
 
     def __init__(self, message: str, failures: Sequence[DeliveryFailure], undelivered: int = 0):
-        super().__init__(message)
+        super().__init__(message, [f.event_id for f in failures], undelivered)
         self.failures = list(failures)
-        self.undelivered = undelivered
 
 
 class MemoryClient:
@@ -183,25 +186,22 @@ class MemoryClient:
         key = event.key
         value = event.model_dump_json().encode()
         self._m_received.inc()
-        deadline = time.monotonic() + self.max_block
-        while True:
-            try:
-                self._producer.produce(RAW, value=value, key=key.encode(), on_delivery=self._report)
-                break
-            except KafkaException as exc:
-                # Refused locally (e.g. larger than message.max.bytes): nothing was queued.
-                raise DeliveryError(
-                    f"event {event.id} refused by the producer: {exc.args[0] if exc.args else exc}",
-                    [DeliveryFailure(event.id, key, str(exc))],
-                ) from exc
-            except BufferError:
-                # Local queue full: serve delivery reports to make room, but never forever.
-                if time.monotonic() > deadline:
-                    raise DeliveryError(
-                        f"producer queue to {self.bootstrap} stayed full for {self.max_block:g}s",
-                        [DeliveryFailure(event.id, key, "local queue full")],
-                    ) from None
-                self._producer.poll(0.05)
+        try:
+            produce_with_backpressure(
+                self._producer,
+                RAW,
+                value,
+                key=key.encode(),
+                on_delivery=self._report,
+                max_block=self.max_block,
+                record_id=event.id,
+            )
+        except DeliveryFailed as exc:
+            # Nothing was queued: refused (e.g. above message.max.bytes) or the queue stayed full.
+            raise DeliveryError(
+                f"event {event.id} to {self.bootstrap}: {exc.reason}",
+                [DeliveryFailure(event.id, key, exc.reason)],
+            ) from exc
         self._queued += 1
         if self._queued % 1000 == 0:  # serve delivery reports without a syscall per event
             self._producer.poll(0)

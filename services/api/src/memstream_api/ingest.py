@@ -10,12 +10,13 @@ import pydantic_core
 from fastapi import APIRouter, Request, status
 from fastapi.responses import JSONResponse, Response
 from memstream.events import EVENT_TYPES, Event, EventIn
+from memstream.kafka.produce import DeliveryFailed
 from memstream.metrics import EVENTS_RECEIVED, EVENTS_REJECTED
 from pydantic import BaseModel, Field, ValidationError
 
 from memstream_api.auth import Tenant
 from memstream_api.outbox import Outbox, OutboxFull
-from memstream_api.producing import BatchProducer, DeliveryFailedError
+from memstream_api.producing import BatchProducer
 
 COMPONENT = "api"
 RETRY_AFTER_S = 5
@@ -243,7 +244,7 @@ async def post_events(request: Request, tenant: Tenant) -> Response | Accepted:
     producer: BatchProducer = request.app.state.producer
     try:
         await producer.produce(events)
-    except DeliveryFailedError as exc:
+    except DeliveryFailed as exc:
         EVENTS_REJECTED.labels(component=COMPONENT, reason="delivery").inc(len(exc.failed_ids))
         return _error(
             status.HTTP_503_SERVICE_UNAVAILABLE, exc.reason, ids=ids, failed_ids=exc.failed_ids
@@ -263,6 +264,6 @@ async def _spool(
         response = _error(status.HTTP_503_SERVICE_UNAVAILABLE, str(exc), ids=ids, failed_ids=ids)
         response.headers["Retry-After"] = str(RETRY_AFTER_S)
         return response
-    except DeliveryFailedError as exc:
+    except DeliveryFailed as exc:
         log.info("accepted %d events into the outbox; Kafka pending: %s", len(ids), exc.reason)
     return Accepted(accepted=len(events), ids=ids)

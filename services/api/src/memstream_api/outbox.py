@@ -71,7 +71,7 @@ class Outbox:
 
     async def accept(self, events: Sequence[Event], wait_s: float) -> None:
         """Spool ``events`` durably, then produce them, waiting at most ``wait_s`` for Kafka
-        (raises DeliveryFailedError then; the tracker re-sends whatever did not arrive)."""
+        (raises DeliveryFailed then; the tracker re-sends whatever did not arrive)."""
         if self.spool.size_bytes() > self.max_bytes:
             raise OutboxFull(f"outbox holds over {self.max_bytes} bytes; retry later")
         lines = [e.model_dump_json().encode() for e in events]

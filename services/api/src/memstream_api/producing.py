@@ -13,6 +13,7 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from memstream.events import Event
 from memstream.kafka.clients import producer_config
+from memstream.kafka.produce import DeliveryFailed, produce_with_backpressure
 from memstream.kafka.topics import CHECKOUTS, RAW
 from memstream.metrics import EVENTS_PRODUCED
 from prometheus_client import Counter
@@ -26,15 +27,6 @@ TRACES_DROPPED = Counter(
     "Best-effort records (e.g. checkout traces) dropped because the producer queue was full",
     ["component", "topic"],
 )
-
-
-class DeliveryFailedError(RuntimeError):
-    """Some events of a batch were not acknowledged by Kafka."""
-
-    def __init__(self, reason: str, failed_ids: Sequence[str]) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.failed_ids = list(failed_ids)
 
 
 # Told of every event's fate: its delivered message, or None when the broker did not take it.
@@ -125,20 +117,20 @@ class BatchProducer:
         wait_s: float | None = None,
     ) -> None:  # fmt: skip
         """Produce every event and wait for all delivery reports (at most ``wait_s``);
-        raises DeliveryFailedError. ``on_report`` hears of each event, even after a timeout."""
+        raises DeliveryFailed. ``on_report`` hears of each event, even after a timeout."""
         batch = _Batch(len(events), asyncio.get_running_loop(), self.component, on_report)
         await run_in_threadpool(self._enqueue, events, batch)
         wait = self.wait_s if wait_s is None else wait_s
         try:
             await asyncio.wait_for(batch.future, wait)
         except TimeoutError:
-            raise DeliveryFailedError(
+            raise DeliveryFailed(
                 f"no delivery report from Kafka at {self.bootstrap} within {wait:g}s",
                 [e.id for e in events],
             ) from None
         if batch.failures:
             first_id, first_err = next(iter(batch.failures.items()))
-            raise DeliveryFailedError(
+            raise DeliveryFailed(
                 f"{len(batch.failures)} of {len(events)} events not delivered to {RAW} "
                 f"(first: {first_id}: {first_err})",
                 list(batch.failures),
@@ -147,47 +139,37 @@ class BatchProducer:
     def _enqueue(self, events: Sequence[Event], batch: _Batch) -> None:
         deadline = time.monotonic() + self.wait_s
         for event in events:
-            value = event.model_dump_json().encode()
-            key = event.key.encode()
-            while True:
-                try:
-                    self._producer.produce(
-                        RAW, value=value, key=key, on_delivery=batch.callback(event.id)
-                    )
-                    break
-                except KafkaException as exc:
-                    # Refused locally (e.g. above message.max.bytes): no report will come.
-                    batch.settle(event.id, str(exc.args[0] if exc.args else exc))
-                    break
-                except BufferError:
-                    # Queue full: the poll thread drains it; wait, but not beyond the deadline.
-                    if time.monotonic() > deadline:
-                        batch.settle(event.id, "producer queue full")
-                        break
-                    time.sleep(0.01)
+            try:
+                produce_with_backpressure(
+                    self._producer,
+                    RAW,
+                    event.model_dump_json().encode(),
+                    key=event.key.encode(),
+                    on_delivery=batch.callback(event.id),
+                    deadline=deadline,
+                    record_id=event.id,
+                )
+            except DeliveryFailed as exc:
+                # Not queued (refused, or the queue stayed full to the deadline): no report
+                # will come for it.
+                batch.settle(event.id, exc.reason)
 
     def send_tracked(
         self, topic: str, key: str, value: bytes, event_id: str, report: Report
     ) -> None:
         """One record whose delivery ``report`` hears of (outbox re-sends); waits for room
         in a full queue, up to the delivery wait."""
-        deadline = time.monotonic() + self.wait_s
 
         def on_delivery(err: KafkaError | None, msg: Message) -> None:
             report(event_id, msg if err is None else None)
 
-        while True:
-            try:
-                self._producer.produce(topic, value, key=key, on_delivery=on_delivery)
-                return
-            except BufferError:
-                if time.monotonic() > deadline:
-                    report(event_id, None)
-                    return
-                time.sleep(0.01)
-            except KafkaException:
-                report(event_id, None)
-                return
+        try:
+            produce_with_backpressure(
+                self._producer, topic, value, key=key, on_delivery=on_delivery,
+                max_block=self.wait_s, record_id=event_id,
+            )  # fmt: skip
+        except DeliveryFailed:
+            report(event_id, None)  # not queued: no report will come
 
     def send(self, topic: str, key: str, value: bytes) -> None:
         """Fire-and-forget record (checkout traces); delivery is served by the poll thread."""

@@ -15,12 +15,12 @@ from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Message, Producer
 from memstream.archive.plan import Append, Poison, plan_record
 from memstream.archive.segments import TenantWriter, archive_heads
 from memstream.kafka.clients import make_consumer, make_producer
-from memstream.kafka.dlq import dead_letter
+from memstream.kafka.dlq import DeadLetterWriter
 from memstream.kafka.loop import BatchLoop, tune_gc_for_batches
 from memstream.kafka.reading import headers_of
-from memstream.kafka.topics import ARCHIVER_GROUP, DLQ, LEDGER
+from memstream.kafka.topics import ARCHIVER_GROUP, LEDGER
 from memstream.kafka.worker import start_worker
-from memstream.metrics import ARCHIVE_LAG, ENTRIES_ARCHIVED, EVENTS_DEAD_LETTERED
+from memstream.metrics import ARCHIVE_LAG, ENTRIES_ARCHIVED
 
 COMPONENT = "archiver"
 log = logging.getLogger(COMPONENT)
@@ -29,10 +29,9 @@ log = logging.getLogger(COMPONENT)
 class Archiver:
     def __init__(self, archive: Path, producer: Producer) -> None:
         self.archive = archive
-        self.producer = producer
+        self.dead_letters = DeadLetterWriter(producer, COMPONENT, LEDGER)
         self.heads = archive_heads(archive)
         self.writers: dict[str, TenantWriter] = {}
-        EVENTS_DEAD_LETTERED.labels(COMPONENT, LEDGER)  # 0, not "no data", until the first
         log.info("archive at %s holds %d streams", archive, len(self.heads))
 
     def _writer(self, tenant: str) -> TenantWriter:
@@ -44,7 +43,7 @@ class Archiver:
 
     def process(self, msgs: list[Message]) -> None:
         touched: set[str] = set()
-        appended = dead = 0
+        appended = 0
         oldest_ms: int | None = None  # ledger append time of the oldest archived entry
         now = datetime.now(UTC)
         for m in msgs:
@@ -63,25 +62,13 @@ class Archiver:
                 if ts_type != TIMESTAMP_NOT_AVAILABLE and (oldest_ms is None or ts_ms < oldest_ms):
                     oldest_ms = ts_ms
             elif isinstance(out, Poison):
-                value = dead_letter(
-                    out.reason,
-                    m.value(),
-                    LEDGER,
-                    m.partition() or 0,
-                    m.offset() or 0,
-                    COMPONENT,
-                    now,
-                )
-                self.producer.produce(DLQ, value, key=m.key())
-                dead += 1
+                self.dead_letters.write(m, out.reason, now)
         for tenant in touched:
             self.writers[tenant].sync()
         if oldest_ms is not None:
             ARCHIVE_LAG.labels(COMPONENT).set(max(0.0, time.time() - oldest_ms / 1000))
-        if dead and self.producer.flush(30):
-            raise RuntimeError("DLQ delivery failed")
+        self.dead_letters.flush()  # raises before the loop commits past an unrecorded poison
         ENTRIES_ARCHIVED.labels(COMPONENT).inc(appended)
-        EVENTS_DEAD_LETTERED.labels(COMPONENT, LEDGER).inc(dead)
 
     def close(self) -> None:
         for w in self.writers.values():

@@ -14,8 +14,9 @@ from datetime import UTC, datetime
 
 from confluent_kafka import Message, Producer
 from memstream.kafka.clients import make_consumer, make_producer
-from memstream.kafka.dlq import dead_letter
+from memstream.kafka.dlq import DeadLetterWriter
 from memstream.kafka.loop import BatchLoop, tune_gc_for_batches
+from memstream.kafka.produce import DeliveryReports, flush_or_raise, produce_with_backpressure
 from memstream.kafka.reading import headers_of, partition_count, read_to_end
 from memstream.kafka.topics import DLQ, LEDGER, RAW, SEQUENCER_GROUP
 from memstream.kafka.worker import start_worker
@@ -28,7 +29,6 @@ from memstream.ledger.sequencing import (
     sequence,
 )
 from memstream.metrics import (
-    EVENTS_DEAD_LETTERED,
     EVENTS_DUPLICATE,
     EVENTS_LEDGERED,
     EVENTS_PRODUCED,
@@ -40,10 +40,6 @@ COMPONENT = "sequencer"
 log = logging.getLogger(COMPONENT)
 
 
-class DeliveryFailed(RuntimeError):
-    pass
-
-
 class Sequencer:
     """The I/O shell around :func:`memstream.ledger.sequencing.sequence`."""
 
@@ -51,7 +47,9 @@ class Sequencer:
         self.bootstrap = bootstrap
         self.producer = producer
         self.states: dict[int, SequencerState] = {}
-        self.failures: list[str] = []
+        # The producer reports failures only (see main): successes are counted per batch.
+        self.reports = DeliveryReports()
+        self.dead_letters = DeadLetterWriter(producer, COMPONENT, RAW)
         self._m_ledger = EVENTS_PRODUCED.labels(COMPONENT, LEDGER)
         self._m_dlq = EVENTS_PRODUCED.labels(COMPONENT, DLQ)
         self._tenant_label = TenantLabels()
@@ -79,38 +77,11 @@ class Sequencer:
         for p in partitions:
             self.states.pop(p, None)
 
-    def _report(self, err: object, msg: Message) -> None:
-        # The producer reports failures only (see main): successes are counted per batch.
-        if err is not None:
-            self.failures.append(f"{msg.topic()}: {err}")
-
-    def _produce(
-        self,
-        topic: str,
-        value: bytes,
-        key: bytes | str | None,
-        partition: int = -1,
-        headers: list[tuple[str, str | bytes | None]] | None = None,
-    ) -> None:
-        while True:
-            try:
-                self.producer.produce(
-                    topic,
-                    value,
-                    key=key,
-                    partition=partition,
-                    headers=headers,
-                    on_delivery=self._report,
-                )
-                return
-            except BufferError:
-                self.producer.poll(0.05)
-
     def process(self, msgs: list[Message]) -> None:
         now = datetime.now(UTC)
         now_iso = iso_utc(now)
         ledgered: Counter[str] = Counter()  # per tenant
-        dead = dup = 0
+        dup = 0
         for m in msgs:
             p, off = m.partition() or 0, m.offset() or 0
             state = self.states.get(p)
@@ -121,32 +92,32 @@ class Sequencer:
             out = sequence(rec, state, now_iso)
             if isinstance(out, Sequenced):
                 e = out.entry
-                self._produce(
+                produce_with_backpressure(
+                    self.producer,
                     LEDGER,
                     out.value,
-                    out.key,
+                    key=out.key,
                     partition=p,
                     headers=[
                         ("event_id", e["id"].encode()),
                         ("seq", str(e["seq"]).encode()),
                         ("hash", e["hash"].encode()),
                     ],
+                    on_delivery=self.reports,
+                    record_id=e["id"],
                 )
                 ledgered[e["tenant"]] += 1
             elif isinstance(out, DeadLetter):
-                value = dead_letter(out.reason, m.value(), rec.topic, p, rec.offset, COMPONENT, now)
-                self._produce(DLQ, value, m.key())
-                dead += 1
+                self.dead_letters.write(m, out.reason, now)
             elif isinstance(out, Duplicate):
                 dup += 1
-        remaining = self.producer.flush(30)
-        if remaining or self.failures:
-            raise DeliveryFailed(f"{remaining} undelivered; {self.failures[:3]}")
+        # Raising here leaves the batch uncommitted: it is re-read and the replay is deduplicated.
+        flush_or_raise(self.producer, 30, self.reports, f"{LEDGER} entries")
+        dead = self.dead_letters.flush()
         self._m_ledger.inc(ledgered.total())
         self._m_dlq.inc(dead)
         for tenant, n in ledgered.items():
             EVENTS_LEDGERED.labels(COMPONENT, self._tenant_label(tenant)).inc(n)
-        EVENTS_DEAD_LETTERED.labels(COMPONENT, RAW).inc(dead)
         EVENTS_DUPLICATE.labels(COMPONENT).inc(dup)
 
 

@@ -6,8 +6,20 @@ import hashlib
 from typing import Any
 
 import orjson
+from pydantic import AwareDatetime, BaseModel, Field, ValidationError
 
+from memstream.events.envelope import EventAdapter
 from memstream.ledger.canonical import canonical_json
+
+# What build_entry adds to the envelope.
+CHAIN_FIELDS = frozenset({"seq", "prev_hash", "hash", "ingested_at", "kafka"})
+
+
+class _Chain(BaseModel):
+    seq: int = Field(ge=1)
+    prev_hash: str
+    hash: str
+    ingested_at: AwareDatetime
 
 
 def build_entry(
@@ -33,3 +45,28 @@ def build_entry(
         (body[:-1], b',"hash":"', digest.encode(), b'","kafka":', orjson.dumps(kafka), b"}")
     )
     return event, encoded
+
+
+def validation_reason(exc: ValidationError) -> str:
+    """The first few errors of ``exc`` as ``loc: message``, joined."""
+    parts = []
+    for err in exc.errors()[:5]:
+        loc = ".".join(str(p) for p in err["loc"])
+        parts.append(f"{loc}: {err['msg']}" if loc else err["msg"])
+    return "; ".join(parts)
+
+
+def entry_problem(entry: object) -> str | None:
+    """Why ``entry`` is not a ledger entry the sequencer could have written, or None.
+
+    The envelope is checked as stored, i.e. after redaction: a redacted value that no longer
+    fits its payload type is a problem of that entry too.
+    """
+    if not isinstance(entry, dict):
+        return f"not a JSON object but {type(entry).__name__}"
+    try:
+        _Chain.model_validate(entry)
+        EventAdapter.validate_python({k: v for k, v in entry.items() if k not in CHAIN_FIELDS})
+    except ValidationError as exc:
+        return validation_reason(exc)
+    return None

@@ -10,7 +10,7 @@ from pydantic import ValidationError
 
 from memstream.events.envelope import EventAdapter
 from memstream.ledger.canonical import GENESIS_HASH
-from memstream.ledger.entry import build_entry
+from memstream.ledger.entry import build_entry, validation_reason
 from memstream.ledger.redact import redact
 
 
@@ -64,14 +64,6 @@ class DeadLetter:
 Outcome = Sequenced | Duplicate | DeadLetter
 
 
-def _reason(exc: ValidationError) -> str:
-    parts = []
-    for err in exc.errors()[:5]:
-        loc = ".".join(str(p) for p in err["loc"])
-        parts.append(f"{loc}: {err['msg']}" if loc else err["msg"])
-    return "invalid envelope: " + "; ".join(parts)
-
-
 def sequence(record: RawRecord, state: SequencerState, now: str) -> Outcome:
     """Assign the next seq of the record's stream, or say why it cannot enter the ledger.
 
@@ -89,7 +81,7 @@ def sequence(record: RawRecord, state: SequencerState, now: str) -> Outcome:
     try:
         event = EventAdapter.validate_python(doc)
     except ValidationError as exc:
-        return DeadLetter(_reason(exc))
+        return DeadLetter("invalid envelope: " + validation_reason(exc))
     key = event.key
     head = state.heads.setdefault(key, StreamHead())
     if event.id in head.seen:

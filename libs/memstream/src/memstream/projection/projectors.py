@@ -13,9 +13,9 @@ from confluent_kafka import Message, Producer
 
 from memstream.embed.port import Embedder
 from memstream.graph.port import GraphStore
-from memstream.kafka.dlq import dead_letter
-from memstream.kafka.topics import DLQ, LEDGER
-from memstream.metrics import EVENTS_DEAD_LETTERED
+from memstream.kafka.dlq import DeadLetterWriter
+from memstream.kafka.topics import LEDGER
+from memstream.ledger.entry import entry_problem
 from memstream.projection.extract import extract, graph_batch
 from memstream.projection.metrics import (
     FRESHNESS,
@@ -32,6 +32,34 @@ from memstream.vectors.port import VectorIndex
 
 log = logging.getLogger(__name__)
 
+# What Python raises when code indexes or converts a value of the wrong shape (pydantic's
+# ValidationError is a ValueError). Our own code raises them too, so see _extract.
+_SHAPE_ERRORS = (LookupError, TypeError, ValueError, AttributeError)
+
+
+def _extract(raw: bytes | None, light: bool) -> Extraction | str:
+    """The record's extraction, or why the record itself cannot be projected.
+
+    An exception whose cause is not the record propagates: a bug in the extractor must stop
+    the loop before it commits (its traceback is logged, the loop restarts and retries, the
+    lag grows) instead of sending every record to the DLQ. The exception type cannot tell the
+    two apart (a KeyError may be a missing field or our typo); the record can: if it is a
+    well-formed ledger entry, the failure is ours.
+    """
+    if raw is None:
+        return "empty record (no value)"
+    try:
+        entry: Any = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        return f"undecodable: {exc}"
+    try:
+        return extract(entry, light=light)
+    except _SHAPE_ERRORS as exc:
+        problem = entry_problem(entry)
+        if problem is None:
+            raise
+        return f"malformed ledger entry: {problem} ({exc!r})"
+
 
 class _Base:
     """Decoding with dead letters: a record that cannot be projected never stops the loop."""
@@ -42,34 +70,22 @@ class _Base:
     def __init__(self, version: str, producer: Producer) -> None:
         self.version = version
         self.producer = producer
-        # Series exist from the start, so a quiet projector reads 0, not "no data".
-        EVENTS_DEAD_LETTERED.labels(self.component, LEDGER)
+        self.dead_letters = DeadLetterWriter(producer, self.component, LEDGER)
+        # The series exists from the start, so a quiet projector reads 0, not "no data".
         PROJECTED.labels(self.component, self.kind, version)
 
     def decode(self, msgs: list[Message], light: bool) -> list[Extraction]:
+        """Extractions of the records; bad ones are dead-lettered and flushed before returning."""
         out: list[Extraction] = []
-        dead = 0
         now = datetime.now(UTC)
         for m in msgs:
-            try:
-                entry: Any = orjson.loads(m.value() or b"")
-                out.append(extract(entry, light=light))
-            except Exception as exc:  # any data problem is the record's, not the loop's
-                value = dead_letter(
-                    f"{self.component} {self.version}: {exc!r}"[:500],
-                    m.value(),
-                    LEDGER,
-                    m.partition() or 0,
-                    m.offset() or 0,
-                    self.component,
-                    now,
-                )
-                self.producer.produce(DLQ, value, key=m.key())
-                dead += 1
-        if dead:
-            if self.producer.flush(30):
-                raise RuntimeError("DLQ delivery failed")
-            EVENTS_DEAD_LETTERED.labels(self.component, LEDGER).inc(dead)
+            found = _extract(m.value(), light)
+            if isinstance(found, Extraction):
+                out.append(found)
+            else:
+                reason = f"{self.component} {self.version}: {found}"[:500]
+                self.dead_letters.write(m, reason, now)
+        self.dead_letters.flush()
         return out
 
     def observe(self, extractions: list[Extraction]) -> None:

@@ -8,6 +8,7 @@ import orjson
 
 from memstream.archive.segments import read_archive
 from memstream.kafka.clients import make_producer
+from memstream.kafka.produce import DeliveryReports, flush_or_raise, produce_with_backpressure
 from memstream.kafka.reading import high_watermarks
 from memstream.kafka.topics import LEDGER
 
@@ -20,14 +21,10 @@ def restore_ledger(bootstrap: str, archive: Path) -> int:
     """Produce every archived entry to the ledger, keyed as the sequencer keys them.
 
     Only valid on an empty ledger topic (a fresh broker); returns the number restored.
+    Raises DeliveryFailed naming the entries Kafka did not acknowledge.
     """
     producer = make_producer(bootstrap, **{"linger.ms": 20})
-    failures: list[str] = []
-
-    def _report(err: object, _msg: object) -> None:
-        if err is not None:
-            failures.append(str(err))
-
+    reports = DeliveryReports()
     count = 0
     for entry, _where in read_archive(archive):
         key = f"{entry['tenant']}/{entry['stream']}"
@@ -36,18 +33,17 @@ def restore_ledger(bootstrap: str, archive: Path) -> int:
             ("seq", str(entry["seq"]).encode()),
             ("hash", str(entry["hash"]).encode()),
         ]
-        while True:
-            try:
-                producer.produce(
-                    LEDGER, orjson.dumps(entry), key=key, headers=headers, on_delivery=_report
-                )
-                break
-            except BufferError:
-                producer.poll(0.05)
+        produce_with_backpressure(
+            producer,
+            LEDGER,
+            orjson.dumps(entry),
+            key=key,
+            headers=headers,
+            on_delivery=reports,
+            record_id=str(entry["id"]),
+        )
         count += 1
         if count % 10000 == 0:
             producer.poll(0)
-    remaining = producer.flush(60)
-    if remaining or failures:
-        raise RuntimeError(f"restore failed: {remaining} undelivered, errors {failures[:3]}")
+    flush_or_raise(producer, 60, reports, f"{LEDGER} entries restored from {archive}")
     return count
