@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import threading
 
-import orjson
 from memstream.checkout.service import CheckoutService
 from memstream.graph.factory import open_graph_store
 from memstream.graph.port import GraphStore
 from memstream.kafka.topics import CHECKOUTS
+from memstream.learning.trace import CheckoutTrace
 from memstream.projection.projectors import VectorProjector
 from memstream.projection.runner import ProjectionManager
 from memstream.projection.versions import FileProjectionRegistry, VersionInfo, registry_path
@@ -44,8 +44,8 @@ def build_checkout(
                 )
             return indexes[info.name]
 
-    def trace(doc: dict[str, object]) -> None:
-        producer.send(CHECKOUTS, str(doc["tenant"]), orjson.dumps(doc))
+    def trace(doc: CheckoutTrace) -> None:
+        producer.send(CHECKOUTS, doc.tenant, doc.model_dump_json().encode())
 
     return CheckoutService(
         registry=FileProjectionRegistry(registry_path(settings.data_dir)),

@@ -35,6 +35,13 @@ def replay(
     embedder: Annotated[
         str | None, typer.Option(help="embedder of the new version (default: the default)")
     ] = None,
+    feedback: Annotated[
+        bool,
+        typer.Option(
+            "--feedback/--no-feedback",
+            help="apply feedback priors in this version (--no-feedback: the original ranking)",
+        ),
+    ] = True,
     wait: Annotated[bool, typer.Option("--wait/--no-wait", help="follow until caught up")] = True,
     timeout: Annotated[float, typer.Option(help="seconds to wait for the build")] = 1800,
     data_dir: DataDir = None,
@@ -44,7 +51,7 @@ def replay(
     settings, bootstrap, metrics = _stack_settings(data_dir)
     registry = FileProjectionRegistry(registry_path(settings.data_dir))
     try:
-        config = default_config(embedder)
+        config = default_config(embedder, feedback=feedback)
         info = registry.register(version, config, live_if_first=True)
     except (RegistryError, ValueError) as exc:
         fail(str(exc))

@@ -20,7 +20,9 @@ def main() -> None:
 
     def factory(info: VersionInfo) -> GraphProjector:
         store = open_graph_store(settings, info.graph_namespace)
-        return GraphProjector(store, info.name, make_producer(bootstrap))
+        return GraphProjector(
+            store, info.name, make_producer(bootstrap), feedback=info.config.feedback
+        )
 
     manager = ProjectionManager(
         settings=settings,

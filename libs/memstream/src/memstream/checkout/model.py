@@ -38,6 +38,7 @@ WarningKind = Literal[
     "low_confidence",
     "default_confidence",
     "misattributed",
+    "failure_record",
 ]
 
 
@@ -77,6 +78,7 @@ class Candidate(_M):
     recorded_at: str | None = None  # when memory learnt the fact (its source event's time)
     relevance: float | None = None  # how well the predicate matches the question (0..1)
     confidence: float | None = None  # None = unknown: DEFAULT_CONFIDENCE, with a warning
+    prior: float = 0.0  # bounded feedback prior (-1..1) applied to this checkout
 
 
 class TimeWindow(_M):

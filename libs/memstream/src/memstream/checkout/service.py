@@ -6,14 +6,14 @@ import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from memstream.checkout.metrics import ANSWERABILITY, CHECKOUT_SECONDS, PACKET_TOKENS
-from memstream.checkout.model import Candidate, CheckoutPacket
+from memstream.checkout.model import Candidate, CheckoutPacket, SynthesisPlan
 from memstream.checkout.packet import assemble_packet
 from memstream.checkout.plan import plan_query
 from memstream.checkout.plan.entities import Lexicon
@@ -22,6 +22,16 @@ from memstream.checkout.synthesis import synthesize
 from memstream.embed.port import Embedder
 from memstream.embed.registry import get_embedder
 from memstream.graph.port import GraphStore
+from memstream.learning.priors import (
+    Adjustment,
+    Prior,
+    PriorPolicy,
+    apply_priors,
+    failure_warnings,
+    priors,
+    relevant_ids,
+)
+from memstream.learning.trace import CheckoutTrace, family_of, trace_of
 from memstream.projection.model import SourceRef
 from memstream.projection.versions import FileProjectionRegistry, VersionInfo
 from memstream.times import iso_utc
@@ -40,6 +50,9 @@ class CheckoutRequest(BaseModel):
     k: int = Field(default=10, ge=1, le=100)
     purpose: str | None = Field(default=None, max_length=200)
     stream: str | None = Field(default=None, max_length=128)
+    task_id: str | None = Field(
+        default=None, max_length=200, description="the task this checkout serves (for learning)"
+    )
     format: Format = "json"
 
 
@@ -65,6 +78,14 @@ class Lineage(BaseModel):
     leaves: list[SourceRef]
 
 
+@dataclass(frozen=True)
+class Learned:
+    """The priors one checkout found and what they changed."""
+
+    priors: dict[str, Prior] = field(default_factory=dict)
+    adjustments: list[Adjustment] = field(default_factory=list)
+
+
 class UnknownItem(LookupError):
     """No event, fact or recent packet has this id."""
 
@@ -80,12 +101,13 @@ class CheckoutService:
     registry: FileProjectionRegistry
     graph_for: Callable[[VersionInfo], GraphStore]
     index_for: Callable[[VersionInfo], VectorIndex | None]
-    trace: Callable[[dict[str, Any]], None] = lambda _doc: None
+    trace: Callable[[CheckoutTrace], None] = lambda _trace: None
     clock: Callable[[], datetime] = lambda: datetime.now(UTC)
     packets: OrderedDict[str, list[str]] = field(default_factory=OrderedDict)
     packet_memory: int = 10_000
     lexicon_ttl: float = 1.0  # seconds a tenant's entity lexicon is reused
     lexicons: dict[tuple[str, str], tuple[float, Lexicon]] = field(default_factory=dict)
+    prior_policy: PriorPolicy = field(default_factory=PriorPolicy)
 
     def _live(self) -> VersionInfo:
         reg = self.registry.load()
@@ -128,8 +150,14 @@ class CheckoutService:
         candidates = retriever.retrieve(
             tenant, plan, stream=req.stream, timings=lane_ms, as_of=as_of_ts
         )
+        candidates, learned = self._learned(info, tenant, plan, candidates, as_of_ts)
         t_retrieve = time.perf_counter()
         result = synthesize(plan, candidates)
+        shown = [i for a in result.answer_candidates for i in a.support_ids]
+        shown += [c.item_id for c in candidates[: max(req.k, 20)]]
+        warnings = failure_warnings(learned.priors, shown)
+        if warnings:
+            result = result.model_copy(update={"warnings": [*result.warnings, *warnings]})
         t_synth = time.perf_counter()
         packet = assemble_packet(
             packet_id=f"pk-{uuid.uuid4().hex}",
@@ -154,17 +182,38 @@ class CheckoutService:
                 "assemble": _ms(started + elapsed - t_synth),
             },
             "lanes_ms": lane_ms,
+            "feedback": [asdict(a) for a in learned.adjustments],
         }
         packet = packet.model_copy(update={"meta": meta})
-        self._record(tenant, req, packet, now, info.name, elapsed)
+        self._record(req, packet, plan, info.name, elapsed)
         return packet
+
+    def _learned(
+        self,
+        info: VersionInfo,
+        tenant: str,
+        plan: SynthesisPlan,
+        candidates: list[Candidate],
+        as_of: datetime | None,
+    ) -> tuple[list[Candidate], Learned]:
+        """The pool re-ordered by feedback priors (bounded; see ``learning.priors``)."""
+        if not info.config.feedback or not candidates:
+            return candidates, Learned()
+        records = self.graph_for(info).feedback(
+            tenant, [c.item_id for c in candidates], as_of=iso_utc(as_of) if as_of else None
+        )
+        if not records:
+            return candidates, Learned()
+        found = priors(records, family_of(plan), as_of or self.clock(), self.prior_policy)
+        relevant = relevant_ids(plan, candidates)
+        ranked, notes = apply_priors(candidates, found, relevant, self.prior_policy)
+        return ranked, Learned(found, notes)
 
     def _record(
         self,
-        tenant: str,
         req: CheckoutRequest,
         packet: CheckoutPacket,
-        at: str,
+        plan: SynthesisPlan,
         version: str,
         elapsed: float,
     ) -> None:
@@ -175,18 +224,17 @@ class CheckoutService:
         PACKET_TOKENS.observe(packet.budget.used)
         ANSWERABILITY.labels(packet.answerability).inc()
         self.trace(
-            {
-                "packet_id": packet.packet_id,
-                "tenant": tenant,
-                "query": req.query,
-                "purpose": req.purpose,
-                "stream": req.stream,
-                "as_of": packet.as_of,
-                "answerability": packet.answerability,
-                "cited_ids": cited,
-                "at": at,
-                "version": version,
-            }
+            trace_of(
+                packet,
+                plan,
+                req.query,
+                task_id=req.task_id,
+                purpose=req.purpose,
+                stream=req.stream,
+                cited=cited,
+                at=self.clock().astimezone(UTC),
+                version=version,
+            )
         )
 
     def recall(self, tenant: str, req: RecallRequest) -> list[Candidate]:

@@ -66,23 +66,58 @@ class TaskStartedPayload(_Payload):
 
 
 class TaskOutcomePayload(_Payload):
+    """How a task went; the retrospective pass learns from it which memories helped."""
+
     task_id: str = Field(min_length=1, max_length=200)
     status: Literal["success", "failure", "partial", "abandoned"]
     score: float | None = Field(default=None, ge=0.0, le=1.0)
-    checkout_ids: list[str] = Field(default_factory=list)
+    checkout_ids: list[str] = Field(
+        default_factory=list, max_length=100, description="packet ids of the task's checkouts"
+    )
+    used_ids: list[str] = Field(
+        default_factory=list,
+        max_length=200,
+        description="the packet items the agent relied on; without them credit is spread "
+        "over the packets' answer support",
+    )
     text: str | None = None
 
 
+class QuestionFamily(_Payload):
+    """What kind of question a memory helped or misled on: the plan's operation, the
+    entities it named and its content words (stemmed)."""
+
+    operation: str = Field(min_length=1, max_length=40)
+    entities: list[str] = Field(default_factory=list, max_length=20)
+    terms: list[str] = Field(default_factory=list, max_length=40)
+
+
 class MemoryFeedbackPayload(_Payload):
-    target_ids: list[str] = Field(min_length=1)
+    """A signal about memories: explicit (an agent or a person) or from the retrospective."""
+
+    target_ids: list[str] = Field(min_length=1, max_length=200)
     signal: float = Field(ge=-1.0, le=1.0, description="-1 harmful .. +1 helpful")
-    checkout_id: str | None = None
-    reason: str | None = None
+    packet_id: str | None = Field(default=None, max_length=200)
+    reason: str | None = Field(default=None, max_length=2000)
+    source: Literal["explicit", "retrospective"] = "explicit"
+    task_id: str | None = Field(default=None, max_length=200)
+    outcome: Literal["success", "failure", "partial", "abandoned"] | None = None
+    certainty: float = Field(
+        default=1.0,
+        ge=0.0,
+        le=1.0,
+        description="1 = the targets were named as used; less = spread over a packet's support",
+    )
+    family: QuestionFamily | None = None
 
 
 class MemoryInvalidatePayload(_Payload):
-    target_ids: list[str] = Field(min_length=1)
-    reason: str = Field(min_length=1)
+    target_ids: list[str] = Field(min_length=1, max_length=200)
+    reason: str = Field(min_length=1, max_length=2000)
+    review_status: Literal["proposed", "accepted", "rejected"] = Field(
+        default="accepted",
+        description="proposals (from the retrospective pass) change nothing until accepted",
+    )
 
 
 class MemoryPurgePayload(_Payload):

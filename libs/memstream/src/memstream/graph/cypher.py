@@ -103,6 +103,16 @@ SET f.valid_to = valid_to, f.superseded_by = superseded_by
 RETURN count(f) AS changed
 """
 
+# A signal about a memory (DESIGN §3.6); immutable, like the ledger entry it comes from. Not
+# linked to its target by an edge: a target may be a fact (an edge itself) or not projected yet.
+MERGE_FEEDBACK = """
+UNWIND $rows AS r
+MERGE (b:Feedback {tenant: r.tenant, feedback_id: r.feedback_id})
+ON CREATE SET b.event_id = r.event_id, b.target_id = r.target_id, b.signal = r.signal,
+  b.certainty = r.certainty, b.source = r.source, b.task_id = r.task_id, b.outcome = r.outcome,
+  b.family_json = r.family_json, b.at = r.at
+"""
+
 # -- reads ------------------------------------------------------------------------------------
 
 # As of a time, a fact exists only if memory had recorded it by then (facts projected
@@ -228,6 +238,16 @@ RETURN"""
 )
 
 # ``$tenant`` null counts every tenant (the operator view).
+FEEDBACK = """
+UNWIND $targets AS target
+MATCH (b:Feedback {target_id: target})
+WHERE b.tenant = $tenant AND ($as_of IS NULL OR b.at <= $as_of)
+RETURN b.tenant AS tenant, b.feedback_id AS feedback_id, b.event_id AS event_id,
+  b.target_id AS target_id, b.signal AS signal, b.certainty AS certainty, b.source AS source,
+  b.task_id AS task_id, b.outcome AS outcome, b.family_json AS family_json, b.at AS at
+ORDER BY b.at, b.feedback_id
+"""
+
 COUNTS = """
 OPTIONAL MATCH (e:Event) WHERE $tenant IS NULL OR e.tenant = $tenant
 WITH count(e) AS events

@@ -27,6 +27,8 @@ FALKOR_DDL: tuple[str, ...] = (
     "CREATE INDEX FOR (n:Entity) ON (n.key)",
     "CREATE INDEX FOR ()-[f:RELATES]-() ON (f.fact_id)",
     "CREATE INDEX FOR ()-[f:RELATES]-() ON (f.src_event_id)",
+    "CREATE INDEX FOR (n:Feedback) ON (n.feedback_id)",
+    "CREATE INDEX FOR (n:Feedback) ON (n.target_id)",
 )
 
 

@@ -26,6 +26,9 @@ NEO4J_DDL: tuple[str, ...] = (
     "CREATE INDEX memstream_event_seq IF NOT EXISTS FOR (n:Event) ON (n.tenant, n.stream, n.seq)",
     "CREATE INDEX memstream_relates_fact IF NOT EXISTS FOR ()-[f:RELATES]-() ON (f.fact_id)",
     "CREATE INDEX memstream_relates_source IF NOT EXISTS FOR ()-[f:RELATES]-() ON (f.src_event_id)",
+    "CREATE CONSTRAINT memstream_feedback_key IF NOT EXISTS "
+    "FOR (n:Feedback) REQUIRE (n.tenant, n.feedback_id) IS UNIQUE",
+    "CREATE INDEX memstream_feedback_target IF NOT EXISTS FOR (n:Feedback) ON (n.target_id)",
 )
 CREATE_DATABASE = "CREATE DATABASE $name IF NOT EXISTS WAIT"
 DROP_BATCH = 10_000

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from memstream.projection.model import EntityView, EventRecord, FactView, GraphBatch
+from memstream.projection.model import (
+    EntityView,
+    EventRecord,
+    FactView,
+    FeedbackRecord,
+    GraphBatch,
+)
 
 
 class GraphUnavailable(RuntimeError):
@@ -72,6 +78,11 @@ class GraphStore(Protocol):
         self, tenant: str, limit: int = 20, stream: str | None = None, as_of: str | None = None
     ) -> list[EventRecord]:
         """The tenant's newest events (of one stream, if given; up to ``as_of``, if given)."""
+
+    def feedback(
+        self, tenant: str, target_ids: list[str], as_of: str | None = None
+    ) -> list[FeedbackRecord]:
+        """Feedback about the targets (oldest first), given by ``as_of`` if set."""
 
     def entities(self, tenant: str, limit: int = 100_000) -> list[EntityView]:
         """The tenant's entities with their role flags (for query-time resolution)."""

@@ -8,6 +8,7 @@ from typing import Any, TypeVar
 
 import orjson
 
+from memstream.events.payloads import QuestionFamily
 from memstream.graph.cypher import (
     CHAIN,
     COUNTS,
@@ -21,6 +22,7 @@ from memstream.graph.cypher import (
     FACT_BY_ID,
     FACTS,
     FACTS_FOR_SUBJECT,
+    FEEDBACK,
     IMPLICIT_ENTITY_KIND,
     LINK_NEXT,
     LINK_NEXT_BY_ID,
@@ -29,6 +31,7 @@ from memstream.graph.cypher import (
     MERGE_ENTITIES,
     MERGE_EVENTS,
     MERGE_FACTS,
+    MERGE_FEEDBACK,
     MERGE_MENTIONS,
     NEIGHBOURHOOD,
     PURGE_EVENT_IDS,
@@ -45,6 +48,7 @@ from memstream.projection.model import (
     EventRecord,
     FactRecord,
     FactView,
+    FeedbackRecord,
     GraphBatch,
     SourceRef,
 )
@@ -133,6 +137,40 @@ def _group_rows(groups: set[tuple[str, str, str]]) -> list[Row]:
     return [{"tenant": t, "subject_key": s, "predicate": p} for t, s, p in sorted(groups)]
 
 
+def _feedback_row(b: FeedbackRecord) -> Row:
+    family = b.family.model_dump_json() if b.family is not None else None
+    return {
+        "tenant": b.tenant,
+        "feedback_id": b.feedback_id,
+        "event_id": b.event_id,
+        "target_id": b.target_id,
+        "signal": b.signal,
+        "certainty": b.certainty,
+        "source": b.source,
+        "task_id": b.task_id,
+        "outcome": b.outcome,
+        "family_json": family,
+        "at": iso_z(b.at),
+    }
+
+
+def _feedback_record(r: Row) -> FeedbackRecord:
+    family = r["family_json"]
+    return FeedbackRecord(
+        tenant=r["tenant"],
+        feedback_id=r["feedback_id"],
+        event_id=r["event_id"],
+        target_id=r["target_id"],
+        signal=float(r["signal"]),
+        certainty=float(r["certainty"]),
+        source=r["source"],
+        task_id=r["task_id"],
+        outcome=r["outcome"],
+        family=QuestionFamily.model_validate_json(family) if family else None,
+        at=r["at"],
+    )
+
+
 def batch_steps(batch: GraphBatch) -> list[tuple[str, dict[str, Any]]]:
     """The queries (one per record kind) that write ``batch``, in dependency order."""
     steps: list[tuple[str, dict[str, Any]]] = []
@@ -155,6 +193,8 @@ def batch_steps(batch: GraphBatch) -> list[tuple[str, dict[str, Any]]]:
         steps.append((MERGE_FACTS, {"rows": rows, "implicit_kind": IMPLICIT_ENTITY_KIND}))
         groups = {(f.tenant, f.subject_key, f.predicate) for f in batch.facts}
         steps.append((SUPERSEDE, {"rows": _group_rows(groups)}))
+    if batch.feedback:
+        steps.append((MERGE_FEEDBACK, {"rows": [_feedback_row(b) for b in batch.feedback]}))
     return steps
 
 
@@ -342,6 +382,16 @@ class CypherGraphStore(ABC):
         params = {"tenant": tenant, "stream": stream, "limit": limit, "as_of": _optional_z(as_of)}
         rows = self._read(RECENT, params)
         return [_event_record(r) for r in rows]
+
+    def feedback(
+        self, tenant: str, target_ids: list[str], as_of: str | None = None
+    ) -> list[FeedbackRecord]:
+        """Feedback about the targets, oldest first; with ``as_of``, only what was given by then."""
+        if not target_ids:
+            return []
+        targets = list(dict.fromkeys(target_ids))
+        params = {"tenant": tenant, "targets": targets, "as_of": _optional_z(as_of)}
+        return [_feedback_record(r) for r in self._read(FEEDBACK, params)]
 
     def entities(self, tenant: str, limit: int = 100_000) -> list[EntityView]:
         """The tenant's entities (value nodes left out), by key, at most ``limit``."""

@@ -17,10 +17,13 @@ from memstream.settings import Settings
 from memstream.vectors.factory import open_vector_index
 
 
-def default_config(embedder_name: str | None = None) -> ProjectionConfig:
+def default_config(embedder_name: str | None = None, feedback: bool = True) -> ProjectionConfig:
     embedder = get_embedder(embedder_name)
     return ProjectionConfig(
-        embedder=embedder.name, embedder_version=embedder.version, dim=embedder.dim
+        embedder=embedder.name,
+        embedder_version=embedder.version,
+        dim=embedder.dim,
+        feedback=feedback,
     )
 
 

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from memstream.events.payloads import MemoryFeedbackPayload
 from memstream.projection.dates import dates
 from memstream.projection.model import (
     EntityRecord,
     EventRecord,
     Extraction,
     FactRecord,
+    FeedbackRecord,
     GraphBatch,
     MentionRecord,
     Side,
@@ -23,7 +25,8 @@ from memstream.times import z_suffix
 # Part of every projection version's config hash: bump when extraction output changes.
 # det-2: names used as a direct address are not mentions
 # det-3: accent-folded keys without a leading "the"; entity flags; facts carry recorded_at
-EXTRACTOR_VERSION = "det-3"
+# det-4: feedback records
+EXTRACTOR_VERSION = "det-4"
 _SCALAR_META = (str, int, float, bool)
 # Whose side of the conversation an event's actor speaks for.
 _SIDES: dict[str, Side] = {"message.user": "user", "message.assistant": "assistant"}
@@ -86,6 +89,29 @@ def _fact(entry: dict[str, Any], ref: SourceRef) -> tuple[FactRecord, list[Entit
     return fact, entities
 
 
+def _feedback(entry: dict[str, Any]) -> list[FeedbackRecord]:
+    """One record per target of a ``memory.feedback`` entry."""
+    if entry["type"] != "memory.feedback":
+        return []
+    p = MemoryFeedbackPayload.model_validate(entry.get("payload") or {})
+    return [
+        FeedbackRecord(
+            tenant=entry["tenant"],
+            feedback_id=f"{entry['id']}#{i}",
+            event_id=entry["id"],
+            target_id=target,
+            signal=p.signal,
+            certainty=p.certainty,
+            source=p.source,
+            task_id=p.task_id,
+            outcome=p.outcome,
+            family=p.family,
+            at=z_suffix(entry["occurred_at"]),
+        )
+        for i, target in enumerate(dict.fromkeys(p.target_ids))
+    ]
+
+
 def extract(entry: dict[str, Any], light: bool = False) -> Extraction:
     """Entities (the agent always; names in text), facts, quantities and dates of one entry.
 
@@ -133,6 +159,7 @@ def extract(entry: dict[str, Any], light: bool = False) -> Extraction:
         entities=list(entities.values()),
         mentions=list(mentions.values()),
         facts=facts,
+        feedback=[] if light else _feedback(entry),
         quantities=[] if light else quantities(event.text),
         dates=[] if light else dates(event.text, event.occurred_at),
     )
@@ -150,4 +177,5 @@ def graph_batch(extractions: list[Extraction]) -> GraphBatch:
         entities=list(entities.values()),
         mentions=[m for x in extractions for m in x.mentions],
         facts=[f for x in extractions for f in x.facts],
+        feedback=[b for x in extractions for b in x.feedback],
     )

@@ -6,6 +6,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from memstream.events.payloads import QuestionFamily
+
 JsonScalar = str | int | float | bool | None
 
 
@@ -125,6 +127,26 @@ class FactRecord(_Record):
     kind: str = "fact"  # fact | preference
 
 
+class FeedbackRecord(_Record):
+    """One signal about one memory, from a ``memory.feedback`` entry (DESIGN.md §3.6).
+
+    ``feedback_id`` = ``<event_id>#<target index>``, so re-projection is idempotent; the
+    entry's ``caused_by`` (the outcome, for retrospective feedback) stays in the ledger.
+    """
+
+    tenant: str
+    feedback_id: str
+    event_id: str
+    target_id: str
+    signal: float  # -1 .. 1
+    certainty: float = 1.0  # 1 = named as used; less = spread over a packet's support
+    source: str = "explicit"  # explicit | retrospective
+    task_id: str | None = None
+    outcome: str | None = None
+    family: QuestionFamily | None = None
+    at: str  # when it was given: the entry's occurred_at (ISO, UTC)
+
+
 class QuantityRecord(_Record):
     """A number with its unit/currency found in event text (evidence for sums, counts)."""
 
@@ -148,6 +170,7 @@ class Extraction(_Record):
     entities: list[EntityRecord] = Field(default_factory=list)
     mentions: list[MentionRecord] = Field(default_factory=list)
     facts: list[FactRecord] = Field(default_factory=list)
+    feedback: list[FeedbackRecord] = Field(default_factory=list)
     quantities: list[QuantityRecord] = Field(default_factory=list)
     dates: list[DateRecord] = Field(default_factory=list)
 
@@ -159,6 +182,7 @@ class GraphBatch(_Record):
     entities: list[EntityRecord] = Field(default_factory=list)
     mentions: list[MentionRecord] = Field(default_factory=list)
     facts: list[FactRecord] = Field(default_factory=list)
+    feedback: list[FeedbackRecord] = Field(default_factory=list)
 
 
 class FactView(_Record):

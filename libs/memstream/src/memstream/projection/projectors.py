@@ -100,15 +100,21 @@ class GraphProjector(_Base):
     component = "graph-projector"
     kind = "graph"
 
-    def __init__(self, store: GraphStore, version: str, producer: Producer) -> None:
+    def __init__(
+        self, store: GraphStore, version: str, producer: Producer, feedback: bool = True
+    ) -> None:
         super().__init__(version, producer)
         self.store = store
+        self.feedback = feedback  # False: a version that ranks as if no feedback was ever given
         store.ensure_schema()
 
     def process(self, msgs: list[Message]) -> None:
         extractions = self.decode(msgs, light=False)
         if extractions:
-            self.store.write(graph_batch(extractions))
+            batch = graph_batch(extractions)
+            if not self.feedback:
+                batch = batch.model_copy(update={"feedback": []})
+            self.store.write(batch)
             self.observe(extractions)
 
     def close(self) -> None:

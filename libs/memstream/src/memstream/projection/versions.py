@@ -35,6 +35,8 @@ class ProjectionConfig(BaseModel):
     embedder: str
     embedder_version: str
     dim: int
+    # Feedback records projected (checkout applies priors); off = the original ranking.
+    feedback: bool = True
 
     @property
     def config_hash(self) -> str:

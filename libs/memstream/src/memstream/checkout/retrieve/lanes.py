@@ -46,6 +46,10 @@ LANE_WEIGHTS = {
 }
 
 
+# Events about memory (feedback, invalidation, purge), not memories: never candidates.
+CONTROL_TYPES = frozenset({"memory.feedback", "memory.invalidate", "memory.purge"})
+
+
 @dataclass
 class Lanes:
     """Ranked item ids per lane, and the items themselves."""
@@ -54,6 +58,8 @@ class Lanes:
     items: dict[str, Candidate] = field(default_factory=dict)
 
     def add(self, lane: str, cand: Candidate) -> None:
+        if cand.type in CONTROL_TYPES:
+            return
         if cand.item_id not in self.ranked[lane]:
             self.ranked[lane].append(cand.item_id)
         self.items.setdefault(cand.item_id, cand)

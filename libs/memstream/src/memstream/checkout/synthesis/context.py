@@ -30,7 +30,7 @@ class Ctx:
     kinds: Mapping[str, str]
     speakers: Mapping[str, str]  # event id → entity key of its agent
     focus: frozenset[str]
-    rank: Mapping[str, int] = field(default_factory=dict)  # row_id → relevance (higher first)
+    rank: Mapping[str, float] = field(default_factory=dict)  # row_id → relevance, higher first
     stems: Mapping[str, frozenset[str]] = field(default_factory=dict)  # row_id → its words
     valid_to: Mapping[str, str | None] = field(default_factory=dict)  # fact id → valid_to
     rates: frozenset[str] = frozenset()  # row ids of numbers stated as a rate

@@ -23,6 +23,8 @@ from memstream.times import parse_ts
 
 # The sides of a conversation, by the message type each side writes.
 SIDE_TYPES = {"user": "message.user", "assistant": "message.assistant"}
+# A feedback prior of ±1 moves a row by this many focus terms of relevance (see learning.priors).
+PRIOR_WEIGHT = 1.0
 # Operations over the history of a subject: superseded facts still count for them.
 HISTORY_OPS = frozenset({"count", "list", "temporal_order", "temporal_interval", "absence"})
 # Operations over a set of items: when no item names the focus terms, everything about the
@@ -61,14 +63,15 @@ def relevant_rows(
     rows: list[EvidenceRow],
     by_id: Mapping[str, Candidate],
     loose: bool = False,
-) -> list[tuple[EvidenceRow, int]]:
+) -> list[tuple[EvidenceRow, float]]:
     """Rows about the plan's entities (if any) that share a focus term (if any), best first.
 
-    Each row comes with its rank: 100 × entities matched + focus terms matched. ``loose``
-    drops the focus-term requirement for rows about a named entity.
+    Each row comes with its rank: 100 × entities matched + focus terms matched + the
+    candidate's bounded feedback prior × ``PRIOR_WEIGHT``. ``loose`` drops the focus-term
+    requirement for rows about a named entity. The prior only re-orders rows that qualify.
     """
     focus = focus_of(plan)
-    scored: list[tuple[tuple[float, ...], EvidenceRow, int]] = []
+    scored: list[tuple[tuple[float, ...], EvidenceRow, float]] = []
     for i, row in enumerate(rows):
         c = by_id[row.support_id]
         cstems = candidate_stems(c)
@@ -83,8 +86,9 @@ def relevant_rows(
         if focus.terms and not overlap and not (loose and ents):
             continue
         fit = c.relevance or 0.0
-        key = (-ents, -overlap, 0 if c.kind == "fact" else 1, -fit, -c.score, i)
-        scored.append((key, row, 100 * ents + overlap))
+        learned = overlap + PRIOR_WEIGHT * c.prior
+        key = (-ents, -learned, 0 if c.kind == "fact" else 1, -fit, -c.score, i)
+        scored.append((key, row, 100 * ents + learned))
     return [(row, rank) for _, row, rank in sorted(scored, key=lambda kv: kv[0])]
 
 

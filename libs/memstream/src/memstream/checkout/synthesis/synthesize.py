@@ -103,7 +103,7 @@ def _abstain(plan: SynthesisPlan, ctx: Ctx) -> list[AnswerCandidate]:
 
 
 def _context(
-    plan: SynthesisPlan, by_id: dict[str, Candidate], ranked: list[tuple[EvidenceRow, int]]
+    plan: SynthesisPlan, by_id: dict[str, Candidate], ranked: list[tuple[EvidenceRow, float]]
 ) -> Ctx:
     relevant = [r for r, _ in ranked]
     return Ctx(
@@ -122,7 +122,7 @@ def _context(
 
 def _relevant(
     plan: SynthesisPlan, rows: list[EvidenceRow], by_id: dict[str, Candidate]
-) -> tuple[list[tuple[EvidenceRow, int]], bool]:
+) -> tuple[list[tuple[EvidenceRow, float]], bool]:
     """Ranked relevant rows, and whether they were found loosely (entity only, no focus term).
 
     Set operations fall back to everything about the named entities when no row names the

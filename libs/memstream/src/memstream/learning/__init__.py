@@ -1,0 +1,1 @@
+"""Learning from use: checkout traces, the retrospective pass and feedback priors."""
