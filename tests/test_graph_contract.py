@@ -15,6 +15,7 @@ from collections.abc import Iterator
 import neo4j
 import pytest
 from falkordb import FalkorDB
+from memstream.events.payloads import QuestionFamily
 from memstream.graph import cypher
 from memstream.graph.factory import GraphNotConfiguredError, open_graph_store
 from memstream.graph.falkor import FALKOR_DDL, FalkorGraphStore
@@ -26,6 +27,7 @@ from memstream.projection.model import (
     EventRecord,
     FactRecord,
     FactView,
+    FeedbackRecord,
     GraphBatch,
     JsonScalar,
     MentionRecord,
@@ -666,3 +668,36 @@ def test_entities_carry_their_role_flags_whatever_the_order(store: GraphStore) -
     assert got["assistant"].assistant_side and not got["assistant"].user_side
     assert [e.key for e in store.entities(A, limit=1)] == ["assistant"]
     assert [e.key for e in store.entities(B)] == ["other"]
+
+
+def _feedback(tenant: str, event_id: str, target: str, signal: float, at: str) -> FeedbackRecord:
+    return FeedbackRecord(
+        tenant=tenant,
+        feedback_id=f"{event_id}#0",
+        event_id=event_id,
+        target_id=target,
+        signal=signal,
+        certainty=0.5,
+        source="retrospective",
+        task_id="task-7",
+        outcome="failure",
+        family=QuestionFamily(operation="lookup", entities=["zoë"], terms=["port"]),
+        at=at,
+    )
+
+
+def test_feedback_round_trips_per_target_tenant_and_as_of(store: GraphStore) -> None:
+    early = _feedback(A, "fb-1", "ev-1", -1.0, "2024-05-01T10:00:00Z")
+    late = _feedback(A, "fb-2", "ev-1", 0.5, "2024-05-03T10:00:00+02:00")
+    other = _feedback(B, "fb-3", "ev-1", 1.0, "2024-05-02T10:00:00Z")
+    elsewhere = _feedback(A, "fb-4", "ev-2", 1.0, "2024-05-02T10:00:00Z")
+    store.write(GraphBatch(feedback=[late, early, other, elsewhere]))
+    store.write(GraphBatch(feedback=[early]))  # redelivery writes nothing new
+    got = store.feedback(A, ["ev-1", "ev-1", "missing"])
+    assert [b.feedback_id for b in got] == ["fb-1#0", "fb-2#0"]  # oldest first, this tenant
+    assert got[0] == early.model_copy(update={"at": iso_z(early.at)})
+    assert got[1].at == "2024-05-03T08:00:00.000000Z"
+    assert [b.feedback_id for b in store.feedback(A, ["ev-1"], as_of="2024-05-02T00:00:00Z")] == [
+        "fb-1#0"
+    ]
+    assert store.feedback(A, []) == [] and store.feedback(B, ["ev-2"]) == []
