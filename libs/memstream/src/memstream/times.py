@@ -55,7 +55,28 @@ def iso_z(value: str) -> str:
         ts = to_datetime(value)
     except ValueError as exc:
         raise ValueError(f"not an ISO 8601 timestamp: {value!r}") from exc
-    return ts.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return utc_z(as_utc(ts))
+
+
+def utc_z(ts: datetime) -> str:
+    """An aware UTC datetime as ``YYYY-MM-DDTHH:MM:SS.ffffffZ`` (``strftime("%Y")`` would
+    write year 1 as ``1``, breaking the fixed width)."""
+    return ts.replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
+
+
+def as_utc(ts: datetime) -> datetime:
+    """``ts`` in UTC, saturated at the ends of ``datetime``'s range.
+
+    RFC 3339 allows ``0001-01-01T00:00:00+01:00``, which is before year 1 in UTC:
+    ``astimezone`` raises on it, and a raise in a consumer would stall it on that event.
+    """
+    if ts.tzinfo is None:
+        return ts.replace(tzinfo=UTC)  # naive is UTC here, as in to_datetime
+    try:
+        return ts.astimezone(UTC)
+    except OverflowError:
+        edge = datetime.min if ts.year == datetime.min.year else datetime.max
+        return edge.replace(tzinfo=UTC)
 
 
 def z_suffix(value: str) -> str:

@@ -5,12 +5,12 @@ from __future__ import annotations
 import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
-from fastapi.responses import JSONResponse, Response
-from memstream.events import EventIn
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from memstream.graph.port import GraphUnavailable
 from memstream.keys import KeyStore
 from memstream.metrics import UP
@@ -18,10 +18,11 @@ from memstream.ops.health import DependencyProbe, dependency_checks
 from memstream.projection.embedded import vector_manager
 from memstream.settings import Settings
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
+from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 from starlette.concurrency import run_in_threadpool
 
-from memstream_api import checkout_routes, ingest
+from memstream_api import checkout_routes, errors, ingest
 from memstream_api.http_metrics import HttpMetrics
 from memstream_api.outbox import Outbox
 from memstream_api.producing import BatchProducer
@@ -32,6 +33,11 @@ DESCRIPTION = (
     "memstream HTTP API. Authenticate with `Authorization: Bearer <key>`; the key decides "
     "the tenant. Errors carry a human-readable `detail`."
 )
+
+
+class Health(BaseModel):
+    status: Literal["ok", "unavailable"]
+    reason: str | None = None
 
 
 def create_app(
@@ -98,10 +104,18 @@ def create_app(
         return JSONResponse(
             {"detail": f"memory is briefly unavailable: {exc}"},
             status_code=503,
-            headers={"Retry-After": str(ingest.RETRY_AFTER_S)},
+            headers=errors.retry_after(),
         )
 
-    @app.get("/healthz", tags=["ops"], summary="Liveness and Kafka reachability")
+    app.add_exception_handler(RequestValidationError, errors.request_invalid)
+
+    @app.get(
+        "/healthz",
+        tags=["ops"],
+        summary="Liveness and Kafka reachability",
+        response_model=Health,
+        responses={503: {"model": Health, "description": "Kafka is unreachable"}},
+    )
     async def healthz() -> JSONResponse:
         producer: BatchProducer = app.state.producer
         problem = await run_in_threadpool(producer.reachable)
@@ -109,7 +123,13 @@ def create_app(
             return JSONResponse({"status": "unavailable", "reason": problem}, status_code=503)
         return JSONResponse({"status": "ok"})
 
-    @app.get("/metrics", tags=["ops"], summary="Prometheus metrics")
+    @app.get(
+        "/metrics",
+        tags=["ops"],
+        summary="Prometheus metrics",
+        response_class=PlainTextResponse,
+        responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}},
+    )
     def metrics() -> Response:
         return Response(generate_latest(REGISTRY), media_type=CONTENT_TYPE_LATEST)
 
@@ -123,11 +143,16 @@ def create_app(
                 routes=app.routes,
             )
             _, defs = models_json_schema(
-                [(EventIn, "validation"), (ingest.EventBatch, "validation")],
+                [(ingest.EventBatch, "validation")],
                 ref_template="#/components/schemas/{model}",
             )
             components = schema.setdefault("components", {}).setdefault("schemas", {})
             components.update(defs.get("$defs", {}))
+            # One event: the union of the typed models, named for the request body's oneOf.
+            components["EventIn"] = components["EventBatch"]["properties"]["events"].pop("items")
+            components["EventBatch"]["properties"]["events"]["items"] = {
+                "$ref": "#/components/schemas/EventIn"
+            }
             app.openapi_schema = schema
         return app.openapi_schema
 

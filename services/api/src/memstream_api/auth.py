@@ -8,6 +8,8 @@ from fastapi import Depends, HTTPException, Request, status
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from memstream.keys import KeyStore, KeyStoreError
 
+from memstream_api.errors import retry_after
+
 # auto_error=False: the reasons below are more useful than FastAPI's generic 403.
 bearer = HTTPBearer(auto_error=False, description="API key from `memstream keys create --tenant T`")
 _CHALLENGE = {"WWW-Authenticate": "Bearer"}
@@ -35,7 +37,9 @@ def require_tenant(
     try:
         tenant = keys.tenant_for(key)
     except KeyStoreError as exc:
-        raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE, detail=str(exc)) from exc
+        raise HTTPException(
+            status.HTTP_503_SERVICE_UNAVAILABLE, detail=str(exc), headers=retry_after()
+        ) from exc
     if tenant is None:
         raise _unauthorized("invalid API key")
     return tenant

@@ -6,7 +6,7 @@ from typing import Any
 
 from fastapi import APIRouter, HTTPException, Request, status
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
-from memstream.checkout.model import Candidate
+from memstream.checkout.model import Candidate, CheckoutPacket
 from memstream.checkout.packet import render_gathered, render_json, render_markdown
 from memstream.checkout.service import (
     CheckoutRequest,
@@ -19,6 +19,7 @@ from memstream.checkout.service import (
 from starlette.concurrency import run_in_threadpool
 
 from memstream_api.auth import Tenant
+from memstream_api.errors import AUTH, BODY, INVALID, ErrorBody, retry_after, unavailable
 
 router = APIRouter(tags=["checkout"])
 
@@ -29,13 +30,33 @@ def _service(request: Request) -> CheckoutService:
 
 
 def _unavailable(exc: NoProjection) -> HTTPException:
-    return HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE, detail=str(exc))
+    return HTTPException(
+        status.HTTP_503_SERVICE_UNAVAILABLE, detail=str(exc), headers=retry_after()
+    )
+
+
+# Reads answer 503 while no projection is live yet or the graph server is down.
+READ_RESPONSES = {
+    **AUTH,
+    **unavailable(
+        "memory is briefly unavailable (no live projection yet, or the graph server is restarting)"
+    ),
+}
 
 
 @router.post(
     "/v1/checkout",
     summary="A checkout packet: answer first, proof after, within max_tokens",
-    responses={200: {"description": "the packet (JSON, or Markdown for the other formats)"}},
+    response_class=JSONResponse,
+    responses={
+        200: {
+            "model": CheckoutPacket,
+            "description": "the packet: JSON, or Markdown for `markdown` and `gathered`",
+            "content": {"text/markdown": {"schema": {"type": "string"}}},
+        },
+        **BODY,
+        **READ_RESPONSES,
+    },
 )
 async def checkout(body: CheckoutRequest, request: Request, tenant: Tenant) -> Response:
     try:
@@ -49,7 +70,11 @@ async def checkout(body: CheckoutRequest, request: Request, tenant: Tenant) -> R
     return Response(render_json(packet), media_type="application/json")
 
 
-@router.post("/v1/recall", summary="The raw fused top-k items (no synthesis)")
+@router.post(
+    "/v1/recall",
+    summary="The raw fused top-k items (no synthesis)",
+    responses={**BODY, **READ_RESPONSES},
+)
 async def recall(body: RecallRequest, request: Request, tenant: Tenant) -> dict[str, Any]:
     try:
         items: list[Candidate] = await run_in_threadpool(_service(request).recall, tenant, body)
@@ -62,7 +87,12 @@ async def recall(body: RecallRequest, request: Request, tenant: Tenant) -> dict[
     "/v1/lineage/{item_id}",
     summary="Sources one hop up and the ledger events beneath",
     response_model=None,
-    responses={200: {"model": Lineage}, 404: {"description": "no such item in this tenant"}},
+    responses={
+        200: {"model": Lineage},
+        404: {"model": ErrorBody, "description": "no such item in this tenant"},
+        **INVALID,
+        **READ_RESPONSES,
+    },
 )
 async def lineage(item_id: str, request: Request, tenant: Tenant) -> Lineage | JSONResponse:
     try:

@@ -9,17 +9,17 @@ from typing import Any
 import pydantic_core
 from fastapi import APIRouter, Request, status
 from fastapi.responses import JSONResponse, Response
-from memstream.events import EVENT_TYPES, Event, EventIn
+from memstream.events import EVENT_TYPES, Event, InboundEvent, parse_inbound
 from memstream.kafka.produce import DeliveryFailed
 from memstream.metrics import EVENTS_RECEIVED, EVENTS_REJECTED
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from memstream_api.auth import Tenant
+from memstream_api.errors import AUTH, ErrorBody, retry_after, unavailable
 from memstream_api.outbox import Outbox, OutboxFull
 from memstream_api.producing import BatchProducer
 
 COMPONENT = "api"
-RETRY_AFTER_S = 5
 log = logging.getLogger(__name__)
 DEFAULT_AGENT = "api"
 MAX_BATCH = 10_000
@@ -35,16 +35,13 @@ router = APIRouter(tags=["ingest"])
 class EventBatch(BaseModel):
     """A batch body: every event is validated before any is produced."""
 
-    events: list[EventIn] = Field(min_length=1, max_length=MAX_BATCH)
+    model_config = ConfigDict(extra="forbid")
+    events: list[InboundEvent] = Field(min_length=1, max_length=MAX_BATCH)
 
 
 class Accepted(BaseModel):
     accepted: int
     ids: list[str] = Field(description="event ids in request order (generated when not given)")
-
-
-class ErrorBody(BaseModel):
-    detail: str
 
 
 class FieldError(BaseModel):
@@ -110,9 +107,12 @@ def _field(loc: tuple[int | str, ...]) -> str:
     return out
 
 
-def _field_errors(index: int, exc: ValidationError) -> Iterator[FieldError]:
+def _field_errors(exc: ValidationError, batch: bool) -> Iterator[FieldError]:
     for e in exc.errors(include_url=False):
         loc = tuple(e["loc"])
+        index = 0
+        if batch and len(loc) >= 2 and loc[0] == "events" and isinstance(loc[1], int):
+            index, loc = loc[1], loc[2:]
         if e["type"] in ("union_tag_invalid", "union_tag_not_found"):
             loc = ("type",)
         elif loc and loc[0] in EVENT_TYPES:
@@ -170,27 +170,31 @@ def _items(body: bytes, max_batch: int) -> tuple[list[Any], bool]:
     raise _Rejected(_error(UNPROCESSABLE, reason, errors=[]), "malformed", 1)
 
 
-def _complete(items: list[Any], batch: bool, tenant: str) -> list[Event]:
+def _foreign(items: list[Any], tenant: str) -> list[tuple[int, str]]:
+    """Events naming another tenant: refused (403) before any other check of their content."""
+    return [
+        (i, item["tenant"])
+        for i, item in enumerate(items)
+        if isinstance(item, dict)
+        and isinstance(item.get("tenant"), str)
+        and item["tenant"] != tenant
+    ]
+
+
+def _validate(body: bytes, batch: bool) -> list[InboundEvent]:
+    """Strict JSON validation against the published models (raises ValidationError)."""
+    if batch:
+        return EventBatch.model_validate_json(body, strict=True).events
+    return [parse_inbound(body)]
+
+
+def _complete(body: bytes, items: list[Any], batch: bool, tenant: str) -> list[Event]:
     """Validate everything first: a batch is produced whole or not at all."""
-    events: list[Event] = []
-    errors: list[FieldError] = []
-    n_errors = 0
-    foreign: list[tuple[int, str]] = []
-    for i, item in enumerate(items):
-        try:
-            raw = EventIn.model_validate(item)
-            if raw.tenant is not None and raw.tenant != tenant:
-                foreign.append((i, raw.tenant))
-                continue
-            events.append(raw.complete(tenant, agent=DEFAULT_AGENT))
-        except ValidationError as exc:
-            found = list(_field_errors(i, exc))
-            n_errors += len(found)
-            errors.extend(found[: MAX_REPORTED_ERRORS - len(errors)])
 
     def where(index: int) -> str:
         return f"events[{index}]" if batch else "event"
 
+    foreign = _foreign(items, tenant)
     if foreign:
         i, other = foreign[0]
         reason = (
@@ -198,14 +202,19 @@ def _complete(items: list[Any], batch: bool, tenant: str) -> list[Event]:
             + (f" ({len(foreign)} such events)" if len(foreign) > 1 else "")
         )
         raise _Rejected(_error(status.HTTP_403_FORBIDDEN, reason), "tenant", len(items))
-    if errors:
+    try:
+        inbound = _validate(body, batch)
+    except ValidationError as exc:
+        errors = list(_field_errors(exc, batch))
         first = errors[0]
         path = f"{where(first.index)}.{first.field}" if first.field else where(first.index)
-        more = f" (and {n_errors - 1} more error(s))" if n_errors > 1 else ""
+        more = f" (and {len(errors) - 1} more error(s))" if len(errors) > 1 else ""
         reason = f"{path}: {first.message}{more}; nothing was accepted"
-        body = [e.model_dump() for e in errors]
-        raise _Rejected(_error(UNPROCESSABLE, reason, errors=body), "invalid", len(items))
-    return events
+        body_errors = [e.model_dump() for e in errors[:MAX_REPORTED_ERRORS]]
+        raise _Rejected(
+            _error(UNPROCESSABLE, reason, errors=body_errors), "invalid", len(items)
+        ) from exc
+    return [e.complete(tenant, agent=DEFAULT_AGENT) for e in inbound]
 
 
 @router.post(
@@ -215,11 +224,15 @@ def _complete(items: list[Any], batch: bool, tenant: str) -> list[Event]:
     summary="Ingest one event or a batch",
     openapi_extra=REQUEST_BODY,
     responses={
-        401: {"model": ErrorBody, "description": "missing or invalid API key"},
+        **AUTH,
         403: {"model": ErrorBody, "description": "an event names another tenant"},
         413: {"model": ErrorBody, "description": "batch or body too large"},
         422: {"model": ValidationErrorBody, "description": "invalid event; nothing accepted"},
-        503: {"model": DeliveryErrorBody, "description": "Kafka did not acknowledge the batch"},
+        **unavailable(
+            "not accepted (spool full, Kafka did not acknowledge, or the key store is "
+            "unreadable); resend the same ids",
+            DeliveryErrorBody | ErrorBody,
+        ),
     },
 )
 async def post_events(request: Request, tenant: Tenant) -> Response | Accepted:
@@ -232,7 +245,7 @@ async def post_events(request: Request, tenant: Tenant) -> Response | Accepted:
     try:
         body = await _read_body(request, request.app.state.max_body_bytes)
         items, batch = _items(body, request.app.state.max_batch)
-        events = _complete(items, batch, tenant)
+        events = _complete(body, items, batch, tenant)
     except _Rejected as rejected:
         EVENTS_REJECTED.labels(component=COMPONENT, reason=rejected.reason).inc(rejected.count)
         return rejected.response
@@ -246,9 +259,11 @@ async def post_events(request: Request, tenant: Tenant) -> Response | Accepted:
         await producer.produce(events)
     except DeliveryFailed as exc:
         EVENTS_REJECTED.labels(component=COMPONENT, reason="delivery").inc(len(exc.failed_ids))
-        return _error(
+        response = _error(
             status.HTTP_503_SERVICE_UNAVAILABLE, exc.reason, ids=ids, failed_ids=exc.failed_ids
         )
+        response.headers.update(retry_after())
+        return response
     return Accepted(accepted=len(events), ids=ids)
 
 
@@ -262,7 +277,7 @@ async def _spool(
     except OutboxFull as exc:
         EVENTS_REJECTED.labels(component=COMPONENT, reason="delivery").inc(len(events))
         response = _error(status.HTTP_503_SERVICE_UNAVAILABLE, str(exc), ids=ids, failed_ids=ids)
-        response.headers["Retry-After"] = str(RETRY_AFTER_S)
+        response.headers.update(retry_after())
         return response
     except DeliveryFailed as exc:
         log.info("accepted %d events into the outbox; Kafka pending: %s", len(ids), exc.reason)

@@ -34,8 +34,9 @@ from memstream.learning.priors import (
 from memstream.learning.trace import CheckoutTrace, family_of, trace_of
 from memstream.projection.model import SourceRef
 from memstream.projection.versions import FileProjectionRegistry, VersionInfo
-from memstream.times import iso_utc
+from memstream.times import as_utc, iso_utc
 from memstream.vectors.port import VectorIndex
+from memstream.wire import JsonInt, RfcTimestamp
 
 Format = Literal["json", "markdown", "gathered"]
 
@@ -43,11 +44,12 @@ Format = Literal["json", "markdown", "gathered"]
 class CheckoutRequest(BaseModel):
     """``POST /v1/checkout``."""
 
-    model_config = ConfigDict(extra="forbid")
+    # strict: no "10" for 10 (see memstream.wire); the published schema says so
+    model_config = ConfigDict(extra="forbid", strict=True)
     query: str = Field(min_length=1, max_length=4000)
-    as_of: datetime | None = None
-    max_tokens: int = Field(default=1500, ge=64, le=64_000)
-    k: int = Field(default=10, ge=1, le=100)
+    as_of: RfcTimestamp | None = None
+    max_tokens: JsonInt = Field(default=1500, ge=64, le=64_000)
+    k: JsonInt = Field(default=10, ge=1, le=100)
     purpose: str | None = Field(default=None, max_length=200)
     stream: str | None = Field(default=None, max_length=128)
     task_id: str | None = Field(
@@ -59,14 +61,14 @@ class CheckoutRequest(BaseModel):
 class RecallRequest(BaseModel):
     """``POST /v1/recall``."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
     query: str = Field(min_length=1, max_length=4000)
-    k: int = Field(default=10, ge=1, le=200)
+    k: JsonInt = Field(default=10, ge=1, le=200)
     stream: str | None = Field(default=None, max_length=128)
     mode: Literal["fused", "hybrid", "dense", "sparse"] = Field(
         default="fused", description="fused = every lane; the others = one vector-index lane"
     )
-    as_of: datetime | None = None
+    as_of: RfcTimestamp | None = None
 
 
 class Lineage(BaseModel):
@@ -141,7 +143,7 @@ class CheckoutService:
         started = time.perf_counter()
         info = self._live()
         now = iso_utc(self.clock().astimezone(UTC))
-        as_of_ts = req.as_of.astimezone(UTC) if req.as_of is not None else None
+        as_of_ts = as_utc(req.as_of) if req.as_of is not None else None
         as_of = iso_utc(as_of_ts) if as_of_ts is not None else None
         plan = plan_query(req.query, now, as_of, self.lexicon(info, tenant))
         t_plan = time.perf_counter()
@@ -241,7 +243,7 @@ class CheckoutService:
         """The raw fused top-k (no synthesis), for comparison and simple clients."""
         info = self._live()
         retriever, _ = self._retriever(info, pool=max(20, req.k))
-        as_of = req.as_of.astimezone(UTC) if req.as_of is not None else None
+        as_of = as_utc(req.as_of) if req.as_of is not None else None
         if req.mode != "fused":
             return retriever.lane(tenant, req.query, req.mode, req.k, req.stream, as_of)
         now = iso_utc(self.clock().astimezone(UTC))

@@ -10,6 +10,12 @@ from memstream.events.envelope import (
     Security,
     parse_event,
 )
+from memstream.events.inbound import (
+    InboundAdapter,
+    InboundEnvelope,
+    InboundEvent,
+    parse_inbound,
+)
 
 __all__ = [
     "EVENT_TYPES",
@@ -18,6 +24,10 @@ __all__ = [
     "EventAdapter",
     "EventIn",
     "EventListAdapter",
+    "InboundAdapter",
+    "InboundEnvelope",
+    "InboundEvent",
     "Security",
     "parse_event",
+    "parse_inbound",
 ]

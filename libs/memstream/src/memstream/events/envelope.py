@@ -182,9 +182,13 @@ class EventIn(BaseModel):
 
     def complete(self, tenant: str, now: datetime | None = None, agent: str = "unknown") -> Event:
         """Fill defaults and validate into a typed envelope (raises ValidationError)."""
-        data = self.model_dump(mode="python")
-        data["tenant"] = self.tenant or tenant
-        data["id"] = self.id or str(uuid.uuid4())
-        data["occurred_at"] = self.occurred_at or now or datetime.now(UTC)
-        data["agent"] = self.agent or agent
-        return EventAdapter.validate_python(data)
+        return fill_defaults(self.model_dump(mode="python"), tenant, now, agent)
+
+
+def fill_defaults(data: dict[str, Any], tenant: str, now: datetime | None, agent: str) -> Event:
+    """A client event's fields with tenant, id, time and agent filled in, as a typed envelope."""
+    data["tenant"] = data.get("tenant") or tenant
+    data["id"] = data.get("id") or str(uuid.uuid4())
+    data["occurred_at"] = data.get("occurred_at") or now or datetime.now(UTC)
+    data["agent"] = data.get("agent") or agent
+    return EventAdapter.validate_python(data)

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from memstream.wire import RfcTimestamp
 
 JsonScalar = str | int | float | bool | None
 
@@ -48,7 +49,7 @@ class FactAssertedPayload(_Payload):
     object: str | None = Field(default=None, max_length=2000)
     value: JsonScalar = None
     unit: str | None = Field(default=None, max_length=50)
-    valid_from: datetime | None = None
+    valid_from: RfcTimestamp | None = None
     confidence: float = Field(default=1.0, ge=0.0, le=1.0)
     text: str | None = None
 

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Literal, Protocol
 
 from memstream.projection.model import VectorHit, VectorPoint
+from memstream.times import as_utc, utc_z
 
 Mode = Literal["hybrid", "dense", "sparse"]
 # Payload fields a query can filter on (keyword-indexed by every adapter), by query argument.
@@ -26,7 +27,7 @@ def time_bound(as_of: datetime | None) -> str | None:
         return None
     if as_of.tzinfo is None:
         raise ValueError("as_of must be timezone-aware")
-    return as_of.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return utc_z(as_utc(as_of))
 
 
 def keyword_filters(

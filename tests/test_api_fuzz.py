@@ -1,0 +1,174 @@
+"""Bad input, tried by a machine: schemathesis with every check against the running API.
+
+The OpenAPI document must tell the truth (statuses, media types, headers, bodies, and request
+schemas exactly as strict as the validation), no request may get a 5xx, every refusal carries
+a JSON ``detail``, and a refused ``POST /v1/events`` produces nothing: the fuzz tenant's raw
+events and ledger hold exactly the ids of the 2xx answers.
+
+Runs schemathesis' own engine (what ``st run`` runs: examples, coverage and fuzzing phases);
+its pytest plugin does not run on this pytest.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+import pytest
+import schemathesis
+from memstream.kafka.topics import LEDGER, RAW
+from schemathesis import BaseSchema, Case, CheckContext, Response
+from schemathesis.config import SchemathesisConfig
+from schemathesis.engine import Status, events
+from stackproc import RunningStack, memstream, wait_until
+from topicread import read_topic
+
+FUZZ_TENANT = "fuzz-events"  # only this module's stack, only this key: its events are ours
+SEED = 20_241_122
+# Per operation and phase; the coverage phase adds its own boundary cases (hundreds).
+MAX_EXAMPLES = 25
+# `negative_data_rejection`'s default list plus 413: a batch over `maxItems` is refused as
+# too large, which the document lists for POST /v1/events.
+REJECTIONS = ["400", "401", "403", "404", "405", "406", "409", "413", "415", "422", "428", "429"]
+# Operations with inputs; the two without (healthz, metrics) have a handful of cases.
+FUZZED = {"POST /v1/events", "POST /v1/checkout", "POST /v1/recall", "GET /v1/lineage/{item_id}"}
+OPERATIONS = {"GET /healthz", "GET /metrics", *FUZZED}
+
+
+def _reason(body: bytes) -> str | None:
+    try:
+        doc = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return None
+    detail = doc.get("detail") if isinstance(doc, dict) else None
+    return detail if isinstance(detail, str) and detail.strip() else None
+
+
+@schemathesis.check
+def refusal_gives_a_reason(ctx: CheckContext, response: Response, case: Case) -> bool | None:
+    """Every 4xx is JSON with a human-readable ``detail`` string."""
+    if 400 <= response.status_code < 500 and _reason(response.content) is None:
+        raise AssertionError(f"{response.status_code} without a JSON `detail`: {response.text!r}")
+    return None
+
+
+@dataclass
+class Run:
+    """What one schemathesis run did and found."""
+
+    failures: list[str] = field(default_factory=list)
+    cases: dict[str, int] = field(default_factory=dict)  # per operation, probes included
+    statuses: dict[str, set[int]] = field(default_factory=dict)  # per operation
+    # ids in the 2xx answers to POST /v1/events
+    accepted_ids: set[str] = field(default_factory=set, repr=False)
+    events_accepted: int = 0
+    events_refused: int = 0
+
+    def called(self, case: Case, response: Response) -> None:
+        """``after_call`` hook: every generated request's answer, bodies whole."""
+        if case.operation.label != "POST /v1/events":
+            return
+        if 200 <= response.status_code < 300:
+            self.events_accepted += 1
+            self.accepted_ids.update(response.json()["ids"])
+        else:
+            self.events_refused += 1
+
+    def scenario(self, event: events.ScenarioFinished) -> None:
+        label = event.label or "?"
+        recorder = event.recorder
+        self.cases[label] = self.cases.get(label, 0) + len(recorder.cases)
+        # Interactions include the requests checks send themselves (auth probes).
+        for interaction in recorder.interactions.values():
+            if interaction.response is not None:
+                self.statuses.setdefault(label, set()).add(interaction.response.status_code)
+        for checks in recorder.checks.values():
+            for check in checks:
+                if check.status == Status.FAILURE and check.failure_info is not None:
+                    failure = check.failure_info.failure
+                    sample = check.failure_info.code_sample
+                    self.failures.append(
+                        f"{label} [{check.name}] {failure.title}: {failure.message}\n{sample}"
+                    )
+
+
+def run_schemathesis(stack: RunningStack, extra: dict[str, Any]) -> Run:
+    """One ``st run --checks all`` against the stack's API, deterministic, fixed seed."""
+    config = SchemathesisConfig.from_dict(
+        {
+            "seed": SEED,
+            "checks": {  # every built-in check, 413 counted as a refusal
+                "enabled": True,
+                "negative_data_rejection": {"expected-statuses": [*REJECTIONS, "5xx"]},
+            },
+            # No example database: a failure saved by one run must not steer the next.
+            "generation": {"max-examples": MAX_EXAMPLES, "deterministic": True, "database": "none"},
+            **extra,
+        }
+    )
+    schema: BaseSchema = schemathesis.openapi.from_url(
+        f"{stack.api_url}/openapi.json", config=config
+    )
+    run = Run()
+
+    @schema.hook
+    def after_call(_context: Any, case: Case, response: Response) -> None:
+        run.called(case, response)
+
+    for event in schemathesis.engine.from_schema(schema).execute():
+        if isinstance(event, events.ScenarioFinished) and event.is_test_scenario:
+            run.scenario(event)
+        elif isinstance(event, events.NonFatalError):
+            run.failures.append(f"{event.label}: error {event.value!r}")
+        elif isinstance(event, events.FatalError):
+            raise event.exception
+        elif isinstance(event, events.EngineFinished):
+            run.failures += [f"after run: {f.title}: {f.message}" for f in event.failures]
+    run.failures = sorted(set(run.failures))
+    return run
+
+
+@pytest.fixture(scope="module")
+def fuzz_key(stack: RunningStack) -> str:
+    args = ("keys", "create", "--tenant", FUZZ_TENANT)
+    return memstream(*args, data_dir=stack.data_dir).stdout.strip()
+
+
+def _ids(stack: RunningStack, topic: str) -> set[str]:
+    values = [orjson.loads(m.value() or b"{}") for m in read_topic(stack.bootstrap, topic)]
+    return {v["id"] for v in values if v.get("tenant") == FUZZ_TENANT}
+
+
+def test_fuzz_with_a_key_finds_nothing_and_refusals_produce_nothing(
+    stack: RunningStack, fuzz_key: str
+) -> None:
+    run = run_schemathesis(stack, {"headers": {"Authorization": f"Bearer {fuzz_key}"}})
+    assert not run.failures, f"{len(run.failures)} failure(s):\n\n" + "\n\n".join(run.failures)
+    # It ran, on every operation, and tried both sides of POST /v1/events.
+    assert set(run.cases) == OPERATIONS, run.cases
+    assert min(run.cases[label] for label in FUZZED) >= MAX_EXAMPLES, run.cases
+    assert run.events_accepted >= 5 and run.events_refused >= 50, run
+    assert {202, 401, 403, 413, 422} <= run.statuses["POST /v1/events"], run.statuses
+
+    # A 2xx means durable (spooled or acknowledged), not yet sequenced: wait for the ledger.
+    wait_until(lambda: _ids(stack, LEDGER) >= run.accepted_ids, 120, "accepted events ledgered")
+    assert _ids(stack, LEDGER) == run.accepted_ids
+    assert _ids(stack, RAW) == run.accepted_ids  # nothing was produced for a refused request
+    stats = orjson.loads(memstream("ledger", "stats", "--json", data_dir=stack.data_dir).stdout)
+    assert stats["dlq"] == 0, stats
+
+
+def test_fuzz_without_a_key_finds_nothing_and_every_v1_call_is_401(stack: RunningStack) -> None:
+    raw_before = len(read_topic(stack.bootstrap, RAW))
+    # Without a key every body is refused before it is read: boundary cases add nothing.
+    run = run_schemathesis(stack, {"phases": {"coverage": {"enabled": False}}})
+    assert not run.failures, f"{len(run.failures)} failure(s):\n\n" + "\n\n".join(run.failures)
+    assert set(run.cases) == OPERATIONS, run.cases
+    assert min(run.cases[label] for label in FUZZED) >= MAX_EXAMPLES, run.cases
+    for label, statuses in run.statuses.items():
+        # FastAPI decodes a JSON body (400, 422) before it asks for the key; 405 comes first too.
+        if " /v1/" in label:
+            assert 401 in statuses and statuses <= {400, 401, 405, 422}, (label, statuses)
+    assert run.events_accepted == 0 and not run.accepted_ids
+    assert len(read_topic(stack.bootstrap, RAW)) == raw_before
