@@ -51,9 +51,11 @@ class MemoryHttpClient:
         k: int = 10,
         stream: str | None = None,
         purpose: str | None = None,
+        task_id: str | None = None,
         format: Literal["json", "markdown", "gathered"] = "json",
     ) -> Any:
-        """The packet as a dict (``json``) or the rendered Markdown text."""
+        """The packet as a dict (``json``) or the rendered Markdown text; ``task_id`` ties it
+        to the task whose ``task.outcome`` memory learns from."""
         body: dict[str, Any] = {"query": query, "max_tokens": max_tokens, "k": k, "format": format}
         if as_of is not None:
             body["as_of"] = as_of.isoformat() if isinstance(as_of, datetime) else as_of
@@ -61,6 +63,8 @@ class MemoryHttpClient:
             body["stream"] = stream
         if purpose is not None:
             body["purpose"] = purpose
+        if task_id is not None:
+            body["task_id"] = task_id
         resp = self._call("POST", "/v1/checkout", json=body)
         return resp.json() if format == "json" else resp.text
 

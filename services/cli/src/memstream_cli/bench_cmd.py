@@ -15,6 +15,7 @@ from rich.table import Table
 
 from memstream_cli.chaos_bench import run_chaos_bench
 from memstream_cli.common import JsonFlag, err, out, print_json
+from memstream_cli.learn_bench import run_learn_bench
 
 bench_app = typer.Typer(
     help="Benchmarks (tables and JSON, same-run baselines).", no_args_is_help=True
@@ -191,4 +192,33 @@ def chaos(json_out: JsonFlag = False) -> None:
         f"accepted {doc['accepted']}, lost {doc['lost']}, duplicated {doc['duplicated']}; "
         f"chain verifies: {doc['chain_verifies']}; projections converged: "
         f"{doc['projections_converged']} ({doc['converge_s']} s after the load)"
+    )
+
+
+@bench_app.command("learn")
+def learn(
+    families: Annotated[int, typer.Option("--families", help="task families (≤ 40)")] = 12,
+    rounds: Annotated[int, typer.Option("--rounds", help="checkout → outcome rounds")] = 4,
+    seed: Annotated[int, typer.Option("--seed", help="generator seed")] = 7,
+    json_out: JsonFlag = False,
+) -> None:
+    """Share of checkouts whose top answer is the memory that succeeds, learning on vs off."""
+    doc = run_learn_bench(families, rounds, seed, lambda m: err.print(f"[dim]{m}[/dim]"))
+    if json_out:
+        print_json(doc)
+        return
+    table = Table("round", "learning off", "learning on")
+    for r in doc["per_round"]:
+        table.add_row(str(r["round"]), f"{r['learning_off']:.2f}", f"{r['learning_on']:.2f}")
+    adv = doc["adversarial_praise"]
+    table.add_row(
+        f"after praise x{adv['events_per_arm']}",
+        f"{adv['off']['right_on_top']:.2f}",
+        f"{adv['on']['right_on_top']:.2f}",
+    )
+    out.print(table)
+    off, on = adv["off"]["praised_on_top"], adv["on"]["praised_on_top"]
+    out.print(
+        f"{doc['families']} families (chance {doc['chance']:.2f}); "
+        f"praised memory on top after the burst: off {off:.2f}, on {on:.2f}"
     )

@@ -1,0 +1,281 @@
+"""``memstream bench learn``: does memory learn which of two answers leads to success?
+
+The generator writes task families: a question about one attribute of one subject, and two or
+three memories that answer it with different values, told by different agents at different
+times; one value (drawn at random, not the newest by design) is the one a task succeeds with.
+Agents run rounds: checkout (with a task id) → the task uses the top answer → it succeeds iff
+that answer is the right memory → ``task.outcome`` with ``used_ids``. Two tenants get the
+same memories in the same run: one reports outcomes (learning on), one does not (learning
+off, the same-run baseline). Per round: the share of checkouts whose top answer is the memory
+that succeeds. Then a burst of adversarial praise (explicit feedback +1, many times) on
+memories that do not answer the question: bounded means they do not come out on top.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from memstream.bench.stack import throwaway_stack
+from memstream.client import MemoryHttpClient
+from memstream.graph.factory import open_graph_store
+from memstream.graph.port import GraphStore
+from memstream.keys import KeyStore
+from memstream.projection.versions import FileProjectionRegistry, registry_path
+from memstream.settings import Settings
+
+SUBJECTS = (
+    "the staging database",
+    "the billing service",
+    "the nightly backup job",
+    "the search cluster",
+    "Zoë's build runner",
+    "the München office VPN",
+    "the mobile release train",
+    "the ledger archive bucket",
+)
+ATTRIBUTES = {
+    "port": ("5433", "6432", "7001", "8125"),
+    "owner": ("Ana Souza", "Jörg Weber", "li wei", "Priya Natarajan"),
+    "region": ("eu-west-3", "us-east-2", "ap-south-1", "ca-central-1"),
+    "retry limit": ("3 attempts", "5 attempts", "8 attempts", "12 attempts"),
+    "maintenance window": ("Tuesday 14:00", "Friday 09:00", "Sunday 22:00", "Monday 06:30"),
+}
+SAYS = (
+    "{who}: the {attr} of {subject} is {value}.",
+    "{who}: for {subject}, the {attr} is {value} now.",
+    "{who}: note that {subject} has {attr} {value}.",
+)
+ASKS = ("What is the {attr} of {subject}?", "Which {attr} does {subject} have?")
+AGENTS = ("ops-bot", "Marta", "deploy-agent", "the user")
+CHATTER = (
+    "Lunch at Café Noir on Thursday was lovely.",
+    "Remember to water the office ferns before the long weekend.",
+    "The quarterly offsite moved to the lake house.",
+)
+TENANTS = {"on": "learn-on", "off": "learn-off"}
+PRAISE_REPEAT = 10
+
+
+@dataclass(frozen=True)
+class Family:
+    """One question and its competing memories; ``right`` is the one tasks succeed with."""
+
+    name: str
+    question: str
+    memories: dict[str, str]  # event id → text
+    right: str
+
+
+def families(n: int, seed: int) -> list[Family]:
+    """``n`` task families with two or three competing memories each (seeded)."""
+    rng = random.Random(seed)
+    pairs = [(s, a) for s in SUBJECTS for a in ATTRIBUTES]
+    rng.shuffle(pairs)
+    out = []
+    for i, (subject, attr) in enumerate(pairs[:n]):
+        values = rng.sample(ATTRIBUTES[attr], 2 + i % 2)
+        memories = {
+            f"f{i}-m{j}": rng.choice(SAYS).format(
+                who=rng.choice(AGENTS), attr=attr, subject=subject, value=v
+            )
+            for j, v in enumerate(values)
+        }
+        right = rng.choice(sorted(memories))
+        question = rng.choice(ASKS).format(attr=attr, subject=subject)
+        out.append(Family(f"f{i}", question, memories, right))
+    return out
+
+
+def memory_events(fams: list[Family], start: datetime) -> list[dict[str, Any]]:
+    """Every family's memories (an hour apart) and some chatter, as envelopes."""
+    events: list[dict[str, Any]] = []
+    at = start
+    for f in fams:
+        for event_id, text in f.memories.items():
+            agent, said = text.split(": ", 1)
+            events.append(
+                {"id": event_id, "stream": f"notes-{f.name}", "type": "observation",
+                 "agent": agent, "occurred_at": at.isoformat(), "payload": {"text": said}}
+            )  # fmt: skip
+            at += timedelta(hours=1)
+    for i, text in enumerate(CHATTER):
+        events.append(
+            {"id": f"chatter-{i}", "stream": "chatter", "type": "message.user",
+             "agent": "the user", "occurred_at": at.isoformat(), "payload": {"text": text}}
+        )  # fmt: skip
+    return events
+
+
+def top_answer(packet: dict[str, Any]) -> str | None:
+    """The memory behind the packet's top answer (a fact's id names its event)."""
+    answers = packet.get("answer_candidates") or []
+    if not answers or not answers[0]["support_ids"]:
+        return None
+    return str(answers[0]["support_ids"][0]).split("#", 1)[0]
+
+
+@dataclass
+class Arm:
+    """One tenant's rounds."""
+
+    client: MemoryHttpClient
+    learn: bool
+    shares: list[float] = field(default_factory=list)
+    outcomes: int = 0
+
+    def round(self, fams: list[Family], label: str) -> float:
+        """One checkout per family; with learning, its task's outcome is reported."""
+        right = 0
+        outcomes = []
+        for f in fams:
+            task = f"{label}-{f.name}"
+            packet = self.client.checkout(f.question, task_id=task)
+            top = top_answer(packet)
+            ok = top == f.right
+            right += ok
+            if self.learn and top is not None:
+                outcomes.append(
+                    {"stream": f"tasks-{f.name}", "type": "task.outcome", "agent": "bench-agent",
+                     "payload": {"task_id": task, "status": "success" if ok else "failure",
+                                 "checkout_ids": [packet["packet_id"]], "used_ids": [top]}}
+                )  # fmt: skip
+        if outcomes:
+            self.client.emit(outcomes)
+            self.outcomes += len(outcomes)
+        share = right / len(fams)
+        self.shares.append(share)
+        return share
+
+
+@dataclass
+class FeedbackProbe:
+    """Counts feedback events the live graph holds about some memories."""
+
+    settings: Settings
+    ids: list[str]
+    graphs: dict[str, GraphStore] = field(default_factory=dict)
+
+    def seen(self, tenant: str) -> int:
+        reg = FileProjectionRegistry(registry_path(self.settings.data_dir)).load()
+        if reg.live is None:
+            return 0
+        info = reg.versions[reg.live]
+        if info.name not in self.graphs:
+            self.graphs[info.name] = open_graph_store(self.settings, info.graph_namespace)
+        return len({b.event_id for b in self.graphs[info.name].feedback(tenant, self.ids)})
+
+
+def _wait(cond: Callable[[], bool], timeout: float, what: str) -> float:
+    """Seconds until ``cond`` holds (polled), or TimeoutError."""
+    started = time.monotonic()
+    while not cond():
+        if time.monotonic() - started > timeout:
+            raise TimeoutError(f"timed out after {timeout:.0f} s waiting for {what}")
+        time.sleep(0.2)
+    return time.monotonic() - started
+
+
+def run_learn_bench(
+    n_families: int, rounds: int, seed: int, progress: Callable[[str], None]
+) -> dict[str, Any]:
+    """The whole bench in a throw-away stack; returns the JSON document."""
+    fams = families(n_families, seed)
+    start = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
+    with throwaway_stack(progress) as (stack, settings):
+        ids = [i for f in fams for i in f.memories] + [f"chatter-{i}" for i in range(len(CHATTER))]
+        probe = FeedbackProbe(settings, ids)
+        keys = KeyStore.from_settings(settings)
+        assert stack.info is not None
+        arms = {
+            arm: Arm(MemoryHttpClient(stack.info.api_url, keys.create(tenant)), learn=arm == "on")
+            for arm, tenant in TENANTS.items()
+        }
+        for arm in arms.values():
+            arm.client.emit(memory_events(fams, start))
+        progress("waiting for the memories to be visible")
+        _wait(lambda: all(_visible(a, fams) for a in arms.values()), 120, "memories")
+        waits = []
+        for r in range(rounds):
+            for name, arm in arms.items():
+                arm.round(fams, f"{name}-r{r}")
+            progress(
+                f"round {r + 1}: right answer on top, off {arms['off'].shares[-1]:.2f}, "
+                f"on {arms['on'].shares[-1]:.2f}"
+            )
+            waits.append(_wait(_seen(probe, TENANTS["on"], arms["on"].outcomes), 180, "feedback"))
+        praised = _praise(arms, fams)
+        progress("adversarial praise sent; waiting for it to be projected")
+        for arm_name, arm in arms.items():
+            want = (arm.outcomes if arm.learn else 0) + len(praised)
+            _wait(_seen(probe, TENANTS[arm_name], want), 180, "praise in the graph")
+        return _report(arms, fams, praised, rounds, seed, waits)
+
+
+def _seen(probe: FeedbackProbe, tenant: str, n: int) -> Callable[[], bool]:
+    return lambda: probe.seen(tenant) >= n
+
+
+def _visible(arm: Arm, fams: list[Family]) -> bool:
+    packet = arm.client.checkout(fams[-1].question)
+    return top_answer(packet) in fams[-1].memories
+
+
+def _praise(arms: dict[str, Arm], fams: list[Family]) -> list[str]:
+    """Explicit praise, ``PRAISE_REPEAT`` times, on one memory per family that does not
+    answer it: a memory of the next family, or chatter."""
+    targets = []
+    for i in range(len(fams)):
+        other = fams[(i + 1) % len(fams)]
+        targets.append(sorted(other.memories)[0] if i % 2 else f"chatter-{i % len(CHATTER)}")
+    events = [
+        {"stream": "praise", "type": "memory.feedback", "agent": "adversary",
+         "payload": {"target_ids": [t], "signal": 1.0, "reason": "great memory"}}
+        for t in targets
+        for _ in range(PRAISE_REPEAT)
+    ]  # fmt: skip
+    for arm in arms.values():
+        arm.client.emit(events)
+    return [f"{t}#{n}" for t in targets for n in range(PRAISE_REPEAT)]
+
+
+def _report(
+    arms: dict[str, Arm],
+    fams: list[Family],
+    praised: list[str],
+    rounds: int,
+    seed: int,
+    waits: list[float],
+) -> dict[str, Any]:
+    praised_ids = {p.split("#", 1)[0] for p in praised}
+    after: dict[str, Any] = {}
+    for name, arm in arms.items():
+        tops = [top_answer(arm.client.checkout(f.question)) for f in fams]
+        after[name] = {
+            "right_on_top": round(
+                sum(t == f.right for t, f in zip(tops, fams, strict=True)) / len(fams), 3
+            ),
+            "praised_on_top": round(sum(t in praised_ids for t in tops) / len(fams), 3),
+        }
+    return {
+        "families": len(fams),
+        "memories_per_family": [len(f.memories) for f in fams],
+        "rounds": rounds,
+        "seed": seed,
+        "chance": round(sum(1 / len(f.memories) for f in fams) / len(fams), 3),
+        "per_round": [
+            {
+                "round": r + 1,
+                "learning_off": round(arms["off"].shares[r], 3),
+                "learning_on": round(arms["on"].shares[r], 3),
+            }
+            for r in range(rounds)
+        ],
+        "outcomes_reported": arms["on"].outcomes,
+        "feedback_visible_s": [round(w, 2) for w in waits],
+        "adversarial_praise": {"events_per_arm": len(praised), **after},
+    }

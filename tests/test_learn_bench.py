@@ -1,0 +1,34 @@
+"""The ``bench learn`` generator: task families with competing memories, valid envelopes."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import orjson
+from memstream.events import parse_inbound
+from memstream_cli.learn_bench import families, memory_events, top_answer
+
+
+def test_families_are_seeded_and_compete_on_one_question() -> None:
+    fams = families(12, seed=3)
+    assert fams == families(12, seed=3) and fams != families(12, seed=4)
+    assert len({f.question for f in fams}) == 12
+    for f in fams:
+        assert 2 <= len(f.memories) <= 3 and f.right in f.memories
+        assert len(set(f.memories.values())) == len(f.memories)
+    # the right memory is drawn, not always the last (newest) one told
+    assert {sorted(f.memories).index(f.right) for f in fams} != {len(f.memories) - 1}
+
+
+def test_memory_events_are_valid_envelopes_in_time_order() -> None:
+    fams = families(5, seed=1)
+    events = memory_events(fams, datetime(2026, 1, 5, 9, tzinfo=UTC))
+    parsed = [parse_inbound(orjson.dumps(e)) for e in events]
+    assert [p.id for p in parsed][: len(fams[0].memories)] == list(fams[0].memories)
+    times = [p.occurred_at for p in parsed]
+    assert times == sorted(times)
+
+
+def test_top_answer_names_the_event_behind_a_fact() -> None:
+    assert top_answer({"answer_candidates": []}) is None
+    assert top_answer({"answer_candidates": [{"support_ids": ["ev-1#0", "ev-2"]}]}) == "ev-1"
