@@ -2,8 +2,9 @@
 
 The OpenAPI document must tell the truth (statuses, media types, headers, bodies, and request
 schemas exactly as strict as the validation), no request may get a 5xx, every refusal carries
-a JSON ``detail``, and a refused ``POST /v1/events`` produces nothing: the fuzz tenant's raw
-events and ledger hold exactly the ids of the 2xx answers.
+a JSON ``detail``, and a refused ``POST /v1/events`` or ``POST /v1/feedback`` produces
+nothing: the fuzz tenant's raw events and ledger hold exactly the ids of the 2xx answers (and
+what the retrospective pass derived from accepted outcomes).
 
 Runs schemathesis' own engine (what ``st run`` runs: examples, coverage and fuzzing phases);
 its pytest plugin does not run on this pytest.
@@ -32,7 +33,15 @@ MAX_EXAMPLES = 25
 # too large, which the document lists for POST /v1/events.
 REJECTIONS = ["400", "401", "403", "404", "405", "406", "409", "413", "415", "422", "428", "429"]
 # Operations with inputs; the two without (healthz, metrics) have a handful of cases.
-FUZZED = {"POST /v1/events", "POST /v1/checkout", "POST /v1/recall", "GET /v1/lineage/{item_id}"}
+FUZZED = {
+    "POST /v1/events",
+    "POST /v1/checkout",
+    "POST /v1/recall",
+    "POST /v1/feedback",
+    "GET /v1/lineage/{item_id}",
+}
+# Operations that write events: their 2xx answers name the ids that must reach the ledger.
+WRITES = {"POST /v1/events", "POST /v1/feedback"}
 OPERATIONS = {"GET /healthz", "GET /metrics", *FUZZED}
 
 
@@ -60,18 +69,23 @@ class Run:
     failures: list[str] = field(default_factory=list)
     cases: dict[str, int] = field(default_factory=dict)  # per operation, probes included
     statuses: dict[str, set[int]] = field(default_factory=dict)  # per operation
-    # ids in the 2xx answers to POST /v1/events
+    # ids in the 2xx answers to POST /v1/events and POST /v1/feedback
     accepted_ids: set[str] = field(default_factory=set, repr=False)
     events_accepted: int = 0
     events_refused: int = 0
 
     def called(self, case: Case, response: Response) -> None:
         """``after_call`` hook: every generated request's answer, bodies whole."""
-        if case.operation.label != "POST /v1/events":
+        label = case.operation.label
+        if label not in WRITES:
+            return
+        if 200 <= response.status_code < 300:
+            body = response.json()
+            self.accepted_ids.update(body["ids"] if "ids" in body else [body["id"]])
+        if label != "POST /v1/events":
             return
         if 200 <= response.status_code < 300:
             self.events_accepted += 1
-            self.accepted_ids.update(response.json()["ids"])
         else:
             self.events_refused += 1
 
@@ -135,9 +149,27 @@ def fuzz_key(stack: RunningStack) -> str:
     return memstream(*args, data_dir=stack.data_dir).stdout.strip()
 
 
+def _values(stack: RunningStack, topic: str) -> list[dict[str, Any]]:
+    return [orjson.loads(m.value() or b"{}") for m in read_topic(stack.bootstrap, topic)]
+
+
+def _derived(value: dict[str, Any]) -> bool:
+    """Written by the retrospective pass (feedback on an accepted task.outcome)."""
+    return value.get("agent") == "retrospective" and value.get("stream") == "retrospective"
+
+
 def _ids(stack: RunningStack, topic: str) -> set[str]:
-    values = [orjson.loads(m.value() or b"{}") for m in read_topic(stack.bootstrap, topic)]
-    return {v["id"] for v in values if v.get("tenant") == FUZZ_TENANT}
+    return {v["id"] for v in _values(stack, topic) if v.get("tenant") == FUZZ_TENANT}
+
+
+def _only_accepted(stack: RunningStack, topic: str, accepted: set[str]) -> None:
+    """The fuzz tenant's records are the accepted events, plus what the retrospective pass
+    derived from accepted outcomes (``caused_by``), and nothing else."""
+    mine = [v for v in _values(stack, topic) if v.get("tenant") == FUZZ_TENANT]
+    assert {v["id"] for v in mine} >= accepted
+    for v in mine:
+        if v["id"] not in accepted:
+            assert _derived(v) and set(v["caused_by"]) <= accepted, v
 
 
 def test_fuzz_with_a_key_finds_nothing_and_refusals_produce_nothing(
@@ -150,17 +182,19 @@ def test_fuzz_with_a_key_finds_nothing_and_refusals_produce_nothing(
     assert min(run.cases[label] for label in FUZZED) >= MAX_EXAMPLES, run.cases
     assert run.events_accepted >= 5 and run.events_refused >= 50, run
     assert {202, 401, 403, 413, 422} <= run.statuses["POST /v1/events"], run.statuses
+    assert {202, 401, 422} <= run.statuses["POST /v1/feedback"], run.statuses
 
     # A 2xx means durable (spooled or acknowledged), not yet sequenced: wait for the ledger.
     wait_until(lambda: _ids(stack, LEDGER) >= run.accepted_ids, 120, "accepted events ledgered")
-    assert _ids(stack, LEDGER) == run.accepted_ids
-    assert _ids(stack, RAW) == run.accepted_ids  # nothing was produced for a refused request
+    _only_accepted(stack, LEDGER, run.accepted_ids)
+    _only_accepted(stack, RAW, run.accepted_ids)  # nothing was produced for a refused request
     stats = orjson.loads(memstream("ledger", "stats", "--json", data_dir=stack.data_dir).stdout)
     assert stats["dlq"] == 0, stats
 
 
 def test_fuzz_without_a_key_finds_nothing_and_every_v1_call_is_401(stack: RunningStack) -> None:
-    raw_before = len(read_topic(stack.bootstrap, RAW))
+    # The retrospective pass may still write feedback on the first test's outcomes.
+    raw_before = len([v for v in _values(stack, RAW) if not _derived(v)])
     # Without a key every body is refused before it is read: boundary cases add nothing.
     run = run_schemathesis(stack, {"phases": {"coverage": {"enabled": False}}})
     assert not run.failures, f"{len(run.failures)} failure(s):\n\n" + "\n\n".join(run.failures)
@@ -171,4 +205,4 @@ def test_fuzz_without_a_key_finds_nothing_and_every_v1_call_is_401(stack: Runnin
         if " /v1/" in label:
             assert 401 in statuses and statuses <= {400, 401, 405, 422}, (label, statuses)
     assert run.events_accepted == 0 and not run.accepted_ids
-    assert len(read_topic(stack.bootstrap, RAW)) == raw_before
+    assert len([v for v in _values(stack, RAW) if not _derived(v)]) == raw_before

@@ -29,6 +29,7 @@ MEMSTREAM_SERVICES = {
     "memstream-sequencer": "memstream-sequencer",
     "memstream-archiver": "memstream-archiver",
     "memstream-api": "memstream-api",
+    "memstream-retrospective": "memstream-retrospective",
 }
 DEPENDS_CONDITIONS = {"service_started", "service_healthy", "service_completed_successfully"}
 ENV_PREFIX = str(Settings.model_config.get("env_prefix", ""))

@@ -9,6 +9,7 @@ import subprocess
 from pathlib import Path
 
 import memstream.checkout.metrics
+import memstream.learning.metrics
 import memstream.metrics
 import memstream.projection.metrics
 import memstream.stack.supervisor
@@ -24,6 +25,7 @@ OUT = ROOT / "deploy" / "grafana" / "dashboards"
 METRIC_MODULES = (
     memstream.metrics,
     memstream.checkout.metrics,
+    memstream.learning.metrics,
     memstream.projection.metrics,
     memstream.stack.supervisor,
     memstream_api.producing,
@@ -45,13 +47,14 @@ def test_main_writes_the_same_files(tmp_path: Path) -> None:
         assert (tmp_path / d.filename).read_text() == (OUT / d.filename).read_text()
 
 
-def test_the_four_dashboards() -> None:
+def test_the_five_dashboards() -> None:
     titles = [d.title for d in dashboards()]
     assert titles == [
         "memstream / Overview",
         "memstream / Ingestion & ledger",
         "memstream / Projections & freshness",
         "memstream / Checkout quality & latency",
+        "memstream / Retrospective & latent builds",
     ]
     uids = [d.uid for d in dashboards()]
     assert len(set(uids)) == len(uids) and all(len(u) <= 40 for u in uids)

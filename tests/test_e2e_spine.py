@@ -155,9 +155,13 @@ def test_status_reports_components_and_lag(stack: RunningStack) -> None:
     doc = json.loads(memstream("status", "--json", data_dir=stack.data_dir).stdout)
     assert doc["kafka"]["bootstrap"] == stack.bootstrap
     assert len(doc["metrics_endpoints"]) >= 4
-    for name in ("sequencer", "archiver", "api", "falkordb", "tansu"):
+    for name in ("sequencer", "archiver", "retrospective", "api", "falkordb", "tansu"):
         assert doc["components"][name]["healthy"], name
-    assert set(doc["lag"]) == {"memstream-sequencer", "memstream-archiver"}
+    assert set(doc["lag"]) == {
+        "memstream-sequencer",
+        "memstream-archiver",
+        "memstream-retrospective",
+    }
     for url in doc["metrics_endpoints"]:
         body = httpx.get(url, timeout=5).text
         assert "memstream_" in body, url

@@ -113,7 +113,7 @@ def test_lag_series_leave_with_their_partitions(how: str) -> None:
     )
     for p in (0, 1):
         CONSUMER_LAG.labels("unit", loop.group, "t", str(p)).set(5)
-    loop.assigned = [0, 1]
+    loop.assigned = [("t", 0), ("t", 1)]
     labels = {"component": "unit", "group": loop.group, "topic": "t"}
     if how == "revoke":
         loop._revoked(cast(Any, None), [TopicPartition("t", 0)])

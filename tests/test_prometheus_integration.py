@@ -3,7 +3,8 @@
 Prometheus comes from Debian's package (`make test` installs it as root); without it this
 test fails, it never skips. It scrapes every endpoint `memstream status --json` lists, every
 second, loads the alert rules, and is queried while a workload runs: HTTP events for two
-tenants, refused events, checkouts, recalls, lineage and garbage for the DLQ.
+tenants, refused events, checkouts for tasks and the tasks' outcomes, explicit feedback,
+recalls, lineage and garbage for the DLQ.
 """
 
 from __future__ import annotations
@@ -39,6 +40,10 @@ BUSY = {
     'sum(rate(memstream_projected_events_total{projection="graph"}[1m]))',
     'sum(rate(memstream_projected_events_total{projection="vector"}[1m]))',
     'sum(rate(memstream_events_rejected_total{reason="invalid"}[1m]))',
+    'sum(rate(memstream_retrospective_outcomes_total{result="bound"}[1m]))',
+    'sum(rate(memstream_retrospective_assignments_total{kind="blame"}[1m]))',
+    'sum(rate(memstream_feedback_events_total{source="retrospective"}[1m]))',
+    'sum(rate(memstream_feedback_events_total{source="explicit"}[1m]))',
 }
 
 
@@ -97,8 +102,7 @@ class Workload:
             self._expect(http.post("/v1/events", json={"events": events}, headers=auth), 202)
             bad = {"stream": "chat-0", "type": "message.user", "payload": {}}  # no text
             self._expect(http.post("/v1/events", json=bad, headers=auth), 422)
-            query = {"query": "How much is the pilot budget now?", "max_tokens": 400}
-            self._expect(http.post("/v1/checkout", json=query, headers=auth), 200)
+            self._task(http, auth, f"{tenant}-task-{n}", n)
             self._expect(http.post("/v1/recall", json={"query": "pilot budget"}, headers=auth), 200)
             # 404 while the graph has not caught up is fine: the route is timed either way.
             lineage = http.get(f"/v1/lineage/{tenant}-{max(0, n - 10)}-0", headers=auth)
@@ -106,6 +110,24 @@ class Workload:
         if n % 10 == 0:  # keeps the DLQ rate above zero
             producer.produce(RAW, b"\x00 not an envelope \xff", key=b"dev/chat-0")
             producer.flush(10)
+
+    def _task(self, http: httpx.Client, auth: dict[str, str], task: str, n: int) -> None:
+        """A checkout for a task, the task's outcome, and explicit feedback on its answer."""
+        query = {"query": "How much is the pilot budget now?", "max_tokens": 400, "task_id": task}
+        resp = http.post("/v1/checkout", json=query, headers=auth)
+        self._expect(resp, 200)
+        if resp.status_code != 200:
+            return
+        packet = resp.json()
+        status = ("success", "failure", "partial", "abandoned")[n % 4]
+        outcome = {"task_id": task, "status": status, "checkout_ids": [packet["packet_id"]]}
+        if status == "partial":
+            outcome["score"] = 0.25
+        event = {"stream": "tasks", "type": "task.outcome", "payload": outcome}
+        self._expect(http.post("/v1/events", json=event, headers=auth), 202)
+        support = [i for a in packet["answer_candidates"] for i in a["support_ids"]]
+        feedback = {"target_ids": support[:1] or ["nothing-yet"], "signal": 0.5}
+        self._expect(http.post("/v1/feedback", json=feedback, headers=auth), 202)
 
     def _expect(self, resp: httpx.Response, *codes: int) -> None:
         if resp.status_code not in codes:
@@ -286,4 +308,4 @@ def test_rules_are_loaded_and_targets_up(prometheus: Prometheus, workload: Workl
     wait_until(all_up, 30, "every scrape target to be up")
     jobs = {t["labels"]["job"] for t in prometheus.get("/api/v1/targets")["activeTargets"]}
     assert {"memstream-api", "memstream-sequencer", "memstream-archiver"} <= jobs
-    assert {"memstream-graph-projector", "memstream-supervisor"} <= jobs
+    assert {"memstream-graph-projector", "memstream-supervisor", "memstream-retrospective"} <= jobs

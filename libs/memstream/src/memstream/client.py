@@ -1,4 +1,4 @@
-"""``MemoryHttpClient``: the HTTP API from Python (ingest, checkout, recall, lineage)."""
+"""``MemoryHttpClient``: the HTTP API from Python (ingest, checkout, recall, feedback, lineage)."""
 
 from __future__ import annotations
 
@@ -84,6 +84,23 @@ class MemoryHttpClient:
             body["stream"] = stream
         items: list[dict[str, Any]] = self._call("POST", "/v1/recall", json=body).json()["items"]
         return items
+
+    def feedback(
+        self,
+        target_ids: list[str],
+        signal: float,
+        *,
+        packet_id: str | None = None,
+        reason: str | None = None,
+        stream: str | None = None,
+    ) -> str:
+        """Explicit feedback on memories (-1 harmful .. +1 helpful); returns the event id."""
+        body: dict[str, Any] = {"target_ids": target_ids, "signal": signal}
+        for name, value in (("packet_id", packet_id), ("reason", reason), ("stream", stream)):
+            if value is not None:
+                body[name] = value
+        event_id: str = self._call("POST", "/v1/feedback", json=body).json()["id"]
+        return event_id
 
     def lineage(self, item_id: str) -> dict[str, Any]:
         doc: dict[str, Any] = self._call("GET", f"/v1/lineage/{item_id}").json()

@@ -39,7 +39,14 @@ class Settings(BaseSettings):
         description="Qdrant Edge: build HNSW when writes pause (freezes the API during a build)",
     )
     embedded_projections: bool = Field(
-        default=True, description="embedded stack runs the graph and vector projections"
+        default=True,
+        description="embedded stack runs the derived consumers: graph and vector projections, "
+        "the retrospective pass",
+    )
+    retrospective_grace_s: float = Field(
+        default=30.0,
+        gt=0,
+        description="how long an outcome waits for the checkout traces it names",
     )
     keys_file: Path | None = Field(default=None, description="API key store; default in data dir")
     outbox: bool = Field(

@@ -249,6 +249,13 @@ async def post_events(request: Request, tenant: Tenant) -> Response | Accepted:
     except _Rejected as rejected:
         EVENTS_REJECTED.labels(component=COMPONENT, reason=rejected.reason).inc(rejected.count)
         return rejected.response
+    refused = await deliver(request, events)
+    return refused or Accepted(accepted=len(events), ids=[e.id for e in events])
+
+
+async def deliver(request: Request, events: list[Event]) -> Response | None:
+    """Make validated events durable, the one way every route does: None once they are
+    (spooled in the outbox, or acknowledged by Kafka without one), else the 503 to answer."""
     EVENTS_RECEIVED.labels(component=COMPONENT).inc(len(events))
     ids = [e.id for e in events]
     outbox: Outbox | None = request.app.state.outbox
@@ -264,12 +271,12 @@ async def post_events(request: Request, tenant: Tenant) -> Response | Accepted:
         )
         response.headers.update(retry_after())
         return response
-    return Accepted(accepted=len(events), ids=ids)
+    return None
 
 
 async def _spool(
     outbox: Outbox, events: list[Event], ids: list[str], ack_wait_s: float
-) -> Response | Accepted:
+) -> Response | None:
     """Durable in the spool = accepted; Kafka's acknowledgement is awaited only briefly (a
     broker that is down or restarting gets the events from the outbox later)."""
     try:
@@ -281,4 +288,4 @@ async def _spool(
         return response
     except DeliveryFailed as exc:
         log.info("accepted %d events into the outbox; Kafka pending: %s", len(ids), exc.reason)
-    return Accepted(accepted=len(events), ids=ids)
+    return None

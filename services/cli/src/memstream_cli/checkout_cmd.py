@@ -20,7 +20,8 @@ ApiKey = Annotated[
 ]
 
 
-def _client(settings: Settings, tenant: str, key: str | None) -> MemoryHttpClient:
+def http_client(settings: Settings, tenant: str, key: str | None) -> MemoryHttpClient:
+    """The HTTP API as ``tenant``: with the key given, else an operator key for the tenant."""
     ep = endpoints(settings)
     if ep.api_url is None:
         fail("no API endpoint known (start the stack or set MEMSTREAM_API_PORT)")
@@ -54,7 +55,7 @@ def checkout(
     """One checkout packet for QUERY."""
     if format_ not in ("json", "markdown", "gathered"):
         fail("--format must be json, markdown or gathered")
-    with _client(settings_for(data_dir), tenant, key) as client:
+    with http_client(settings_for(data_dir), tenant, key) as client:
         try:
             packet = client.checkout(
                 query,
@@ -79,7 +80,7 @@ def lineage(
     data_dir: DataDir = None,
 ) -> None:
     """Sources (one hop) and leaves (ledger events) of an item."""
-    with _client(settings_for(data_dir), tenant, key) as client:
+    with http_client(settings_for(data_dir), tenant, key) as client:
         try:
             doc = client.lineage(item_id)
         except MemstreamHttpError as exc:

@@ -8,6 +8,7 @@ from memstream_cli import (
     bench_cmd,
     checkout_cmd,
     emit_cmd,
+    feedback_cmd,
     keys_cmd,
     ledger_cmd,
     projections_cmd,
@@ -27,6 +28,7 @@ app.command("verify")(ledger_cmd.verify)
 app.command("replay")(projections_cmd.replay)
 app.command("checkout")(checkout_cmd.checkout)
 app.command("lineage")(checkout_cmd.lineage)
+app.command("feedback")(feedback_cmd.feedback)
 app.add_typer(ledger_cmd.ledger_app, name="ledger")
 app.add_typer(projections_cmd.projections_app, name="projections")
 app.add_typer(keys_cmd.keys_app, name="keys")

@@ -21,6 +21,7 @@ from memstream.checkout.retrieve import Retriever
 from memstream.checkout.synthesis import synthesize
 from memstream.embed.port import Embedder
 from memstream.embed.registry import get_embedder
+from memstream.events.payloads import QuestionFamily
 from memstream.graph.port import GraphStore
 from memstream.learning.priors import (
     Adjustment,
@@ -81,6 +82,15 @@ class Lineage(BaseModel):
 
 
 @dataclass(frozen=True)
+class RecentPacket:
+    """What the service remembers of a packet it built: for lineage and feedback."""
+
+    tenant: str
+    cited: list[str]
+    family: QuestionFamily
+
+
+@dataclass(frozen=True)
 class Learned:
     """The priors one checkout found and what they changed."""
 
@@ -105,7 +115,7 @@ class CheckoutService:
     index_for: Callable[[VersionInfo], VectorIndex | None]
     trace: Callable[[CheckoutTrace], None] = lambda _trace: None
     clock: Callable[[], datetime] = lambda: datetime.now(UTC)
-    packets: OrderedDict[str, list[str]] = field(default_factory=OrderedDict)
+    packets: OrderedDict[str, RecentPacket] = field(default_factory=OrderedDict)
     packet_memory: int = 10_000
     lexicon_ttl: float = 1.0  # seconds a tenant's entity lexicon is reused
     lexicons: dict[tuple[str, str], tuple[float, Lexicon]] = field(default_factory=dict)
@@ -221,7 +231,7 @@ class CheckoutService:
     ) -> None:
         """Remember what the packet cites (for lineage), observe it, and emit its trace."""
         cited = cited_ids(packet)
-        self._remember(packet.packet_id, cited)
+        self._remember(packet.packet_id, RecentPacket(packet.tenant, cited, family_of(plan)))
         CHECKOUT_SECONDS.observe(elapsed)
         PACKET_TOKENS.observe(packet.budget.used)
         ANSWERABILITY.labels(packet.answerability).inc()
@@ -252,16 +262,23 @@ class CheckoutService:
         )
         return retriever.retrieve(tenant, plan, stream=req.stream, as_of=as_of)[: req.k]
 
-    def _remember(self, packet_id: str, cited: list[str]) -> None:
-        self.packets[packet_id] = cited
+    def _remember(self, packet_id: str, recent: RecentPacket) -> None:
+        self.packets[packet_id] = recent
         while len(self.packets) > self.packet_memory:
             self.packets.popitem(last=False)
+
+    def packet_family(self, tenant: str, packet_id: str) -> QuestionFamily | None:
+        """The question family of a packet this process still remembers (feedback on it
+        counts most for questions like it), else None."""
+        recent = self.packets.get(packet_id)
+        return recent.family if recent is not None and recent.tenant == tenant else None
 
     def lineage(self, tenant: str, item_id: str) -> Lineage:
         """Resolve an event id, a fact id (``<event_id>#n``) or a recent packet id."""
         graph = self.graph_for(self._live())
-        if item_id in self.packets:
-            cited = self.packets[item_id]
+        recent = self.packets.get(item_id)
+        if recent is not None and recent.tenant == tenant:
+            cited = recent.cited
             leaves = self._leaves(graph, tenant, cited)
             if leaves is None:
                 raise UnknownItem(item_id)

@@ -19,6 +19,7 @@ CHECKOUTS = "memory.checkouts"
 # Consumer groups, named once so status/lag and the workers agree.
 SEQUENCER_GROUP = "memstream-sequencer"
 ARCHIVER_GROUP = "memstream-archiver"
+RETROSPECTIVE_GROUP = "memstream-retrospective"
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""The four memstream dashboards: ``python -m memstream.ops.dashboards OUT_DIR`` writes them.
+"""The memstream dashboards: ``python -m memstream.ops.dashboards OUT_DIR`` writes them.
 
 Pure: the same code always yields the same JSON, and a test holds the committed files in
 ``deploy/grafana/dashboards/`` to it.
@@ -24,6 +24,7 @@ from memstream.ops.grafana import (
 CHECKOUT_ROUTES = 'route=~"/v1/(checkout|recall|lineage).*"'
 PROJECTORS = 'component=~"graph-projector|vector-projector"'
 SPINE_GROUPS = 'group=~"memstream-sequencer|memstream-archiver"'
+RETRO = 'component="retrospective"'
 
 
 def overview() -> Dashboard:
@@ -480,8 +481,144 @@ def checkout() -> Dashboard:
     )
 
 
+def _learning_panels() -> tuple[Panel, ...]:
+    """What the pass makes of outcomes, and what it writes back."""
+    return (
+        Panel(
+            "Outcomes by result",
+            "task.outcome entries settled per second: bound to their checkouts, late (bound "
+            "after the grace with the traces that existed), unbound (no trace: the agent passed "
+            "neither task_id to checkout nor checkout_ids), ignored (abandoned, partial without "
+            "a score).",
+            (Query(rate("memstream_retrospective_outcomes_total", "result"), "{{result}}"),),
+            unit="ops",
+        ),
+        Panel(
+            "Outcomes bound",
+            "Share of the outcomes the pass could learn from that it tied to a checkout.",
+            (
+                Query(
+                    ratio(
+                        rate(
+                            "memstream_retrospective_outcomes_total", where='result=~"bound|late"'
+                        ),
+                        rate("memstream_retrospective_outcomes_total", where='result!="ignored"'),
+                    ),
+                    "bound",
+                ),
+            ),
+            unit="percentunit",
+            width=6,
+        ),
+        Panel(
+            "Invalidation proposals (1 h)",
+            "memory.invalidate proposals (review_status proposed) for memories blamed by 3 or "
+            "more failed tasks, failing more often than succeeding; they change nothing until "
+            "a reviewer accepts them.",
+            (
+                Query(
+                    "sum(increase(memstream_invalidation_proposals_total[1h]))",
+                    "proposals",
+                ),
+            ),
+            kind="stat",
+            width=6,
+        ),
+        Panel(
+            "Credit and blame",
+            "Memories credited (success) or blamed (failure) per second; used = named by the "
+            "agent in used_ids (certainty 1), spread = over a packet's answer support "
+            "(certainty 1/n, recorded in the feedback).",
+            (
+                Query(
+                    rate("memstream_retrospective_assignments_total", "kind, basis"),
+                    "{{kind}} {{basis}}",
+                ),
+            ),
+            unit="ops",
+        ),
+        Panel(
+            "Feedback events by source",
+            "memory.feedback events produced per second: retrospective (the pass) and explicit "
+            "(POST /v1/feedback, counted at the API).",
+            (Query(rate("memstream_feedback_events_total", "source"), "{{source}}"),),
+            unit="ops",
+        ),
+    )
+
+
+def _keeping_up_panels() -> tuple[Panel, ...]:
+    """Whether the pass keeps up, and what it holds."""
+    return (
+        Panel(
+            "Retrospective lag",
+            "From an outcome's ledger append to the pass settling it, including the wait for "
+            "a checkout trace still in flight (alert: p95 above 2 min).",
+            tuple(
+                Query(quantile(q, "memstream_retrospective_lag_seconds"), f"p{round(q * 100)}")
+                for q in (0.5, 0.95)
+            ),
+            unit="s",
+        ),
+        Panel(
+            "Consumer lag",
+            "Records of memory.ledger and memory.checkouts the memstream-retrospective group "
+            "has not committed; the ledger is not committed past an outcome that waits.",
+            (
+                Query(
+                    'sum by (topic) (memstream_consumer_lag{group="memstream-retrospective"})',
+                    "{{topic}}",
+                ),
+            ),
+        ),
+        Panel(
+            "Waiting outcomes and traces held",
+            "Outcomes waiting for the checkout traces they name, and the traces in the pass's "
+            "table (rebuilt from memory.checkouts on every start).",
+            (
+                Query(f"max(memstream_retrospective_waiting_outcomes{{{RETRO}}})", "waiting"),
+                Query(f"max(memstream_retrospective_traces{{{RETRO}}})", "traces"),
+            ),
+        ),
+        Panel(
+            "Feedback API p95",
+            "POST /v1/feedback latency until the event is durable (outbox) or acknowledged.",
+            (
+                Query(
+                    quantile(0.95, "memstream_http_request_seconds", where='route="/v1/feedback"'),
+                    "p95",
+                ),
+            ),
+            unit="s",
+        ),
+        Panel(
+            "Retrospective dead letters",
+            "Malformed ledger entries or checkout traces the pass sent to memory.dlq.",
+            (
+                Query(
+                    rate("memstream_events_dead_lettered_total", "topic", RETRO),
+                    "from {{topic}}",
+                ),
+            ),
+            unit="ops",
+            width=24,
+        ),
+    )
+
+
+def retrospective() -> Dashboard:
+    return Dashboard(
+        uid="memstream-retrospective",
+        title="memstream / Retrospective & latent builds",
+        question="Does memory learn from use: are task outcomes tied to their checkouts, what "
+        "credit and blame do memories get, and does the retrospective pass keep up? (Latent "
+        "builds join this dashboard with the latent builder.)",
+        panels=_learning_panels() + _keeping_up_panels(),
+    )
+
+
 def dashboards() -> tuple[Dashboard, ...]:
-    return (overview(), ingestion(), projections(), checkout())
+    return (overview(), ingestion(), projections(), checkout(), retrospective())
 
 
 def write_all(out_dir: Path) -> list[Path]:

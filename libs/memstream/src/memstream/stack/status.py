@@ -9,10 +9,23 @@ import redis
 from confluent_kafka.admin import AdminClient
 
 from memstream.kafka.reading import group_lag
-from memstream.kafka.topics import ARCHIVER_GROUP, LEDGER, RAW, SEQUENCER_GROUP
+from memstream.kafka.topics import (
+    ARCHIVER_GROUP,
+    CHECKOUTS,
+    LEDGER,
+    RAW,
+    RETROSPECTIVE_GROUP,
+    SEQUENCER_GROUP,
+)
 from memstream.stack.locate import Endpoints
 
-GROUPS = {SEQUENCER_GROUP: RAW, ARCHIVER_GROUP: LEDGER}
+GROUPS: dict[str, tuple[str, ...]] = {
+    SEQUENCER_GROUP: (RAW,),
+    ARCHIVER_GROUP: (LEDGER,),
+    RETROSPECTIVE_GROUP: (LEDGER, CHECKOUTS),
+}
+# The component that runs a group; an embedded stack without it (spine only) has no such lag.
+RUN_BY = {RETROSPECTIVE_GROUP: "retrospective"}
 
 
 def _http_ok(url: str) -> bool:
@@ -35,6 +48,21 @@ def _pid_alive(pid: int) -> bool:
         return True
 
 
+def _lag(bootstrap: str, group: str, topics: tuple[str, ...]) -> dict[str, Any]:
+    """``{"topic", "total", "partitions"}``; a group over several topics names them joined
+    and keys its partitions ``topic[p]``."""
+    name = ", ".join(topics)
+    try:
+        per_topic = {t: group_lag(bootstrap, group, t, 5) for t in topics}
+    except Exception as exc:
+        return {"topic": name, "error": str(exc)}
+    if len(topics) == 1:
+        parts: dict[Any, int] = dict(per_topic[topics[0]])
+    else:
+        parts = {f"{t}[{p}]": n for t, lag in per_topic.items() for p, n in lag.items()}
+    return {"topic": name, "total": sum(parts.values()), "partitions": parts}
+
+
 def collect_status(ep: Endpoints) -> dict[str, Any]:
     """``{"kafka": {...}, "metrics_endpoints": [...], "components": {...}, "lag": {...}}``."""
     components: dict[str, Any] = {}
@@ -46,12 +74,11 @@ def collect_status(ep: Endpoints) -> dict[str, Any]:
     components["kafka"] = {"healthy": kafka_ok, "topics": topics}
     lag: dict[str, Any] = {}
     if kafka_ok:
-        for group, topic in GROUPS.items():
-            try:
-                parts = group_lag(ep.kafka_bootstrap, group, topic, 5)
-                lag[group] = {"topic": topic, "total": sum(parts.values()), "partitions": parts}
-            except Exception as exc:
-                lag[group] = {"topic": topic, "error": str(exc)}
+        for group, read in GROUPS.items():
+            runner = RUN_BY.get(group)
+            if ep.stack is not None and runner is not None and runner not in ep.stack.components:
+                continue
+            lag[group] = _lag(ep.kafka_bootstrap, group, read)
     metrics: list[str] = []
     if ep.stack is not None:
         metrics = list(ep.stack.metrics_endpoints)

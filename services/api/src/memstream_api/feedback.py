@@ -1,0 +1,92 @@
+"""``POST /v1/feedback``: explicit feedback from agents or people, into the ledger."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from typing import Annotated
+
+from fastapi import APIRouter, Request, status
+from fastapi.responses import Response
+from memstream.checkout.service import CheckoutService
+from memstream.events.envelope import MemoryFeedback, StreamName
+from memstream.events.payloads import MemoryFeedbackPayload
+from memstream.learning.metrics import FEEDBACK_EVENTS
+from pydantic import BaseModel, ConfigDict, Field
+
+from memstream_api.auth import Tenant
+from memstream_api.errors import AUTH, BODY, ErrorBody, unavailable
+from memstream_api.ingest import COMPONENT, DEFAULT_AGENT, DeliveryErrorBody, deliver
+
+router = APIRouter(tags=["learning"])
+
+ItemId = Annotated[str, Field(min_length=1, max_length=200)]
+
+
+class FeedbackIn(BaseModel):
+    """A signal about memories: -1 harmful .. +1 helpful. It re-orders what a question
+    retrieves on its own, within a bound; it never deletes or rewrites a memory."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+    target_ids: list[ItemId] = Field(
+        min_length=1, max_length=200, description="event or fact ids (e.g. from a packet)"
+    )
+    signal: float = Field(ge=-1.0, le=1.0, description="-1 harmful .. +1 helpful")
+    packet_id: ItemId | None = Field(
+        default=None, description="the packet the memories came from (its question counts)"
+    )
+    reason: str | None = Field(default=None, max_length=2000)
+    stream: StreamName = Field(default="feedback", description="the ledger stream it goes to")
+
+
+class FeedbackAccepted(BaseModel):
+    id: str = Field(description="the memory.feedback event's id")
+
+
+def init_metrics() -> None:
+    FEEDBACK_EVENTS.labels(COMPONENT, "explicit")
+
+
+@router.post(
+    "/v1/feedback",
+    status_code=status.HTTP_202_ACCEPTED,
+    response_model=FeedbackAccepted,
+    summary="Explicit feedback on memories (a memory.feedback event)",
+    responses={
+        **BODY,
+        **AUTH,
+        **unavailable(
+            "not accepted (spool full, Kafka did not acknowledge, or the key store is "
+            "unreadable); send it again",
+            DeliveryErrorBody | ErrorBody,
+        ),
+    },
+)
+async def post_feedback(
+    body: FeedbackIn, request: Request, tenant: Tenant
+) -> Response | FeedbackAccepted:
+    """Durable like ``POST /v1/events`` before 202. When this API still remembers the packet,
+    the event carries its question family."""
+    checkout: CheckoutService = request.app.state.checkout
+    family = checkout.packet_family(tenant, body.packet_id) if body.packet_id else None
+    event = MemoryFeedback(
+        id=str(uuid.uuid4()),
+        tenant=tenant,
+        stream=body.stream,
+        agent=DEFAULT_AGENT,
+        occurred_at=datetime.now(UTC),
+        type="memory.feedback",
+        payload=MemoryFeedbackPayload(
+            target_ids=body.target_ids,
+            signal=body.signal,
+            packet_id=body.packet_id,
+            reason=body.reason,
+            source="explicit",
+            family=family,
+        ),
+    )
+    refused = await deliver(request, [event])
+    if refused is not None:
+        return refused
+    FEEDBACK_EVENTS.labels(COMPONENT, "explicit").inc()
+    return FeedbackAccepted(id=event.id)

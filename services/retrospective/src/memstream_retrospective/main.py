@@ -1,0 +1,206 @@
+"""Retrospective pass: memory.ledger + memory.checkouts -> memory.feedback (+ proposals).
+
+The I/O shell around :class:`memstream.learning.retrospective.Retrospective`. On start the
+trace table is read from the beginning of memory.checkouts and the task records from the
+ledger (see that module for why); then one consumer group reads both topics. What the pass
+emits goes to memory.events.raw, through the sequencer, into the ledger; ledger offsets are
+committed only after it was flushed, and never past an outcome that still waits for its trace.
+Run one replica: a tenant's traces and outcomes must meet in one process.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+
+from confluent_kafka import Message, Producer
+from memstream.events.envelope import MemoryFeedback, MemoryInvalidate
+from memstream.kafka.clients import make_consumer, make_producer
+from memstream.kafka.dlq import DeadLetterWriter
+from memstream.kafka.loop import BatchLoop, Positions, tune_gc_for_batches
+from memstream.kafka.produce import DeliveryReports, flush_or_raise, produce_with_backpressure
+from memstream.kafka.reading import read_to_end
+from memstream.kafka.topics import CHECKOUTS, LEDGER, RAW, RETROSPECTIVE_GROUP
+from memstream.kafka.worker import start_worker
+from memstream.learning.metrics import (
+    ASSIGNMENTS,
+    FEEDBACK_EVENTS,
+    LAG,
+    OUTCOMES,
+    OUTCOMES_SEEN,
+    PROPOSALS,
+    TRACES,
+    WAITING,
+    init_retrospective,
+)
+from memstream.learning.retrospective import (
+    LedgerRecord,
+    Proposal,
+    Result,
+    RetroPolicy,
+    Retrospective,
+    Settled,
+    read_entry,
+    read_trace,
+)
+from memstream.metrics import EVENTS_PRODUCED
+from memstream.settings import Settings
+
+COMPONENT = "retrospective"
+log = logging.getLogger(COMPONENT)
+
+
+class RetrospectiveWorker:
+    """Feeds the pass, produces what it emits, and says how far the loop may commit."""
+
+    def __init__(
+        self,
+        bootstrap: str,
+        producer: Producer,
+        policy: RetroPolicy,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self.bootstrap = bootstrap
+        self.producer = producer
+        self.pass_ = Retrospective(policy)
+        self.clock = clock
+        self.reports = DeliveryReports()
+        self.dead_ledger = DeadLetterWriter(producer, COMPONENT, LEDGER)
+        self.dead_traces = DeadLetterWriter(producer, COMPONENT, CHECKOUTS)
+        self.consumed: dict[tuple[str, int], int] = {}
+        init_retrospective(COMPONENT)
+        EVENTS_PRODUCED.labels(COMPONENT, RAW)
+
+    def restore(self) -> None:
+        """The trace table and the task records, rebuilt from the logs; then any proposal
+        those records call for that the ledger does not hold (a crash before producing it)."""
+        traces = entries = 0
+        for m in read_to_end(self.bootstrap, CHECKOUTS):
+            trace = read_trace(m.value())
+            if not isinstance(trace, str):  # a bad one is dead-lettered when the loop reads it
+                self.pass_.add_trace(trace)
+                traces += 1
+        for m in read_to_end(self.bootstrap, LEDGER):
+            record = read_entry(m.value(), m.partition() or 0, m.offset() or 0)
+            if isinstance(record, LedgerRecord):
+                self.pass_.rebuild(record)
+                entries += 1
+        log.info("restored %d traces and %d ledger entries the pass reads", traces, entries)
+        self._emit(self.pass_.due_proposals(), self.clock())
+
+    def forget(self, partitions: list[int]) -> None:
+        self.pass_.forget(partitions)
+        for p in partitions:
+            self.consumed.pop((LEDGER, p), None)
+
+    def process(self, msgs: list[Message]) -> Positions:
+        """Traces first (an outcome in the same batch finds them), then ledger entries."""
+        now = self.clock()
+        ledger: list[Message] = []
+        for m in msgs:
+            topic, p, off = m.topic() or LEDGER, m.partition() or 0, m.offset() or 0
+            self.consumed[(topic, p)] = off
+            if topic == CHECKOUTS:
+                self._trace(m, now)
+            else:
+                ledger.append(m)
+        results: list[Result] = []
+        for m in ledger:
+            record = read_entry(m.value(), m.partition() or 0, m.offset() or 0)
+            if isinstance(record, str):
+                self.dead_ledger.write(m, f"{COMPONENT}: {record}"[:500], now)
+            elif record is not None:
+                if record.event.type == "task.outcome":
+                    OUTCOMES_SEEN.labels(COMPONENT).inc()
+                results += self.pass_.observe(record, now)
+        self._emit(results + self.pass_.settle(now), now)
+        return self.positions()
+
+    def idle(self) -> Positions:
+        """Time passes without records: outcomes whose grace ran out bind now."""
+        now = self.clock()
+        self._emit(self.pass_.settle(now), now)
+        return self.positions()
+
+    def positions(self) -> Positions:
+        """Past every record consumed, except not past a ledger outcome that still waits."""
+        out: Positions = {}
+        for (topic, p), off in self.consumed.items():
+            floor = self.pass_.floor(p) if topic == LEDGER else None
+            out[(topic, p)] = off + 1 if floor is None else min(off + 1, floor)
+        return out
+
+    def _trace(self, m: Message, now: datetime) -> None:
+        trace = read_trace(m.value())
+        if isinstance(trace, str):
+            self.dead_traces.write(m, f"{COMPONENT}: {trace}"[:500], now)
+        else:
+            self.pass_.add_trace(trace)
+
+    def _emit(self, results: list[Result], now: datetime) -> None:
+        """Produce the events, wait for Kafka (raises: nothing is committed), then count."""
+        events: list[MemoryFeedback | MemoryInvalidate] = []
+        for r in results:
+            events += r.feedback if isinstance(r, Settled) else (r.event,)
+        for e in events:
+            produce_with_backpressure(
+                self.producer,
+                RAW,
+                e.model_dump_json().encode(),
+                key=e.key,
+                on_delivery=self.reports,
+                record_id=e.id,
+            )
+        if events:
+            flush_or_raise(self.producer, 30, self.reports, f"{COMPONENT} events to {RAW}")
+        self.dead_ledger.flush()
+        self.dead_traces.flush()
+        self._count(results, len(events), now)
+
+    def _count(self, results: list[Result], produced: int, now: datetime) -> None:
+        EVENTS_PRODUCED.labels(COMPONENT, RAW).inc(produced)
+        for r in results:
+            if isinstance(r, Proposal):
+                PROPOSALS.labels(COMPONENT).inc()
+                continue
+            OUTCOMES.labels(COMPONENT, r.result).inc()
+            LAG.labels(COMPONENT).observe(max(0.0, (now - r.ingested_at).total_seconds()))
+            for e in r.feedback:
+                kind = "credit" if e.payload.signal > 0 else "blame"
+                ASSIGNMENTS.labels(COMPONENT, kind, r.basis).inc(len(e.payload.target_ids))
+                FEEDBACK_EVENTS.labels(COMPONENT, "retrospective").inc()
+        WAITING.labels(COMPONENT).set(len(self.pass_.waiting))
+        TRACES.labels(COMPONENT).set(len(self.pass_.traces))
+
+
+def policy_of(settings: Settings) -> RetroPolicy:
+    return RetroPolicy(grace=timedelta(seconds=settings.retrospective_grace_s))
+
+
+def main() -> None:
+    settings, bootstrap = start_worker(COMPONENT)
+    # Failures only: flush() still waits for every acknowledgement (see the sequencer).
+    producer = make_producer(bootstrap, **{"delivery.report.only.error": True})
+    worker = RetrospectiveWorker(bootstrap, producer, policy_of(settings))
+    worker.restore()
+    loop = BatchLoop(
+        consumer=make_consumer(bootstrap, RETROSPECTIVE_GROUP, settings),
+        topic=LEDGER,
+        also=(CHECKOUTS,),
+        group=RETROSPECTIVE_GROUP,
+        component=COMPONENT,
+        process=worker.process,
+        idle=worker.idle,
+        on_revoke=worker.forget,
+        batch_size=settings.batch_size,
+        wait_s=settings.batch_wait_s,
+    )
+    loop.install_signal_handlers()
+    tune_gc_for_batches()
+    loop.run()
+    producer.flush(30)
+
+
+if __name__ == "__main__":
+    main()
