@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from memstream.bench.report import blocks_from, load_table, update_readme
+from memstream.bench.report import blocks_from, learn_table, load_table, update_readme
 
 MACHINE = {"cpus": 2, "date": "2031-01-02"}
 
@@ -50,3 +50,28 @@ def test_blocks_come_from_the_files_present(tmp_path: Path) -> None:
     (tmp_path / "load-10000.json").write_text(json.dumps(load_doc(10_000, 9.0)))
     blocks = blocks_from(tmp_path)
     assert list(blocks) == ["load"] and "| 10,000 |" in blocks["load"]
+
+
+def test_learn_table_shows_each_round_and_the_praise_burst() -> None:
+    snap = {"right_on_top": 0.5, "praised_on_top": 0.0, "praised_shown_per_packet": 1.5}
+    doc = {
+        "families": 4,
+        "memories_per_family": [2, 3, 2, 3],
+        "chance": 0.417,
+        "seed": 9,
+        "outcomes_reported": 8,
+        "per_round": [
+            {"round": 1, "learning_off": 0.5, "learning_on": 0.5},
+            {"round": 2, "learning_off": 0.5, "learning_on": 1.0},
+        ],
+        "adversarial_praise": {
+            "events_per_arm": 1200,
+            "targets": 6,
+            "before": {"off": snap, "on": {**snap, "right_on_top": 1.0}},
+            "after": {"off": {**snap, "praised_on_top": 0.25}, "on": {**snap, "right_on_top": 1.0}},
+        },
+    }
+    table = learn_table(doc)
+    assert "| 2 | 0.50 | 1.00 |" in table
+    assert "| after 1,200 praise events | 0.50 | 1.00 |" in table
+    assert "on top in 0.25 (off) and 0.00 (on)" in table and "2–3 competing" in table

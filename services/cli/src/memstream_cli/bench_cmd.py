@@ -211,14 +211,15 @@ def learn(
     for r in doc["per_round"]:
         table.add_row(str(r["round"]), f"{r['learning_off']:.2f}", f"{r['learning_on']:.2f}")
     adv = doc["adversarial_praise"]
-    table.add_row(
-        f"after praise x{adv['events_per_arm']}",
-        f"{adv['off']['right_on_top']:.2f}",
-        f"{adv['on']['right_on_top']:.2f}",
-    )
+    for when in ("before", "after"):
+        table.add_row(
+            f"{when} praise x{adv['events_per_arm']}",
+            f"{adv[when]['off']['right_on_top']:.2f}",
+            f"{adv[when]['on']['right_on_top']:.2f}",
+        )
     out.print(table)
-    off, on = adv["off"]["praised_on_top"], adv["on"]["praised_on_top"]
+    off, on = adv["after"]["off"]["praised_on_top"], adv["after"]["on"]["praised_on_top"]
     out.print(
         f"{doc['families']} families (chance {doc['chance']:.2f}); "
-        f"praised memory on top after the burst: off {off:.2f}, on {on:.2f}"
+        f"a praised memory on top after the burst: off {off:.2f}, on {on:.2f}"
     )

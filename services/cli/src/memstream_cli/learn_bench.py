@@ -50,6 +50,8 @@ SAYS = (
     "{who}: for {subject}, the {attr} is {value} now.",
     "{who}: note that {subject} has {attr} {value}.",
 )
+# A note about the subject that answers no question: the target of adversarial praise.
+ASIDE = "{who}: the team behind {subject} ordered new chairs."
 ASKS = ("What is the {attr} of {subject}?", "Which {attr} does {subject} have?")
 AGENTS = ("ops-bot", "Marta", "deploy-agent", "the user")
 CHATTER = (
@@ -69,6 +71,11 @@ class Family:
     question: str
     memories: dict[str, str]  # event id → text
     right: str
+    aside: str  # text of a note about the same subject that answers nothing
+
+    @property
+    def aside_id(self) -> str:
+        return f"{self.name}-aside"
 
 
 def families(n: int, seed: int) -> list[Family]:
@@ -87,7 +94,8 @@ def families(n: int, seed: int) -> list[Family]:
         }
         right = rng.choice(sorted(memories))
         question = rng.choice(ASKS).format(attr=attr, subject=subject)
-        out.append(Family(f"f{i}", question, memories, right))
+        aside = ASIDE.format(who=rng.choice(AGENTS), subject=subject)
+        out.append(Family(f"f{i}", question, memories, right, aside))
     return out
 
 
@@ -96,7 +104,7 @@ def memory_events(fams: list[Family], start: datetime) -> list[dict[str, Any]]:
     events: list[dict[str, Any]] = []
     at = start
     for f in fams:
-        for event_id, text in f.memories.items():
+        for event_id, text in [*f.memories.items(), (f.aside_id, f.aside)]:
             agent, said = text.split(": ", 1)
             events.append(
                 {"id": event_id, "stream": f"notes-{f.name}", "type": "observation",
@@ -187,7 +195,8 @@ def run_learn_bench(
     fams = families(n_families, seed)
     start = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
     with throwaway_stack(progress) as (stack, settings):
-        ids = [i for f in fams for i in f.memories] + [f"chatter-{i}" for i in range(len(CHATTER))]
+        ids = [i for f in fams for i in [*f.memories, f.aside_id]]
+        ids += [f"chatter-{i}" for i in range(len(CHATTER))]
         probe = FeedbackProbe(settings, ids)
         keys = KeyStore.from_settings(settings)
         assert stack.info is not None
@@ -208,12 +217,19 @@ def run_learn_bench(
                 f"on {arms['on'].shares[-1]:.2f}"
             )
             waits.append(_wait(_seen(probe, TENANTS["on"], arms["on"].outcomes), 180, "feedback"))
+        before = {name: _snapshot(arm, fams) for name, arm in arms.items()}
         praised = _praise(arms, fams)
         progress("adversarial praise sent; waiting for it to be projected")
         for arm_name, arm in arms.items():
             want = (arm.outcomes if arm.learn else 0) + len(praised)
             _wait(_seen(probe, TENANTS[arm_name], want), 180, "praise in the graph")
-        return _report(arms, fams, praised, rounds, seed, waits)
+        praise = {
+            "events_per_arm": len(praised),
+            "targets": len(praise_targets(fams)),
+            "before": before,
+            "after": {name: _snapshot(arm, fams) for name, arm in arms.items()},
+        }
+        return _report(arms, fams, praise, rounds, seed, waits)
 
 
 def _seen(probe: FeedbackProbe, tenant: str, n: int) -> Callable[[], bool]:
@@ -225,13 +241,15 @@ def _visible(arm: Arm, fams: list[Family]) -> bool:
     return top_answer(packet) in fams[-1].memories
 
 
+def praise_targets(fams: list[Family]) -> list[str]:
+    """Memories that answer no question: each family's aside (same subject, no answer) and
+    the chatter."""
+    return [f.aside_id for f in fams] + [f"chatter-{i}" for i in range(len(CHATTER))]
+
+
 def _praise(arms: dict[str, Arm], fams: list[Family]) -> list[str]:
-    """Explicit praise, ``PRAISE_REPEAT`` times, on one memory per family that does not
-    answer it: a memory of the next family, or chatter."""
-    targets = []
-    for i in range(len(fams)):
-        other = fams[(i + 1) % len(fams)]
-        targets.append(sorted(other.memories)[0] if i % 2 else f"chatter-{i % len(CHATTER)}")
+    """Explicit praise, ``PRAISE_REPEAT`` times each, on every praise target."""
+    targets = praise_targets(fams)
     events = [
         {"stream": "praise", "type": "memory.feedback", "agent": "adversary",
          "payload": {"target_ids": [t], "signal": 1.0, "reason": "great memory"}}
@@ -243,24 +261,28 @@ def _praise(arms: dict[str, Arm], fams: list[Family]) -> list[str]:
     return [f"{t}#{n}" for t in targets for n in range(PRAISE_REPEAT)]
 
 
+def _snapshot(arm: Arm, fams: list[Family]) -> dict[str, float]:
+    """Right answer on top, a praise target on top, praise targets shown per packet."""
+    targets = set(praise_targets(fams))
+    packets = [arm.client.checkout(f.question) for f in fams]
+    tops = [top_answer(p) for p in packets]
+    shown = [sum(s["item_id"] in targets for s in p["snippets"]) for p in packets]
+    n = len(fams)
+    return {
+        "right_on_top": round(sum(t == f.right for t, f in zip(tops, fams, strict=True)) / n, 3),
+        "praised_on_top": round(sum(t in targets for t in tops) / n, 3),
+        "praised_shown_per_packet": round(sum(shown) / n, 3),
+    }
+
+
 def _report(
     arms: dict[str, Arm],
     fams: list[Family],
-    praised: list[str],
+    praise: dict[str, Any],
     rounds: int,
     seed: int,
     waits: list[float],
 ) -> dict[str, Any]:
-    praised_ids = {p.split("#", 1)[0] for p in praised}
-    after: dict[str, Any] = {}
-    for name, arm in arms.items():
-        tops = [top_answer(arm.client.checkout(f.question)) for f in fams]
-        after[name] = {
-            "right_on_top": round(
-                sum(t == f.right for t, f in zip(tops, fams, strict=True)) / len(fams), 3
-            ),
-            "praised_on_top": round(sum(t in praised_ids for t in tops) / len(fams), 3),
-        }
     return {
         "families": len(fams),
         "memories_per_family": [len(f.memories) for f in fams],
@@ -277,5 +299,5 @@ def _report(
         ],
         "outcomes_reported": arms["on"].outcomes,
         "feedback_visible_s": [round(w, 2) for w in waits],
-        "adversarial_praise": {"events_per_arm": len(praised), **after},
+        "adversarial_praise": praise,
     }

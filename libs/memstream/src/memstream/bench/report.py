@@ -159,6 +159,36 @@ def chaos_table(doc: Doc) -> str:
     return "\n".join([*rows, "", tail])
 
 
+def learn_table(doc: Doc) -> str:
+    rows = [
+        "| round | right answer on top, learning off | learning on |",
+        "|---|---:|---:|",
+    ]
+    for r in doc["per_round"]:
+        rows.append(f"| {r['round']} | {r['learning_off']:.2f} | {r['learning_on']:.2f} |")
+    adv = doc["adversarial_praise"]
+    for when in ("before", "after"):
+        off, on = adv[when]["off"], adv[when]["on"]
+        rows.append(
+            f"| {when} {_n(adv['events_per_arm'])} praise events | {off['right_on_top']:.2f} | "
+            f"{on['right_on_top']:.2f} |"
+        )
+    b, a = adv["before"], adv["after"]
+    tail = (
+        f"{doc['families']} task families, {min(doc['memories_per_family'])}–"
+        f"{max(doc['memories_per_family'])} competing memories each (chance "
+        f"{doc['chance']:.2f}), seed {doc['seed']}; {doc['outcomes_reported']} outcomes reported. "
+        f"Praise (+1, {_n(adv['events_per_arm'])} events on {adv['targets']} memories that answer "
+        f"no question) put a praised memory on top in {a['off']['praised_on_top']:.2f} (off) and "
+        f"{a['on']['praised_on_top']:.2f} (on) of the checkouts (before: "
+        f"{b['off']['praised_on_top']:.2f}, {b['on']['praised_on_top']:.2f}); praised memories "
+        f"shown per packet went from {b['off']['praised_shown_per_packet']:g} to "
+        f"{a['off']['praised_shown_per_packet']:g} (off) and from "
+        f"{b['on']['praised_shown_per_packet']:g} to {a['on']['praised_shown_per_packet']:g} (on)."
+    )
+    return "\n".join([*rows, "", tail])
+
+
 def _load_order(d: Doc) -> tuple[int, bool]:
     return int(d["events"]), bool(d.get("vector_optimize"))
 
@@ -190,6 +220,8 @@ def blocks_from(results: Path) -> dict[str, str]:
         out["locomo"] = locomo_table(locomo)
     if (chaos := load("chaos.json")) is not None:
         out["chaos"] = chaos_table(chaos)
+    if (learn := load("learn.json")) is not None:
+        out["learn"] = learn_table(learn)
     loads = [json.loads(p.read_text()) for p in sorted(results.glob("load-*.json"))]
     if loads:
         out["load"] = load_table(loads)
