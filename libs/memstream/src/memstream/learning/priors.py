@@ -21,8 +21,11 @@ from datetime import datetime
 
 from memstream.checkout.model import Candidate, PacketWarning, SynthesisPlan
 from memstream.checkout.plan.focus import focus_of
-from memstream.checkout.retrieve.facts import PREDICATE_MATCH
-from memstream.checkout.synthesis.selection import candidate_stems, matches_entity
+from memstream.checkout.synthesis.selection import (
+    candidate_stems,
+    entities_matched,
+    terms_matched,
+)
 from memstream.events.payloads import QuestionFamily
 from memstream.learning.trace import family_similarity
 from memstream.projection.model import FeedbackRecord
@@ -169,12 +172,8 @@ def relevant_ids(plan: SynthesisPlan, candidates: list[Candidate]) -> set[str]:
     out = set()
     for c in candidates:
         stems = candidate_stems(c)
-        predicate = c.kind == "fact" and (c.relevance or 0.0) >= PREDICATE_MATCH
-        terms = bool(focus.terms & stems) or predicate
-        ents = all(
-            any(matches_entity(c, k, stems) for k in plan.keys_of(e)) for e in focus.entities
-        )
-        if (terms or not focus.terms) and ents:
+        terms = not focus.terms or terms_matched(focus.terms, c, stems) > 0
+        if terms and entities_matched(plan, focus.entities, c, stems) == len(focus.entities):
             out.add(c.item_id)
     return out
 

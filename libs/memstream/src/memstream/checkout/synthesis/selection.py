@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -58,6 +58,21 @@ def row_stems(row: EvidenceRow, c: Candidate) -> frozenset[str]:
     return candidate_stems(c)
 
 
+def entities_matched(
+    plan: SynthesisPlan, entities: Iterable[str], c: Candidate, stems: frozenset[str]
+) -> int:
+    """How many of ``entities`` (the question's focus entities) ``c`` is about."""
+    return sum(any(matches_entity(c, k, stems) for k in plan.keys_of(e)) for e in entities)
+
+
+def terms_matched(focus_terms: frozenset[str], c: Candidate, stems: frozenset[str]) -> int:
+    """Focus terms among ``stems``; a fact whose predicate means the question counts as one."""
+    overlap = len(focus_terms & stems)
+    if not overlap and c.kind == "fact" and (c.relevance or 0.0) >= PREDICATE_MATCH:
+        return 1  # the predicate means what the question asks, in other words
+    return overlap
+
+
 def relevant_rows(
     plan: SynthesisPlan,
     rows: list[EvidenceRow],
@@ -74,15 +89,10 @@ def relevant_rows(
     scored: list[tuple[tuple[float, ...], EvidenceRow, float]] = []
     for i, row in enumerate(rows):
         c = by_id[row.support_id]
-        cstems = candidate_stems(c)
-        ents = sum(
-            any(matches_entity(c, k, cstems) for k in plan.keys_of(e)) for e in focus.entities
-        )
+        ents = entities_matched(plan, focus.entities, c, candidate_stems(c))
         if focus.entities and not ents:
             continue
-        overlap = len(focus.terms & row_stems(row, c))
-        if not overlap and c.kind == "fact" and (c.relevance or 0.0) >= PREDICATE_MATCH:
-            overlap = 1  # the predicate means what the question asks, in other words
+        overlap = terms_matched(focus.terms, c, row_stems(row, c))
         if focus.terms and not overlap and not (loose and ents):
             continue
         fit = c.relevance or 0.0
