@@ -1,0 +1,1 @@
+"""Latent artifacts: the model, the deterministic builder and the memory weave."""
