@@ -30,6 +30,7 @@ MEMSTREAM_SERVICES = {
     "memstream-archiver": "memstream-archiver",
     "memstream-api": "memstream-api",
     "memstream-retrospective": "memstream-retrospective",
+    "memstream-latents": "memstream-latents",
 }
 DEPENDS_CONDITIONS = {"service_started", "service_healthy", "service_completed_successfully"}
 ENV_PREFIX = str(Settings.model_config.get("env_prefix", ""))

@@ -20,6 +20,7 @@ CHECKOUTS = "memory.checkouts"
 SEQUENCER_GROUP = "memstream-sequencer"
 ARCHIVER_GROUP = "memstream-archiver"
 RETROSPECTIVE_GROUP = "memstream-retrospective"
+LATENTS_GROUP = "memstream-latents"
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from memstream.kafka.reading import group_lag
 from memstream.kafka.topics import (
     ARCHIVER_GROUP,
     CHECKOUTS,
+    LATENTS_GROUP,
     LEDGER,
     RAW,
     RETROSPECTIVE_GROUP,
@@ -23,9 +24,10 @@ GROUPS: dict[str, tuple[str, ...]] = {
     SEQUENCER_GROUP: (RAW,),
     ARCHIVER_GROUP: (LEDGER,),
     RETROSPECTIVE_GROUP: (LEDGER, CHECKOUTS),
+    LATENTS_GROUP: (LEDGER,),
 }
 # The component that runs a group; an embedded stack without it (spine only) has no such lag.
-RUN_BY = {RETROSPECTIVE_GROUP: "retrospective"}
+RUN_BY = {RETROSPECTIVE_GROUP: "retrospective", LATENTS_GROUP: "latent-builder"}
 
 
 def _http_ok(url: str) -> bool:

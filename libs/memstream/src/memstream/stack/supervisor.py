@@ -148,6 +148,7 @@ class EmbeddedStack:
         if self.settings.embedded_projections:
             workers.append(("graph-projector", "memstream_projector.graph"))
             workers.append(("retrospective", "memstream_retrospective.main"))
+            workers.append(("latent-builder", "memstream_latents.main"))
         env["MEMSTREAM_EMBEDDED_PROJECTIONS"] = str(self.settings.embedded_projections).lower()
         for name, module in workers:
             port = free_port()

@@ -1,0 +1,1 @@
+"""Latent builder service."""

@@ -1,0 +1,202 @@
+"""Latent builder: memory.ledger -> memory.latents (DESIGN.md §3.6).
+
+The I/O shell around :class:`memstream.latent.builder.LatentBuilder`. On start the builder
+learns the current artifacts from memory.latents and re-reads the ledger from the beginning
+(its open groups live in memory); equal inputs give equal ids, so the re-read sends only what
+is new. Then one consumer group reads the ledger; an entry already folded in is skipped by
+its seq. Artifacts are produced keyed by tenant and flushed before offsets are committed.
+An episode's centroid is the mean of its turns' vectors under the live version's embedder.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+import orjson
+from confluent_kafka import Message, Producer
+from memstream.embed.port import Embedder
+from memstream.embed.registry import get_embedder
+from memstream.kafka.clients import make_consumer, make_producer
+from memstream.kafka.dlq import DeadLetterWriter
+from memstream.kafka.loop import BatchLoop, tune_gc_for_batches
+from memstream.kafka.produce import DeliveryReports, flush_or_raise, produce_with_backpressure
+from memstream.kafka.reading import read_to_end
+from memstream.kafka.topics import LATENTS, LATENTS_GROUP, LEDGER
+from memstream.kafka.worker import start_worker
+from memstream.latent.builder import Built, LatentBuilder, latent_input
+from memstream.latent.metrics import BUILT, CURRENT, ENTRIES, LAG, STALE, init_latents
+from memstream.latent.model import LatentArtifact
+from memstream.ledger.entry import entry_problem
+from memstream.metrics import EVENTS_PRODUCED
+from memstream.projection.versions import FileProjectionRegistry, registry_path
+from memstream.settings import Settings
+from memstream.times import to_datetime
+from pydantic import ValidationError
+
+COMPONENT = "latent-builder"
+MAX_OPEN_S = 5.0
+log = logging.getLogger(COMPONENT)
+
+
+class LatentWorker:
+    """Feeds the builder, embeds episode centroids, produces what it builds."""
+
+    def __init__(
+        self,
+        bootstrap: str,
+        producer: Producer,
+        embedder: Embedder,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self.bootstrap = bootstrap
+        self.producer = producer
+        self.embedder = embedder
+        self.builder = LatentBuilder()
+        self.clock = clock
+        self.reports = DeliveryReports()
+        self.dead_letters = DeadLetterWriter(producer, COMPONENT, LEDGER)
+        self.pending: list[datetime] = []  # ingest times of entries folded in, not yet built
+        init_latents(COMPONENT)
+        EVENTS_PRODUCED.labels(COMPONENT, LATENTS)
+
+    def restore(self) -> None:
+        """Current artifacts from memory.latents, then the whole ledger folded in again."""
+        known = 0
+        for m in read_to_end(self.bootstrap, LATENTS):
+            try:
+                self.builder.remember(LatentArtifact.model_validate_json(m.value() or b""))
+                known += 1
+            except ValidationError:
+                log.warning("skipping malformed record %s:%s", m.partition(), m.offset())
+        built: list[Built] = []
+        now = self.clock()
+        for m in read_to_end(self.bootstrap, LEDGER):
+            entry = self._entry(m)
+            if entry is not None:
+                built += self.builder.observe(latent_input(entry), now)
+        log.info("restored %d artifact records; re-read the ledger", known)
+        self._send([*built, *self.builder.flush(now)])
+
+    def process(self, msgs: list[Message]) -> None:
+        now = self.clock()
+        built: list[Built] = []
+        for m in msgs:
+            entry = self._entry(m)
+            if entry is None:
+                self.dead_letters.write(m, f"{COMPONENT}: {self._problem(m)}"[:500], now)
+                continue
+            item = latent_input(entry)
+            if self.builder.seen(item):
+                continue
+            ENTRIES.labels(COMPONENT).inc()
+            self.pending.append(to_datetime(str(entry["ingested_at"])))
+            built += self.builder.observe(item, now)
+        self.dead_letters.flush()
+        # Under steady load the ledger is never idle: open groups are built at least this often.
+        if self.pending and (now - min(self.pending)).total_seconds() > MAX_OPEN_S:
+            built += self._flush(now)
+        self._send(built)
+
+    def idle(self) -> None:
+        """The ledger is quiet: build the groups that changed (open sessions, preferences)."""
+        if self.pending or self.builder.dirty:
+            self._send(self._flush(self.clock()))
+
+    def _flush(self, now: datetime) -> list[Built]:
+        built = self.builder.flush(now)
+        for at in self.pending:
+            LAG.labels(COMPONENT).observe(max(0.0, (now - at).total_seconds()))
+        self.pending = []
+        return built
+
+    def _entry(self, m: Message) -> dict[str, Any] | None:
+        """A well-formed ledger entry, or None (``_problem`` says why)."""
+        try:
+            entry = orjson.loads(m.value() or b"")
+        except orjson.JSONDecodeError:
+            return None
+        return entry if entry_problem(entry) is None else None
+
+    def _problem(self, m: Message) -> str:
+        try:
+            return f"malformed ledger entry: {entry_problem(orjson.loads(m.value() or b''))}"
+        except orjson.JSONDecodeError as exc:
+            return f"undecodable: {exc}"
+
+    def _send(self, built: list[Built]) -> None:
+        """Produce, wait for Kafka (raises: nothing is committed), then count."""
+        for b in built:
+            a = self._with_centroid(b)
+            produce_with_backpressure(
+                self.producer,
+                LATENTS,
+                a.model_dump_json().encode(),
+                key=a.key,
+                on_delivery=self.reports,
+                record_id=a.artifact_id,
+            )
+        if built:
+            flush_or_raise(self.producer, 30, self.reports, f"{COMPONENT} artifacts to {LATENTS}")
+        EVENTS_PRODUCED.labels(COMPONENT, LATENTS).inc(len(built))
+        for b in built:
+            kind = STALE if b.artifact.stale_at is not None else BUILT
+            kind.labels(COMPONENT, b.artifact.artifact_type).inc()
+        counts: dict[str, int] = {}
+        for a in self.builder.current.values():
+            counts[a.artifact_type] = counts.get(a.artifact_type, 0) + 1
+        for t, n in counts.items():
+            CURRENT.labels(COMPONENT, t).set(n)
+
+    def _with_centroid(self, b: Built) -> LatentArtifact:
+        if not b.texts or b.artifact.stale_at is not None:
+            return b.artifact
+        vectors = self.embedder.embed([t for t in b.texts if t.strip()] or [b.artifact.summary])
+        mean = vectors.mean(axis=0)
+        norm = float(np.linalg.norm(mean)) or 1.0
+        return b.artifact.model_copy(
+            update={
+                "centroid": [round(float(v), 6) for v in mean / norm],
+                "payload_kind": "centroid",
+                "payload_ref": f"centroid:{self.embedder.name}",
+            }
+        )
+
+
+def _stream(entry: dict[str, Any]) -> tuple[str, str]:
+    return str(entry["tenant"]), str(entry["stream"])
+
+
+def live_embedder(settings: Settings) -> Embedder:
+    """The live projection version's embedder (centroids must live in its vector space)."""
+    registry = FileProjectionRegistry(registry_path(settings.data_dir)).load()
+    info = registry.versions.get(registry.live or "")
+    return get_embedder(info.config.embedder if info is not None else None)
+
+
+def main() -> None:
+    settings, bootstrap = start_worker(COMPONENT)
+    producer = make_producer(bootstrap, **{"delivery.report.only.error": True})
+    worker = LatentWorker(bootstrap, producer, live_embedder(settings))
+    worker.restore()
+    loop = BatchLoop(
+        consumer=make_consumer(bootstrap, LATENTS_GROUP, settings),
+        topic=LEDGER,
+        group=LATENTS_GROUP,
+        component=COMPONENT,
+        process=worker.process,
+        idle=worker.idle,
+        batch_size=settings.batch_size,
+        wait_s=settings.batch_wait_s,
+    )
+    loop.install_signal_handlers()
+    tune_gc_for_batches()
+    loop.run()
+    producer.flush(30)
+
+
+if __name__ == "__main__":
+    main()
