@@ -9,6 +9,7 @@ import subprocess
 from pathlib import Path
 
 import memstream.checkout.metrics
+import memstream.latent.metrics
 import memstream.learning.metrics
 import memstream.metrics
 import memstream.projection.metrics
@@ -25,6 +26,7 @@ OUT = ROOT / "deploy" / "grafana" / "dashboards"
 METRIC_MODULES = (
     memstream.metrics,
     memstream.checkout.metrics,
+    memstream.latent.metrics,
     memstream.learning.metrics,
     memstream.projection.metrics,
     memstream.stack.supervisor,

@@ -44,6 +44,10 @@ BUSY = {
     'sum(rate(memstream_retrospective_assignments_total{kind="blame"}[1m]))',
     'sum(rate(memstream_feedback_events_total{source="retrospective"}[1m]))',
     'sum(rate(memstream_feedback_events_total{source="explicit"}[1m]))',
+    # sessions that keep growing: new episodes, and the ones they supersede
+    'sum(rate(memstream_latent_artifacts_built_total{type="episode_latent"}[1m]))',
+    'sum(rate(memstream_latent_artifacts_stale_total{type="episode_latent"}[1m]))',
+    'sum(rate(memstream_latent_artifacts_built_total{type="failure_latent"}[1m]))',
 }
 
 
@@ -308,4 +312,9 @@ def test_rules_are_loaded_and_targets_up(prometheus: Prometheus, workload: Workl
     wait_until(all_up, 30, "every scrape target to be up")
     jobs = {t["labels"]["job"] for t in prometheus.get("/api/v1/targets")["activeTargets"]}
     assert {"memstream-api", "memstream-sequencer", "memstream-archiver"} <= jobs
-    assert {"memstream-graph-projector", "memstream-supervisor", "memstream-retrospective"} <= jobs
+    assert {
+        "memstream-graph-projector",
+        "memstream-supervisor",
+        "memstream-retrospective",
+        "memstream-latent-builder",
+    } <= jobs

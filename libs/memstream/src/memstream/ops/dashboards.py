@@ -606,14 +606,66 @@ def _keeping_up_panels() -> tuple[Panel, ...]:
     )
 
 
+def _latent_panels() -> tuple[Panel, ...]:
+    """What the latent builder writes, and whether it keeps up with the ledger."""
+    return (
+        Panel(
+            "Latent artifacts built by type",
+            "Artifacts sent to memory.latents per second: an episode per session, a subject's "
+            "current preferences, procedures and failure modes per goal, retrieval policy per "
+            "question family. A group whose inputs did not change is not rebuilt.",
+            (Query(rate("memstream_latent_artifacts_built_total", "type"), "{{type}}"),),
+            unit="ops",
+        ),
+        Panel(
+            "Latent artifacts made stale by type",
+            "Artifacts superseded per second (a session grew, a preference changed): they get "
+            "stale_at and are never used unless asked for.",
+            (Query(rate("memstream_latent_artifacts_stale_total", "type"), "{{type}}"),),
+            unit="ops",
+        ),
+        Panel(
+            "Current latent artifacts",
+            "Artifacts that are not stale, per type, as the builder holds them.",
+            (
+                Query(
+                    "sum by (type) (memstream_latent_artifacts_current)",
+                    "{{type}}",
+                ),
+            ),
+        ),
+        Panel(
+            "Latent builder lag",
+            "From a ledger entry's append to the artifacts it changed being sent (alert: p95 "
+            "above 1 min); an open session is built when the ledger pauses, at least every 5 s.",
+            tuple(
+                Query(quantile(q, "memstream_latent_builder_lag_seconds"), f"p{round(q * 100)}")
+                for q in (0.5, 0.95)
+            ),
+            unit="s",
+        ),
+        Panel(
+            "Latent builder consumer lag",
+            "Ledger records the memstream-latents group has not committed.",
+            (
+                Query(
+                    'sum(memstream_consumer_lag{group="memstream-latents"})',
+                    "memory.ledger",
+                ),
+            ),
+            width=24,
+        ),
+    )
+
+
 def retrospective() -> Dashboard:
     return Dashboard(
         uid="memstream-retrospective",
         title="memstream / Retrospective & latent builds",
         question="Does memory learn from use: are task outcomes tied to their checkouts, what "
-        "credit and blame do memories get, and does the retrospective pass keep up? (Latent "
-        "builds join this dashboard with the latent builder.)",
-        panels=_learning_panels() + _keeping_up_panels(),
+        "credit and blame do memories get, does the retrospective pass keep up, and does the "
+        "latent builder turn the ledger into current episodes, preferences and procedures?",
+        panels=_learning_panels() + _keeping_up_panels() + _latent_panels(),
     )
 
 
