@@ -214,6 +214,50 @@ class LatentItem(_M):
     label: Literal["suggestive"] = "suggestive"
 
 
+class WeaveContext(_M):
+    """A latent artifact in a weave: suggestive context, with what makes it weaker."""
+
+    artifact_id: str
+    artifact_type: str
+    summary: str
+    confidence: float
+    review_status: str
+    flags: list[str] = Field(default_factory=list)  # review_pending, low_confidence, ...
+    label: Literal["suggestive"] = "suggestive"
+
+
+class WeaveEvidence(_M):
+    """A packet item the weave rests on: ledger-backed, citable."""
+
+    item_id: str
+    ref: SourceRef
+
+
+class WeaveBudget(_M):
+    allowed: int
+    used: int
+
+
+class MemoryWeave(_M):
+    """A purpose-conditioned bundle for one reasoning step (seed 002 contract): latent
+    artifacts for orientation, the packet's evidence for claims."""
+
+    weave_id: str
+    goal: str
+    reasoning_phase: str
+    purpose_profile: str
+    artifact_ids: list[str]
+    source_event_refs: list[SourceRef]
+    accepted_evidence: list[WeaveEvidence]
+    inferred_context: list[WeaveContext]
+    warnings: list[str]
+    token_budget: WeaveBudget
+    expected_use: list[str]
+    prohibited_use: list[str]
+    created_at: str
+    projection_version: str
+
+
 class Dropped(_M):
     """An item (or part of one) left out to fit the budget, with the tokens it would cost."""
 
@@ -247,3 +291,5 @@ class CheckoutPacket(_M):
     tenant: str
     as_of: str | None = None
     meta: dict[str, Any] = Field(default_factory=dict)  # timings, lane sizes, version
+    # With a ``purpose``: the bundle for that reasoning step (inside the same budget).
+    memory_weave: MemoryWeave | None = None

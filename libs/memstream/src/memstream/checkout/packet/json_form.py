@@ -19,7 +19,15 @@ CONTENT_FIELDS = (
     "snippets",
     "latent_context",
 )
-FIELD_ORDER = (*CONTENT_FIELDS, "budget", "packet_id", "tenant", "as_of", "meta")
+FIELD_ORDER = (
+    *CONTENT_FIELDS,
+    "memory_weave",
+    "budget",
+    "packet_id",
+    "tenant",
+    "as_of",
+    "meta",
+)
 
 
 def _dump(obj: BaseModel | str) -> Any:
@@ -39,6 +47,8 @@ def render_json(packet: CheckoutPacket) -> str:
     }
     for name in CONTENT_FIELDS[2:]:
         doc[name] = [_dump(x) for x in getattr(packet, name)]
+    if packet.memory_weave is not None:
+        doc["memory_weave"] = _dump(packet.memory_weave)
     doc["budget"] = packet.budget.model_dump(mode="json")
     doc.update(packet_id=packet.packet_id, tenant=packet.tenant, as_of=packet.as_of)
     doc["meta"] = packet.meta

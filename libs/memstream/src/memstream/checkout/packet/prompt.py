@@ -22,6 +22,7 @@ from memstream.checkout.model import (
     Exclusion,
     FactItem,
     LatentItem,
+    MemoryWeave,
     PacketWarning,
     Snippet,
     SynthesisPlan,
@@ -162,6 +163,30 @@ def body_lines(packet: CheckoutPacket) -> list[str]:
             continue
         lines += ["", *titles]
         lines += [item_line(x) for x in items] if items else [NO_ANSWER]
+    if packet.memory_weave is not None:
+        lines += weave_lines(packet.memory_weave)
+    return lines
+
+
+def weave_lines(w: MemoryWeave) -> list[str]:
+    """The weave as the prompt shows it: what to use it for, then its parts."""
+    lines = [
+        "",
+        f"## Memory weave ({w.purpose_profile}, phase {w.reasoning_phase}): {flat(w.goal)}",
+        "Use for: " + "; ".join(w.expected_use),
+        "Never: " + "; ".join(w.prohibited_use),
+    ]
+    for c in w.inferred_context:
+        flags = f"; {', '.join(c.flags)}" if c.flags else ""
+        lines.append(
+            f"- suggestive `{c.artifact_id}` {c.artifact_type}: {flat(c.summary)} "
+            f"(confidence {c.confidence:.2f}, {c.review_status}{flags})"
+        )
+    if w.accepted_evidence:
+        lines.append(
+            "- evidence: " + ", ".join(f"`{e.item_id}` {cite(e.ref)}" for e in w.accepted_evidence)
+        )
+    lines += [f"- warning: {flat(x)}" for x in w.warnings]
     return lines
 
 
