@@ -53,9 +53,11 @@ class MemoryHttpClient:
         purpose: str | None = None,
         task_id: str | None = None,
         format: Literal["json", "markdown", "gathered"] = "json",
+        episodes: bool | None = None,
     ) -> Any:
         """The packet as a dict (``json``) or the rendered Markdown text; ``task_id`` ties it
-        to the task whose ``task.outcome`` memory learns from."""
+        to the task whose ``task.outcome`` memory learns from; ``episodes`` turns the
+        hierarchical lane on or off (None: the service default)."""
         body: dict[str, Any] = {"query": query, "max_tokens": max_tokens, "k": k, "format": format}
         if as_of is not None:
             body["as_of"] = as_of.isoformat() if isinstance(as_of, datetime) else as_of
@@ -65,6 +67,8 @@ class MemoryHttpClient:
             body["purpose"] = purpose
         if task_id is not None:
             body["task_id"] = task_id
+        if episodes is not None:
+            body["episodes"] = episodes
         resp = self._call("POST", "/v1/checkout", json=body)
         return resp.json() if format == "json" else resp.text
 

@@ -22,10 +22,11 @@ from memstream.bench.stack import throwaway_stack
 from memstream.client import MemoryHttpClient
 from memstream.embed.registry import get_embedder
 from memstream.events import EventIn
-from memstream.kafka.reading import end_offsets
-from memstream.kafka.topics import LEDGER
+from memstream.kafka.reading import end_offsets, group_lag
+from memstream.kafka.topics import LATENTS, LATENTS_GROUP, LEDGER
 from memstream.keys import KeyStore
 from memstream.projection.status import projection_status
+from memstream.projection.versions import FileProjectionRegistry, registry_path
 from memstream.sdk import MemoryClient
 from memstream.settings import Settings
 from memstream.stack.supervisor import EmbeddedStack
@@ -131,6 +132,23 @@ def _wait_fresh(settings: Settings, bootstrap: str, metrics: list[str], n: int) 
     raise TimeoutError("projections did not catch up with the ledger in 900 s")
 
 
+def _wait_latents(bootstrap: str, groups: list[str]) -> None:
+    """The latent builder has read the ledger and the live version has projected what it
+    built: no group lags, and memory.latents has stopped growing for a few seconds."""
+    deadline = time.monotonic() + 900
+    last, since = -1, time.monotonic()
+    while time.monotonic() < deadline:
+        size = sum(end_offsets(bootstrap, LATENTS).values())
+        if size != last:
+            last, since = size, time.monotonic()
+        lags = [sum(group_lag(bootstrap, LATENTS_GROUP, LEDGER).values())]
+        lags += [sum(group_lag(bootstrap, g, LATENTS).values()) for g in groups]
+        if size > 0 and not any(lags) and time.monotonic() - since > 3:
+            return
+        time.sleep(0.5)
+    raise TimeoutError("latent artifacts did not settle in 900 s")
+
+
 def _run(
     stack: EmbeddedStack,
     bootstrap: str,
@@ -157,6 +175,10 @@ def _run(
     progress(f"emitted {total} turns of {len(samples)} conversations; waiting for projections")
     _wait_fresh(settings, bootstrap, metrics, total)
     ingest_s = time.perf_counter() - t0
+    live = FileProjectionRegistry(registry_path(settings.data_dir)).load()
+    info = live.versions[live.live or ""]
+    _wait_latents(bootstrap, [info.graph_group, info.vector_group])
+    progress(f"latent artifacts settled {time.perf_counter() - t0:.1f} s after the first emit")
     rows: list[dict[str, Any]] = []
     skipped = 0
     lanes: dict[str, Literal["fused", "dense", "sparse"]] = {
@@ -165,7 +187,11 @@ def _run(
         "dense": "dense",
         "recall": "fused",
     }
-    per: dict[str, dict[int, list[tuple[float, float]]]] = {n: defaultdict(list) for n in lanes}
+    # The packet as served, and with the hierarchical (episode) lane on and off.
+    variants = ("packet_episodes_on", "packet_episodes_off")
+    per: dict[str, dict[int, list[tuple[float, float]]]] = {
+        n: defaultdict(list) for n in (*lanes, *variants)
+    }
     abstain: list[float] = []
     latencies: list[float] = []
     tokens: list[float] = []
@@ -207,6 +233,11 @@ def _run(
                     if not evidence:
                         continue
                     per["packet"][cat].append(_score(retrieved, evidence, k))
+                    served = bool(packet["meta"].get("episode_lane"))
+                    other = packet_turns(client.checkout(q["question"], k=k, episodes=not served))
+                    on, off = (retrieved, other) if served else (other, retrieved)
+                    per["packet_episodes_on"][cat].append(_score(on, evidence, k))
+                    per["packet_episodes_off"][cat].append(_score(off, evidence, k))
                     for name, mode in lanes.items():
                         if name == "packet":
                             continue

@@ -12,9 +12,11 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from memstream.checkout.latents import MAX_LATENT_ITEMS, latent_item, relevant_artifacts
 from memstream.checkout.metrics import ANSWERABILITY, CHECKOUT_SECONDS, PACKET_TOKENS
-from memstream.checkout.model import Candidate, CheckoutPacket, SynthesisPlan
+from memstream.checkout.model import Candidate, CheckoutPacket, SynthesisPlan, SynthesisResult
 from memstream.checkout.packet import assemble_packet
+from memstream.checkout.packet.budget import measure
 from memstream.checkout.plan import plan_query
 from memstream.checkout.plan.entities import Lexicon
 from memstream.checkout.retrieve import Retriever
@@ -23,6 +25,8 @@ from memstream.embed.port import Embedder
 from memstream.embed.registry import get_embedder
 from memstream.events.payloads import QuestionFamily
 from memstream.graph.port import GraphStore
+from memstream.latent.model import LatentArtifact, Purpose
+from memstream.latent.weave import build_weave
 from memstream.learning.priors import (
     Adjustment,
     Prior,
@@ -33,13 +37,15 @@ from memstream.learning.priors import (
     relevant_ids,
 )
 from memstream.learning.trace import CheckoutTrace, family_of, trace_of
-from memstream.projection.model import SourceRef
+from memstream.projection.model import SourceRef, VectorHit
 from memstream.projection.versions import FileProjectionRegistry, VersionInfo
 from memstream.times import as_utc, iso_utc
 from memstream.vectors.port import VectorIndex
 from memstream.wire import JsonInt, RfcTimestamp
 
 Format = Literal["json", "markdown", "gathered"]
+# With a purpose, 1/WEAVE_SHARE of max_tokens is kept free for the weave (more if unused).
+WEAVE_SHARE = 4
 
 
 class CheckoutRequest(BaseModel):
@@ -51,12 +57,19 @@ class CheckoutRequest(BaseModel):
     as_of: RfcTimestamp | None = None
     max_tokens: JsonInt = Field(default=1500, ge=64, le=64_000)
     k: JsonInt = Field(default=10, ge=1, le=100)
-    purpose: str | None = Field(default=None, max_length=200)
+    purpose: Purpose | None = Field(
+        default=None, description="adds a memory weave for this reasoning step (prospective pass)"
+    )
     stream: str | None = Field(default=None, max_length=128)
     task_id: str | None = Field(
         default=None, max_length=200, description="the task this checkout serves (for learning)"
     )
     format: Format = "json"
+    episodes: bool | None = Field(
+        default=None,
+        description="the hierarchical lane: rank episodes, then the turns inside the best "
+        "ones (None: the service default)",
+    )
 
 
 class RecallRequest(BaseModel):
@@ -120,6 +133,7 @@ class CheckoutService:
     lexicon_ttl: float = 1.0  # seconds a tenant's entity lexicon is reused
     lexicons: dict[tuple[str, str], tuple[float, Lexicon]] = field(default_factory=dict)
     prior_policy: PriorPolicy = field(default_factory=PriorPolicy)
+    episode_lane: bool = True  # the default of ``CheckoutRequest.episodes``
 
     def _live(self) -> VersionInfo:
         reg = self.registry.load()
@@ -158,11 +172,14 @@ class CheckoutService:
         plan = plan_query(req.query, now, as_of, self.lexicon(info, tenant))
         t_plan = time.perf_counter()
         retriever, embedder = self._retriever(info, pool=max(40, 4 * req.k))
+        retriever.episodes = self.episode_lane if req.episodes is None else req.episodes
         lane_ms: dict[str, float] = {}
+        hits: list[VectorHit] = []
         candidates = retriever.retrieve(
-            tenant, plan, stream=req.stream, timings=lane_ms, as_of=as_of_ts
+            tenant, plan, stream=req.stream, timings=lane_ms, as_of=as_of_ts, latents=hits
         )
         candidates, learned = self._learned(info, tenant, plan, candidates, as_of_ts)
+        artifacts = relevant_artifacts(plan, self._artifacts(info, tenant, hits))
         t_retrieve = time.perf_counter()
         result = synthesize(plan, candidates)
         shown = [i for a in result.answer_candidates for i in a.support_ids]
@@ -171,17 +188,9 @@ class CheckoutService:
         if warnings:
             result = result.model_copy(update={"warnings": [*result.warnings, *warnings]})
         t_synth = time.perf_counter()
-        packet = assemble_packet(
-            packet_id=f"pk-{uuid.uuid4().hex}",
-            tenant=tenant,
-            as_of=as_of,
-            plan=plan,
-            result=result,
-            candidates=candidates[: max(req.k, 20)],
-            latent=[],
-            max_tokens=req.max_tokens,
-            count_tokens=embedder.count_tokens,
-        )
+        packet = self._assemble(req, tenant, as_of, plan, result, candidates, artifacts, embedder)
+        if req.purpose is not None:
+            packet = self._woven(req, req.purpose, packet, artifacts, embedder, info.name)
         elapsed = time.perf_counter() - started
         meta = {
             "version": info.name,
@@ -195,10 +204,70 @@ class CheckoutService:
             },
             "lanes_ms": lane_ms,
             "feedback": [asdict(a) for a in learned.adjustments],
+            "episode_lane": retriever.episodes,
         }
         packet = packet.model_copy(update={"meta": meta})
         self._record(req, packet, plan, info.name, elapsed)
         return packet
+
+    def _artifacts(
+        self, info: VersionInfo, tenant: str, hits: list[VectorHit]
+    ) -> list[LatentArtifact]:
+        """The current artifacts behind latent hits, best first."""
+        graph = self.graph_for(info)
+        found = (graph.latent(tenant, str(h.payload.get("artifact_id"))) for h in hits)
+        return [a for a in found if a is not None and a.stale_at is None]
+
+    def _assemble(
+        self,
+        req: CheckoutRequest,
+        tenant: str,
+        as_of: str | None,
+        plan: SynthesisPlan,
+        result: SynthesisResult,
+        candidates: list[Candidate],
+        artifacts: list[LatentArtifact],
+        embedder: Embedder,
+    ) -> CheckoutPacket:
+        """The packet; with a purpose, a share of the budget stays free for the weave."""
+        reserve = req.max_tokens // WEAVE_SHARE if req.purpose is not None else 0
+        return assemble_packet(
+            packet_id=f"pk-{uuid.uuid4().hex}",
+            tenant=tenant,
+            as_of=as_of,
+            plan=plan,
+            result=result,
+            candidates=candidates[: max(req.k, 20)],
+            latent=[latent_item(a) for a in artifacts[:MAX_LATENT_ITEMS]],
+            max_tokens=req.max_tokens - reserve,
+            count_tokens=embedder.count_tokens,
+        )
+
+    def _woven(
+        self,
+        req: CheckoutRequest,
+        purpose: Purpose,
+        packet: CheckoutPacket,
+        artifacts: list[LatentArtifact],
+        embedder: Embedder,
+        version: str,
+    ) -> CheckoutPacket:
+        """The packet with its weave, in what the packet left of ``max_tokens``."""
+        weave = build_weave(
+            goal=req.query,
+            purpose=purpose,
+            packet=packet,
+            artifacts=artifacts,
+            allowed=req.max_tokens - packet.budget.used,
+            count_tokens=embedder.count_tokens,
+            created_at=iso_utc(self.clock().astimezone(UTC)),
+            version=version,
+        )
+        woven = packet.model_copy(update={"memory_weave": weave})
+        budget = packet.budget.model_copy(
+            update={"max_tokens": req.max_tokens, "used": measure(woven, embedder.count_tokens)}
+        )
+        return woven.model_copy(update={"budget": budget})
 
     def _learned(
         self,

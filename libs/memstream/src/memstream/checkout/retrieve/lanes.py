@@ -3,7 +3,8 @@
 Lanes: dense and sparse (BM25) over the vector index, speaker (the same hybrid search among
 the events said by someone the query names), mention (among the events involving any entity
 the query names), facts (current and past facts of those entities), chain
-(the turns around the best hits) and recency (newest events, for "current" questions).
+(the turns around the best hits), recency (newest events, for "current" questions) and episode
+(hierarchical: rank the episode latents, then the turns inside the best episodes).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from memstream.checkout.retrieve.candidates import (
 from memstream.checkout.retrieve.facts import PredicateRanker, known_at
 from memstream.embed.port import Embedder
 from memstream.graph.port import GraphStore
-from memstream.projection.model import FactView
+from memstream.projection.model import FactView, VectorHit
 from memstream.times import iso_utc
 from memstream.vectors.port import Mode, VectorIndex
 
@@ -43,7 +44,12 @@ LANE_WEIGHTS = {
     "fact": 1.2,
     "chain": 0.4,
     "recent": 0.5,
+    "episode": 0.5,
 }
+# Latent points one checkout reads (for latent context and the episode lane), and how many of
+# the best episodes the episode lane searches inside.
+LATENT_HITS = 8
+TOP_EPISODES = 3
 
 
 # Events about memory (feedback, invalidation, purge), not memories: never candidates.
@@ -92,6 +98,7 @@ class Retriever:
     index: VectorIndex
     embedder: Embedder
     pool: int = 40
+    episodes: bool = True  # the hierarchical lane (False: today's lanes only)
 
     def lane(
         self,
@@ -117,8 +124,10 @@ class Retriever:
         stream: str | None = None,
         timings: dict[str, float] | None = None,
         as_of: datetime | None = None,
+        latents: list[VectorHit] | None = None,
     ) -> list[Candidate]:
-        """The fused candidate pool, best first; ``timings`` collects ms per lane.
+        """The fused candidate pool, best first; ``timings`` collects ms per lane and
+        ``latents`` the latent artifacts' hits (for the packet's latent context).
 
         With ``as_of`` every lane reads only what memory held then, and a last guard drops
         anything later, so no section of a packet can quote it.
@@ -128,6 +137,11 @@ class Retriever:
         run.search()
         if plan.entity_keys():
             run.entity_lanes()
+        found = run.latent()
+        if latents is not None:
+            latents.extend(found)
+        if self.episodes:
+            run.episodes(found)
         run.chain()
         if plan.operation == "latest_value" or stream is not None:
             run.recent()
@@ -206,6 +220,48 @@ class _Run:
         scored.sort(key=lambda rf: (-(rf[0] or 0.0), rf[1].valid_to is not None, rf[1].fact_id))
         for rel, f in scored:
             self.lanes.add("fact", fact_candidate(f, rel))
+
+    def latent(self) -> list[VectorHit]:
+        """Latent artifacts (episodes and others) the question finds, best first."""
+        hits = self.r.index.query(
+            self.tenant,
+            self.vector,
+            self.plan.query,
+            limit=LATENT_HITS,
+            mode="hybrid",
+            kinds=["latent"],
+            streams=[self.stream] if self.stream else None,
+            as_of=self.as_of,
+        )
+        self.clock.lap("latent")
+        return hits
+
+    def episodes(self, found: list[VectorHit]) -> None:
+        """The turns inside the best episodes, ranked by the question: one search over the
+        episodes' streams, kept to each episode's own events."""
+        best = [h for h in found if h.payload.get("altitude") == "episode"][:TOP_EPISODES]
+        inside: set[str] = set()
+        for h in best:
+            artifact = self.r.graph.latent(self.tenant, str(h.payload.get("artifact_id")))
+            if artifact is not None:
+                inside.update(artifact.source_ids)
+        if not inside:
+            return
+        streams = sorted({str(h.payload.get("stream")) for h in best})
+        hits = self.r.index.query(
+            self.tenant,
+            self.vector,
+            self.plan.query,
+            limit=self.r.pool,
+            mode="hybrid",
+            kinds=["event"],
+            streams=streams,
+            as_of=self.as_of,
+        )
+        for h in hits:
+            if str(h.payload.get("event_id")) in inside:
+                self.lanes.add_hit("episode", h.payload)
+        self.clock.lap("episode")
 
     def chain(self) -> None:
         as_of = iso_utc(self.as_of) if self.as_of is not None else None
