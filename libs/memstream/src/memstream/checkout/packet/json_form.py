@@ -47,8 +47,8 @@ def render_json(packet: CheckoutPacket) -> str:
     }
     for name in CONTENT_FIELDS[2:]:
         doc[name] = [_dump(x) for x in getattr(packet, name)]
-    if packet.memory_weave is not None:
-        doc["memory_weave"] = _dump(packet.memory_weave)
+    weave = packet.memory_weave
+    doc["memory_weave"] = _dump(weave) if weave is not None else None
     doc["budget"] = packet.budget.model_dump(mode="json")
     doc.update(packet_id=packet.packet_id, tenant=packet.tenant, as_of=packet.as_of)
     doc["meta"] = packet.meta
