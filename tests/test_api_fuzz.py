@@ -39,6 +39,8 @@ FUZZED = {
     "POST /v1/recall",
     "POST /v1/feedback",
     "GET /v1/lineage/{item_id}",
+    "GET /v1/latents",
+    "POST /v1/search",
 }
 # Operations that write events: their 2xx answers name the ids that must reach the ledger.
 WRITES = {"POST /v1/events", "POST /v1/feedback"}

@@ -11,7 +11,9 @@ import os
 import re
 import uuid
 from collections.abc import Iterator
+from datetime import timedelta
 
+import latentdata
 import neo4j
 import pytest
 from falkordb import FalkorDB
@@ -701,3 +703,123 @@ def test_feedback_round_trips_per_target_tenant_and_as_of(store: GraphStore) -> 
         "fb-1#0"
     ]
     assert store.feedback(A, []) == [] and store.feedback(B, ["ev-2"]) == []
+
+
+# -- latent artifacts -------------------------------------------------------------------------
+
+ATELIER = "atelier de céramique"  # a multi-word, accented stream
+
+
+def linked(store: CypherGraphStore, rel: str, tenant: str) -> list[tuple[str, str]]:
+    """(artifact id, far end id) of the tenant's ``rel`` edges out of Latent nodes."""
+    far = "coalesce(x.event_id, x.artifact_id)"
+    rows = store._read(
+        "MATCH (l:Latent)-[r]->(x) WHERE r.tenant = $tenant AND type(r) = $rel "
+        f"RETURN l.artifact_id AS a, {far} AS b ORDER BY a, b",
+        {"tenant": tenant, "rel": rel},
+    )
+    return [(str(r["a"]), str(r["b"])) for r in rows]
+
+
+def test_latents_read_back_exactly_newest_first_and_per_tenant(store: CypherGraphStore) -> None:
+    e1, e2, e3 = ev(1, stream=ATELIER), ev(2, stream=ATELIER), ev(3)
+    store.write(GraphBatch(events=[e1, e2, e3]))
+    early = latentdata.episode(
+        A, ATELIER, "Inès glazed three bowls", [src(e1), src(e2)], key_terms=["glaze", "bowls"]
+    )
+    later = latentdata.episode(
+        A, "chat", "Inès booked the kiln", [src(e3)], start=latentdata.T0 + timedelta(days=2)
+    )
+    pref = latentdata.preference(A, "Inès", {"clay": "grès"}, [src(e3)])
+    theirs = latentdata.episode(B, ATELIER, "someone else", [src(ev(1, tenant=B))])
+    store.write_latents([early, pref, later, theirs])
+    assert store.latent(A, early.artifact_id) == early  # every field, details included
+    assert store.latent(B, early.artifact_id) is None
+    assert store.latent(A, "lat-000000000000000000000000") is None
+    # newest valid_from first; ties (early and pref start together) by id
+    tied = sorted([early.artifact_id, pref.artifact_id])
+    assert [a.artifact_id for a in store.latents(A)] == [later.artifact_id, *tied]
+    assert store.latents(A, types=["preference_latent"]) == [pref]
+    assert store.latents(A, types=["episode_latent"], stream=ATELIER) == [early]
+    assert store.latents(A, types=[]) == []
+    assert store.latents(A, limit=1) == [later]
+    assert store.latents(B) == [theirs]
+    # the graph's own event count is untouched by artifacts
+    assert store.counts(A)["events"] == 3
+
+
+def test_a_record_sent_again_with_stale_at_updates_the_artifact(store: CypherGraphStore) -> None:
+    e1 = ev(1)
+    a = latentdata.preference(A, "Inès", {"tea": "genmaicha"}, [src(e1)])
+    store.write(GraphBatch(events=[e1]))
+    store.write_latents([a])
+    gone = latentdata.stale(a)
+    store.write_latents([gone])
+    store.write_latents([gone])  # redelivery changes nothing
+    assert store.latents(A) == []
+    assert store.latents(A, include_stale=True) == [gone]
+    assert store.latent(A, a.artifact_id) == gone
+    # within one batch the last record of an id counts
+    b = latentdata.preference(A, "Zoë", {"tea": "oolong"}, [src(e1)])
+    store.write_latents([b, latentdata.stale(b)])
+    assert store.latent(A, b.artifact_id) == latentdata.stale(b)
+    assert linked(store, "DERIVED_FROM", A) == sorted(
+        [(a.artifact_id, e1.event_id), (b.artifact_id, e1.event_id)]
+    )
+
+
+def test_an_artifact_before_its_events_links_them_when_they_arrive(
+    store: CypherGraphStore,
+) -> None:
+    e1, e2 = ev(1, stream=ATELIER), ev(2, stream=ATELIER)
+    a = latentdata.episode(A, ATELIER, "Inès fired the kiln", [src(e1), src(e2)])
+    store.write_latents([a])
+    # the events are not in the graph yet: no event read sees the stubs the links made
+    assert store.event(A, e1.event_id) is None and store.events(A, [e1.event_id]) == []
+    assert store.recent(A) == [] and store.chain(A, e1.event_id) == []
+    assert store.counts(A)["events"] == 0
+    store.write(GraphBatch(events=[e1, e2]))
+    assert store.event(A, e1.event_id) == e1.model_copy(
+        update={"occurred_at": iso_z(e1.occurred_at), "ingested_at": iso_z(e1.ingested_at)}
+    )
+    assert [e.event_id for e in store.chain(A, e2.event_id)] == [e1.event_id, e2.event_id]
+    assert store.counts(A)["events"] == 2
+    expected = sorted([(a.artifact_id, e1.event_id), (a.artifact_id, e2.event_id)])
+    assert linked(store, "DERIVED_FROM", A) == expected
+    # the other order: events first, then an artifact; no second node per event
+    e3 = ev(3, stream=ATELIER)
+    store.write(GraphBatch(events=[e3]))
+    b = latentdata.episode(A, ATELIER, "Inès sold a vase", [src(e3)], group="later")
+    store.write_latents([b])
+    store.write(GraphBatch(events=[e3]))  # a redelivered entry after the link
+    assert store.counts(A)["events"] == 3
+    assert (b.artifact_id, e3.event_id) in linked(store, "DERIVED_FROM", A)
+
+
+def test_supersedes_links_artifacts_whichever_arrives_first(store: CypherGraphStore) -> None:
+    e1, e2 = ev(1), ev(2)
+    old = latentdata.preference(A, "Inès", {"tea": "sencha"}, [src(e1)])
+    new = latentdata.preference(
+        A, "Inès", {"tea": "hōjicha"}, [src(e2)], supersedes=[old.artifact_id]
+    )
+    store.write_latents([new])
+    assert store.latents(A) == [new]  # the superseded one is not listed before it arrives
+    store.write_latents([latentdata.stale(old)])
+    assert linked(store, "SUPERSEDES", A) == [(new.artifact_id, old.artifact_id)]
+    assert store.latents(A) == [new]
+    assert {a.artifact_id for a in store.latents(A, include_stale=True)} == {
+        old.artifact_id,
+        new.artifact_id,
+    }
+
+
+def test_facts_from_events_are_those_valid_then(store: CypherGraphStore) -> None:
+    store.write(world(A))
+    store.write(world(B))
+    # chat-1 stated f-lisbon (superseded by f-porto, stated by chat-3)
+    assert ids(store.facts_from(A, ["chat-1", "chat-3", "chat-9"])) == ["f-porto"]
+    then = store.facts_from(A, ["chat-1", "chat-3"], as_of="2024-03-02T00:00:00Z")
+    assert ids(then) == ["f-lisbon"]  # valid then; its valid_to says when that ended
+    assert ids(store.facts_from(A, ["chat-5", "chat-5"])) == ["f-age"]
+    assert store.facts_from(A, []) == []
+    assert all(f.source.tenant == B for f in store.facts_from(B, ["chat-3"]))

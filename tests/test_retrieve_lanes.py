@@ -15,6 +15,7 @@ from memstream.embed.registry import get_embedder
 from memstream.graph.falkor import FalkorGraphStore
 from memstream.ledger.sequencing import RawRecord, Sequenced, SequencerState, sequence
 from memstream.projection.extract import extract, graph_batch
+from memstream.projection.model import VectorPoint
 from memstream.projection.projectors import vector_points
 from memstream.stack.servers import Server
 from memstream.vectors.edge import EdgeVectorIndex
@@ -91,3 +92,30 @@ def test_without_named_people_there_is_no_speaker_lane(retriever: Retriever) -> 
     pool = retriever.retrieve("pals", plan, timings=timings)
     assert pool and not any(x.startswith("speaker") for c in pool for x in c.lanes)
     assert "speaker" not in timings
+
+
+def test_latent_points_in_the_index_never_crowd_out_events(retriever: Retriever) -> None:
+    # Artifacts that match the question better than any turn (their text is the question):
+    # lanes that forgot to ask for events would fill their pool with them and find no turn.
+    query = "What are Noor's plans for the summer?"
+    vec = retriever.embedder.embed([query])[0].tolist()
+    payload = {
+        "tenant": "pals", "kind": "latent", "altitude": "episode", "stream": "chat",
+        "actor_key": "noor", "entity_keys": ["noor"], "occurred_at": "2031-05-01T09:00:00Z",
+    }  # fmt: skip
+    retriever.index.upsert(
+        [
+            VectorPoint(
+                point_key=f"latent:pals:lat-{i:024d}",
+                dense=vec,
+                text=f"{query} Noor summer plans",
+                payload={**payload, "artifact_id": f"lat-{i:024d}"},
+            )
+            for i in range(30)
+        ]
+    )
+    pool = retriever.retrieve("pals", plan_query(query, "2031-06-01T00:00:00Z"))
+    assert "t1" in {c.item_id for c in pool} and all(c.kind == "event" for c in pool)
+    for mode in ("dense", "sparse", "hybrid"):
+        lane = retriever.lane("pals", query, mode, limit=10)  # type: ignore[arg-type]
+        assert len(lane) == 10 and all(c.kind == "event" for c in lane)

@@ -256,6 +256,59 @@ def test_kinds_and_streams_filters(index: VectorIndex) -> None:
         assert index.query(*q, mode=mode, kinds=[]) == []
 
 
+def test_altitudes_filter_and_counts_per_kind(index: VectorIndex) -> None:
+    index.upsert(
+        [
+            pt("a", "e1", "glazing bowls at the atelier", unit(0), kind="event"),
+            pt(
+                "a",
+                "ep1",
+                "glazing bowls at the atelier",
+                unit(0),
+                kind="latent",
+                altitude="episode",
+            ),
+            pt(
+                "a",
+                "pr1",
+                "glazing bowls at the atelier",
+                unit(0),
+                kind="latent",
+                altitude="latent",
+            ),
+            pt(
+                "b",
+                "ep2",
+                "glazing bowls at the atelier",
+                unit(0),
+                kind="latent",
+                altitude="episode",
+            ),
+        ]
+    )
+    q = ("a", unit(0), "glazing bowls")
+    for mode in ("hybrid", "dense", "sparse"):
+        assert keys(index.query(*q, mode=mode, altitudes=["episode"])) == ["ep1"]
+        got = index.query(*q, mode=mode, kinds=["latent"], altitudes=["episode", "latent"])
+        assert sorted(keys(got)) == ["ep1", "pr1"]
+        assert index.query(*q, mode=mode, kinds=["event"], altitudes=["episode"]) == []
+        assert index.query(*q, mode=mode, altitudes=[]) == []
+    assert index.count() == 4 and index.count("a") == 3
+    assert index.count(kinds=["event"]) == 1 and index.count("a", kinds=["latent"]) == 2
+    assert index.count("b", kinds=["event"]) == 0 and index.count(kinds=[]) == 0
+
+
+def test_delete_by_key_removes_only_those_points(index: VectorIndex) -> None:
+    index.upsert([pt("a", "e1", "one", unit(0)), pt("a", "e2", "two", unit(1))])
+    index.upsert([pt("b", "e1", "one", unit(0))])
+    index.delete(["event:a:e1", "event:a:missing"])
+    index.delete([])
+    assert keys(index.query("a", unit(0), "one two", limit=10)) == ["e2"]
+    assert index.count("b") == 1
+    index.delete(["event:a:e1"])  # gone already: nothing happens
+    assert index.count() == 2
+
+
 def test_actors_filter_keeps_points_said_by_them(index: VectorIndex) -> None:
     index.upsert(
         [

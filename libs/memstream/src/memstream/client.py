@@ -1,9 +1,11 @@
-"""``MemoryHttpClient``: the HTTP API from Python (ingest, checkout, recall, feedback, lineage)."""
+"""``MemoryHttpClient``: the HTTP API from Python (ingest, checkout, recall, search, feedback,
+lineage, latent artifacts)."""
 
 from __future__ import annotations
 
 from datetime import datetime
 from typing import Any, Literal
+from urllib.parse import quote
 
 import httpx
 
@@ -106,8 +108,42 @@ class MemoryHttpClient:
         event_id: str = self._call("POST", "/v1/feedback", json=body).json()["id"]
         return event_id
 
+    def search(
+        self,
+        query: str,
+        altitude: Literal["event", "fact", "episode", "latent"] = "event",
+        k: int = 10,
+        as_of: datetime | str | None = None,
+    ) -> list[dict[str, Any]]:
+        """The best ``k`` items at one altitude: ``{id, kind, altitude, text, score, sources}``
+        each, ``sources`` being the ledger event ids beneath the hit."""
+        body: dict[str, Any] = {"query": query, "altitude": altitude, "k": k}
+        if as_of is not None:
+            body["as_of"] = as_of.isoformat() if isinstance(as_of, datetime) else as_of
+        hits: list[dict[str, Any]] = self._call("POST", "/v1/search", json=body).json()["hits"]
+        return hits
+
+    def latents(
+        self,
+        types: list[str] | None = None,
+        stream: str | None = None,
+        include_stale: bool = False,
+        limit: int = 100,
+    ) -> list[dict[str, Any]]:
+        """The tenant's latent artifacts (of ``types``, of one ``stream``), newest first;
+        stale ones only with ``include_stale``."""
+        params: list[tuple[str, str | int]] = [("type", t) for t in types or []]
+        if stream is not None:
+            params.append(("stream", stream))
+        params += [("include_stale", "true" if include_stale else "false"), ("limit", limit)]
+        doc = self._call("GET", "/v1/latents", params=params).json()
+        artifacts: list[dict[str, Any]] = doc["artifacts"]
+        return artifacts
+
     def lineage(self, item_id: str) -> dict[str, Any]:
-        doc: dict[str, Any] = self._call("GET", f"/v1/lineage/{item_id}").json()
+        """Sources and leaves of an event, fact, artifact or packet id."""
+        # quoted: a fact id's '#' would otherwise start a URL fragment and name its event
+        doc: dict[str, Any] = self._call("GET", f"/v1/lineage/{quote(item_id, safe='')}").json()
         return doc
 
     def close(self) -> None:

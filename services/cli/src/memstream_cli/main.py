@@ -10,6 +10,7 @@ from memstream_cli import (
     emit_cmd,
     feedback_cmd,
     keys_cmd,
+    latent_cmd,
     ledger_cmd,
     projections_cmd,
     stack_cmd,
@@ -29,9 +30,11 @@ app.command("replay")(projections_cmd.replay)
 app.command("checkout")(checkout_cmd.checkout)
 app.command("lineage")(checkout_cmd.lineage)
 app.command("feedback")(feedback_cmd.feedback)
+app.command("search")(latent_cmd.search)
 app.add_typer(ledger_cmd.ledger_app, name="ledger")
 app.add_typer(projections_cmd.projections_app, name="projections")
 app.add_typer(keys_cmd.keys_app, name="keys")
+app.add_typer(latent_cmd.latents_app, name="latents")
 app.add_typer(bench_cmd.bench_app, name="bench")
 
 if __name__ == "__main__":

@@ -20,12 +20,13 @@ from memstream.checkout.packet.budget import measure
 from memstream.checkout.plan import plan_query
 from memstream.checkout.plan.entities import Lexicon
 from memstream.checkout.retrieve import Retriever
+from memstream.checkout.search import Searcher, SearchHit, SearchRequest
 from memstream.checkout.synthesis import synthesize
 from memstream.embed.port import Embedder
 from memstream.embed.registry import get_embedder
 from memstream.events.payloads import QuestionFamily
 from memstream.graph.port import GraphStore
-from memstream.latent.model import LatentArtifact, Purpose
+from memstream.latent.model import LatentArtifact, Purpose, is_artifact_id
 from memstream.latent.weave import build_weave
 from memstream.learning.priors import (
     Adjustment,
@@ -89,9 +90,12 @@ class Lineage(BaseModel):
     """Sources one hop up and leaves = the ledger events an item rests on."""
 
     id: str
-    kind: Literal["event", "fact", "packet"]
+    kind: Literal["event", "fact", "packet", "latent"]
     sources: list[str]
     leaves: list[SourceRef]
+    artifact: LatentArtifact | None = Field(
+        default=None, description="for a latent artifact: the artifact itself (suggestive only)"
+    )
 
 
 @dataclass(frozen=True)
@@ -343,8 +347,11 @@ class CheckoutService:
         return recent.family if recent is not None and recent.tenant == tenant else None
 
     def lineage(self, tenant: str, item_id: str) -> Lineage:
-        """Resolve an event id, a fact id (``<event_id>#n``) or a recent packet id."""
+        """Resolve an event id, a fact id (``<event_id>#n``), an artifact id or a recent
+        packet id."""
         graph = self.graph_for(self._live())
+        if is_artifact_id(item_id):
+            return self._artifact_lineage(graph, tenant, item_id)
         recent = self.packets.get(item_id)
         if recent is not None and recent.tenant == tenant:
             cited = recent.cited
@@ -362,6 +369,39 @@ class CheckoutService:
         if event is None:
             raise UnknownItem(item_id)
         return Lineage(id=item_id, kind="event", sources=[], leaves=[event.ref])
+
+    def _artifact_lineage(self, graph: GraphStore, tenant: str, artifact_id: str) -> Lineage:
+        """An artifact rests on the ledger events it was derived from (one hop: they are
+        both its sources and its leaves), stale or not."""
+        artifact = graph.latent(tenant, artifact_id)
+        if artifact is None:
+            raise UnknownItem(artifact_id)
+        leaves = list({r.event_id: r for r in artifact.source_event_refs}.values())
+        sources = [r.event_id for r in leaves]
+        return Lineage(
+            id=artifact_id, kind="latent", sources=sources, leaves=leaves, artifact=artifact
+        )
+
+    def search(self, tenant: str, req: SearchRequest) -> list[SearchHit]:
+        """The best ``req.k`` items at ``req.altitude`` in the live version."""
+        info = self._live()
+        index = self.index_for(info)
+        if index is None:
+            raise NoProjection(f"the vector index of {info.name} is not open yet")
+        searcher = Searcher(self.graph_for(info), index, get_embedder(info.config.embedder))
+        return searcher.search(tenant, req)
+
+    def latents(
+        self,
+        tenant: str,
+        types: list[str] | None = None,
+        stream: str | None = None,
+        include_stale: bool = False,
+        limit: int = 100,
+    ) -> list[LatentArtifact]:
+        """The tenant's latent artifacts in the live version, newest first."""
+        graph = self.graph_for(self._live())
+        return graph.latents(tenant, types, stream, include_stale, limit)
 
     def _leaves(self, graph: GraphStore, tenant: str, ids: list[str]) -> list[SourceRef] | None:
         event_ids = list(dict.fromkeys(i.split("#", 1)[0] for i in ids))

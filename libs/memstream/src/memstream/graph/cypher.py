@@ -9,7 +9,10 @@ Model (DESIGN §3.3): ``(:Event)-[:NEXT]->(:Event)`` per tenant/stream by ``seq`
 ``(:Entity)-[:RELATES {fact_id, predicate, valid_from, valid_to, superseded_by, ...}]->(:Entity)``.
 A value fact (no object entity) points at its own value node
 ``(:Entity {kind: 'value', key: 'value:<fact_id>'})``; ``kind = 'value'`` is reserved for these
-and they are not counted as entities. Every node and edge carries ``tenant``.
+and they are not counted as entities. Latent artifacts (DESIGN §3.6) are
+``(:Latent {artifact_id, artifact_type, altitude, ..., doc})`` with
+``(:Latent)-[:DERIVED_FROM]->(:Event)`` per source event and ``(:Latent)-[:SUPERSEDES]->(:Latent)``.
+Every node and edge carries ``tenant``.
 """
 
 from __future__ import annotations
@@ -21,14 +24,22 @@ MAX_CHAIN_RADIUS = 50  # must match the literal bound in CHAIN (bounds cannot be
 
 # -- writes -----------------------------------------------------------------------------------
 
-# Events are immutable ledger entries: set on create only, so redelivery writes nothing.
-MERGE_EVENTS = """
-UNWIND $rows AS r
-MERGE (e:Event {tenant: r.tenant, event_id: r.event_id})
-ON CREATE SET e.stream = r.stream, e.seq = r.seq, e.hash = r.hash, e.prev_hash = r.prev_hash,
-  e.type = r.type, e.agent = r.agent, e.occurred_at = r.occurred_at,
+# Events are immutable ledger entries. A node matched here is either a redelivered entry (the
+# same values again) or the stub a latent artifact's DERIVED_FROM made before the entry arrived
+# (see LINK_LATENT_SOURCES), which this fills in. Stubs have no ``seq``: event reads skip them.
+_EVENT_PROPERTIES = """e.stream = r.stream, e.seq = r.seq, e.hash = r.hash,
+  e.prev_hash = r.prev_hash, e.type = r.type, e.agent = r.agent, e.occurred_at = r.occurred_at,
   e.ingested_at = r.ingested_at, e.text = r.text, e.metadata_json = r.metadata_json
 """
+MERGE_EVENTS = (
+    """
+UNWIND $rows AS r
+MERGE (e:Event {tenant: r.tenant, event_id: r.event_id})
+ON CREATE SET """
+    + _EVENT_PROPERTIES
+    + "ON MATCH SET "
+    + _EVENT_PROPERTIES
+)
 
 # NEXT links appear as soon as both ends exist, whichever arrived first. Neighbours inside
 # the batch are joined by event_id (a selective index lookup); only the batch's edges per
@@ -113,6 +124,35 @@ ON CREATE SET b.event_id = r.event_id, b.target_id = r.target_id, b.signal = r.s
   b.family_json = r.family_json, b.at = r.at
 """
 
+# An artifact is re-sent with ``stale_at`` once a source is superseded: an upsert by id, the
+# record received last wins. ``doc`` is the whole artifact (it reads back exactly); the other
+# properties are what queries filter and sort on.
+MERGE_LATENTS = """
+UNWIND $rows AS r
+MERGE (l:Latent {tenant: r.tenant, artifact_id: r.artifact_id})
+SET l.artifact_type = r.artifact_type, l.altitude = r.altitude, l.summary = r.summary,
+  l.stream = r.stream, l.group_key = r.group_key, l.valid_from = r.valid_from,
+  l.valid_to = r.valid_to, l.created_at = r.created_at, l.stale_at = r.stale_at,
+  l.review_status = r.review_status, l.confidence = r.confidence, l.doc = r.doc
+"""
+
+# The ledger and the latents topic are read independently, so an artifact may arrive before
+# its source events: the event is MERGEd by the key MERGE_EVENTS uses, which fills it in later.
+LINK_LATENT_SOURCES = """
+UNWIND $rows AS r
+MATCH (l:Latent {tenant: r.tenant, artifact_id: r.artifact_id})
+MERGE (e:Event {tenant: r.tenant, event_id: r.event_id})
+MERGE (l)-[:DERIVED_FROM {tenant: r.tenant}]->(e)
+"""
+
+# Likewise a superseded artifact not seen yet is a stub (no ``doc``) until its record arrives.
+LINK_LATENT_SUPERSEDES = """
+UNWIND $rows AS r
+MATCH (l:Latent {tenant: r.tenant, artifact_id: r.artifact_id})
+MERGE (o:Latent {tenant: r.tenant, artifact_id: r.supersedes})
+MERGE (l)-[:SUPERSEDES {tenant: r.tenant}]->(o)
+"""
+
 # -- reads ------------------------------------------------------------------------------------
 
 # As of a time, a fact exists only if memory had recorded it by then (facts projected
@@ -139,6 +179,13 @@ ORDER BY subject_key, predicate, valid_from, fact_id
 """
 
 FACTS = "MATCH (s:Entity {tenant: $tenant})-[f:RELATES]->(o:Entity)" + _FACT_FILTER + _FACT_RETURN
+
+# Facts drawn from some events (by the edge index on ``src_event_id``; endpoints unlabelled).
+FACTS_FROM_EVENTS = (
+    "UNWIND $event_ids AS id\nMATCH (s)-[f:RELATES {src_event_id: id}]->(o)"
+    + _FACT_FILTER
+    + _FACT_RETURN
+)
 
 # Unlabelled endpoints: FalkorDB then looks the edge up by its index instead of scanning.
 FACT_BY_ID = (
@@ -204,16 +251,21 @@ _EVENT_COLUMNS = """
   n.metadata_json AS metadata_json
 """
 
-EVENT = "MATCH (n:Event {tenant: $tenant, event_id: $event_id})\nRETURN" + _EVENT_COLUMNS
+# ``seq IS NOT NULL``: an event stub (see MERGE_EVENTS) is not an event yet.
+EVENT = (
+    "MATCH (n:Event {tenant: $tenant, event_id: $event_id})\nWHERE n.seq IS NOT NULL\nRETURN"
+    + _EVENT_COLUMNS
+)
 
 EVENTS = (
-    "UNWIND $ids AS id\nMATCH (n:Event {tenant: $tenant, event_id: id})\nRETURN" + _EVENT_COLUMNS
+    "UNWIND $ids AS id\nMATCH (n:Event {tenant: $tenant, event_id: id})\n"
+    "WHERE n.seq IS NOT NULL\nRETURN" + _EVENT_COLUMNS
 )
 
 RECENT = (
     """
 MATCH (n:Event)
-WHERE n.tenant = $tenant AND ($stream IS NULL OR n.stream = $stream)
+WHERE n.tenant = $tenant AND n.seq IS NOT NULL AND ($stream IS NULL OR n.stream = $stream)
   AND ($as_of IS NULL OR n.occurred_at <= $as_of)
 WITH n ORDER BY n.occurred_at DESC, n.seq DESC LIMIT $limit
 RETURN"""
@@ -224,7 +276,7 @@ RETURN"""
 CHAIN = (
     """
 MATCH (e:Event {tenant: $tenant, event_id: $event_id})
-WHERE $as_of IS NULL OR e.occurred_at <= $as_of
+WHERE e.seq IS NOT NULL AND ($as_of IS NULL OR e.occurred_at <= $as_of)
 OPTIONAL MATCH p = (b:Event)-[:NEXT*1..50]->(e)
 WHERE length(p) <= $radius AND b.tenant = $tenant AND ($as_of IS NULL OR b.occurred_at <= $as_of)
 WITH e, collect(b) AS before
@@ -249,7 +301,7 @@ ORDER BY b.at, b.feedback_id
 """
 
 COUNTS = """
-OPTIONAL MATCH (e:Event) WHERE $tenant IS NULL OR e.tenant = $tenant
+OPTIONAL MATCH (e:Event) WHERE ($tenant IS NULL OR e.tenant = $tenant) AND e.seq IS NOT NULL
 WITH count(e) AS events
 OPTIONAL MATCH (n:Entity)
 WHERE ($tenant IS NULL OR n.tenant = $tenant) AND coalesce(n.kind, '') <> 'value'
@@ -258,6 +310,23 @@ OPTIONAL MATCH (:Entity)-[f:RELATES]->() WHERE $tenant IS NULL OR f.tenant = $te
 WITH events, entities, count(f) AS facts
 OPTIONAL MATCH (:Event)-[m:MENTIONS]->() WHERE $tenant IS NULL OR m.tenant = $tenant
 RETURN events, entities, facts, count(m) AS mentions
+"""
+
+# Newest first; stubs (no ``doc``: a superseded artifact not received yet) are left out.
+LATENTS = """
+MATCH (l:Latent {tenant: $tenant})
+WHERE l.doc IS NOT NULL
+  AND ($types IS NULL OR l.artifact_type IN $types)
+  AND ($stream IS NULL OR l.stream = $stream)
+  AND ($include_stale OR l.stale_at IS NULL)
+WITH l ORDER BY l.valid_from DESC, l.artifact_id LIMIT $limit
+RETURN l.doc AS doc
+"""
+
+LATENT = """
+MATCH (l:Latent {tenant: $tenant, artifact_id: $artifact_id})
+WHERE l.doc IS NOT NULL
+RETURN l.doc AS doc
 """
 
 # -- purge ------------------------------------------------------------------------------------

@@ -29,6 +29,7 @@ FALKOR_DDL: tuple[str, ...] = (
     "CREATE INDEX FOR ()-[f:RELATES]-() ON (f.src_event_id)",
     "CREATE INDEX FOR (n:Feedback) ON (n.feedback_id)",
     "CREATE INDEX FOR (n:Feedback) ON (n.target_id)",
+    "CREATE INDEX FOR (n:Latent) ON (n.artifact_id)",
 )
 
 

@@ -29,6 +29,8 @@ NEO4J_DDL: tuple[str, ...] = (
     "CREATE CONSTRAINT memstream_feedback_key IF NOT EXISTS "
     "FOR (n:Feedback) REQUIRE (n.tenant, n.feedback_id) IS UNIQUE",
     "CREATE INDEX memstream_feedback_target IF NOT EXISTS FOR (n:Feedback) ON (n.target_id)",
+    "CREATE CONSTRAINT memstream_latent_key IF NOT EXISTS "
+    "FOR (n:Latent) REQUIRE (n.tenant, n.artifact_id) IS UNIQUE",
 )
 CREATE_DATABASE = "CREATE DATABASE $name IF NOT EXISTS WAIT"
 DROP_BATCH = 10_000

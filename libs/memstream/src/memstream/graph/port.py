@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from memstream.latent.model import LatentArtifact
 from memstream.projection.model import (
     EntityView,
     EventRecord,
@@ -27,6 +28,30 @@ class GraphStore(Protocol):
 
     def write(self, batch: GraphBatch) -> None:
         """MERGE events (+NEXT chain), entities, mentions and facts; supersede old facts."""
+
+    def write_latents(self, artifacts: list[LatentArtifact]) -> None:
+        """Upsert artifacts by id (the last record of an id wins, e.g. one with ``stale_at``),
+        with ``DERIVED_FROM`` to their source events and ``SUPERSEDES`` to older artifacts,
+        whichever arrives first."""
+
+    def latents(
+        self,
+        tenant: str,
+        types: list[str] | None = None,
+        stream: str | None = None,
+        include_stale: bool = False,
+        limit: int = 100,
+    ) -> list[LatentArtifact]:
+        """The tenant's artifacts (of ``types``, of one ``stream``), newest ``valid_from``
+        first; stale ones only with ``include_stale``."""
+
+    def latent(self, tenant: str, artifact_id: str) -> LatentArtifact | None:
+        """One artifact by id, stale or not."""
+
+    def facts_from(
+        self, tenant: str, event_ids: list[str], as_of: str | None = None
+    ) -> list[FactView]:
+        """Facts drawn from any of ``event_ids`` that are valid at ``as_of`` (None = now)."""
 
     def facts(
         self,

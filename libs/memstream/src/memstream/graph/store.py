@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any, TypeVar
 
 import orjson
@@ -22,8 +23,13 @@ from memstream.graph.cypher import (
     FACT_BY_ID,
     FACTS,
     FACTS_FOR_SUBJECT,
+    FACTS_FROM_EVENTS,
     FEEDBACK,
     IMPLICIT_ENTITY_KIND,
+    LATENT,
+    LATENTS,
+    LINK_LATENT_SOURCES,
+    LINK_LATENT_SUPERSEDES,
     LINK_NEXT,
     LINK_NEXT_BY_ID,
     MAX_CHAIN_RADIUS,
@@ -32,6 +38,7 @@ from memstream.graph.cypher import (
     MERGE_EVENTS,
     MERGE_FACTS,
     MERGE_FEEDBACK,
+    MERGE_LATENTS,
     MERGE_MENTIONS,
     NEIGHBOURHOOD,
     PURGE_EVENT_IDS,
@@ -42,6 +49,7 @@ from memstream.graph.cypher import (
     VALUE_KEY_PREFIX,
     VALUE_KIND,
 )
+from memstream.latent.model import LatentArtifact
 from memstream.projection.model import (
     EntityRecord,
     EntityView,
@@ -52,7 +60,7 @@ from memstream.projection.model import (
     GraphBatch,
     SourceRef,
 )
-from memstream.times import iso_z
+from memstream.times import as_utc, iso_z, utc_z
 
 Row = dict[str, Any]
 Run = Callable[[str, dict[str, Any]], list[Row]]
@@ -198,6 +206,54 @@ def batch_steps(batch: GraphBatch) -> list[tuple[str, dict[str, Any]]]:
     return steps
 
 
+def _z(ts: datetime | None) -> str | None:
+    return utc_z(as_utc(ts)) if ts is not None else None
+
+
+def _latent_row(a: LatentArtifact) -> Row:
+    return {
+        "tenant": a.tenant,
+        "artifact_id": a.artifact_id,
+        "artifact_type": a.artifact_type,
+        "altitude": a.altitude,
+        "summary": a.summary,
+        "stream": a.stream,
+        "group_key": a.group_key,
+        "valid_from": _z(a.valid_from),
+        "valid_to": _z(a.valid_to),
+        "created_at": _z(a.created_at),
+        "stale_at": _z(a.stale_at),
+        "review_status": a.review_status,
+        "confidence": a.confidence,
+        "doc": a.model_dump_json(),
+    }
+
+
+def latent_steps(artifacts: list[LatentArtifact]) -> list[tuple[str, dict[str, Any]]]:
+    """The queries that upsert ``artifacts``; of one id's records the last one counts."""
+    latest = list({(a.tenant, a.artifact_id): a for a in artifacts}.values())
+    if not latest:
+        return []
+    sources = [
+        {"tenant": a.tenant, "artifact_id": a.artifact_id, "event_id": event_id}
+        for a in latest
+        for event_id in dict.fromkeys(a.source_ids)
+    ]
+    supersedes = [
+        {"tenant": a.tenant, "artifact_id": a.artifact_id, "supersedes": old}
+        for a in latest
+        for old in dict.fromkeys(a.supersedes)
+    ]
+    steps: list[tuple[str, dict[str, Any]]] = [
+        (MERGE_LATENTS, {"rows": [_latent_row(a) for a in latest]})
+    ]
+    if sources:
+        steps.append((LINK_LATENT_SOURCES, {"rows": sources}))
+    if supersedes:
+        steps.append((LINK_LATENT_SUPERSEDES, {"rows": supersedes}))
+    return steps
+
+
 def _fact_view(r: Row) -> FactView:
     value_json = r["value_json"]
     return FactView(
@@ -276,6 +332,52 @@ class CypherGraphStore(ABC):
         steps = batch_steps(batch)
         if steps:
             self._transact(lambda run: [run(q, p) for q, p in steps])
+
+    def write_latents(self, artifacts: list[LatentArtifact]) -> None:
+        """Upsert latent artifacts by id with their DERIVED_FROM and SUPERSEDES edges."""
+        steps = latent_steps(artifacts)
+        if steps:
+            self._transact(lambda run: [run(q, p) for q, p in steps])
+
+    def latents(
+        self,
+        tenant: str,
+        types: list[str] | None = None,
+        stream: str | None = None,
+        include_stale: bool = False,
+        limit: int = 100,
+    ) -> list[LatentArtifact]:
+        """The tenant's artifacts (of some types, of one stream), newest ``valid_from`` first;
+        stale ones only with ``include_stale``."""
+        params = {
+            "tenant": tenant,
+            "types": types,
+            "stream": stream,
+            "include_stale": include_stale,
+            "limit": limit,
+        }
+        rows = self._read(LATENTS, params)
+        return [LatentArtifact.model_validate_json(r["doc"]) for r in rows]
+
+    def latent(self, tenant: str, artifact_id: str) -> LatentArtifact | None:
+        """One artifact by id, stale or not."""
+        rows = self._read(LATENT, {"tenant": tenant, "artifact_id": artifact_id})
+        return LatentArtifact.model_validate_json(rows[0]["doc"]) if rows else None
+
+    def facts_from(
+        self, tenant: str, event_ids: list[str], as_of: str | None = None
+    ) -> list[FactView]:
+        """Facts drawn from any of ``event_ids`` that are valid at ``as_of`` (None = now)."""
+        if not event_ids:
+            return []
+        params: dict[str, Any] = {
+            "tenant": tenant,
+            "event_ids": list(dict.fromkeys(event_ids)),
+            "as_of": _optional_z(as_of),
+            "predicate": None,
+            "include_superseded": False,
+        }
+        return [_fact_view(r) for r in self._read(FACTS_FROM_EVENTS, params)]
 
     def facts(
         self,

@@ -15,9 +15,14 @@ PROJECTED = Counter(
     "Ledger events written to a projection",
     ["component", "projection", "version"],
 )
+PROJECTED_LATENTS = Counter(
+    "memstream_projected_latents_total",
+    "Latent artifact records (new, updated or gone stale) written to a projection",
+    ["component", "projection", "version"],
+)
 POINTS = Gauge(
     "memstream_projection_points",
-    "Points in a version's vector collection (all tenants)",
+    "Event points in a version's vector collection, one per ledger event (all tenants)",
     ["component", "version"],
 )
 UNOPTIMIZED = Gauge(

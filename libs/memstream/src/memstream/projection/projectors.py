@@ -1,4 +1,8 @@
-"""The graph and vector projectors: decode ledger records, extract, write; the loop commits."""
+"""The graph and vector projectors: decode ledger records, extract, write; the loop commits.
+
+Both read ``memory.ledger`` and ``memory.latents`` (latent artifacts, DESIGN §3.6) in one
+consumer group, so a replayed version gets both from the start.
+"""
 
 from __future__ import annotations
 
@@ -14,14 +18,17 @@ from confluent_kafka import Message, Producer
 from memstream.embed.port import Embedder
 from memstream.graph.port import GraphStore
 from memstream.kafka.dlq import DeadLetterWriter
-from memstream.kafka.topics import LEDGER
+from memstream.kafka.topics import LATENTS, LEDGER
+from memstream.latent.model import LatentArtifact
 from memstream.ledger.entry import entry_problem
 from memstream.projection.extract import extract, graph_batch
+from memstream.projection.latents import decode_artifact, latent_changes
 from memstream.projection.metrics import (
     FRESHNESS,
     OPTIMIZING,
     POINTS,
     PROJECTED,
+    PROJECTED_LATENTS,
     UNOPTIMIZED,
 )
 from memstream.projection.model import Extraction, VectorPoint
@@ -71,8 +78,10 @@ class _Base:
         self.version = version
         self.producer = producer
         self.dead_letters = DeadLetterWriter(producer, self.component, LEDGER)
+        self.latent_dead_letters = DeadLetterWriter(producer, self.component, LATENTS)
         # The series exists from the start, so a quiet projector reads 0, not "no data".
         PROJECTED.labels(self.component, self.kind, version)
+        PROJECTED_LATENTS.labels(self.component, self.kind, version)
 
     def decode(self, msgs: list[Message], light: bool) -> list[Extraction]:
         """Extractions of the records; bad ones are dead-lettered and flushed before returning."""
@@ -88,12 +97,39 @@ class _Base:
         self.dead_letters.flush()
         return out
 
+    def decode_latents(self, msgs: list[Message]) -> list[LatentArtifact]:
+        """The artifacts of ``memory.latents`` records; bad ones are dead-lettered (flushed).
+
+        Only validation can fail here, and only because of the record, so every failure is
+        a dead letter; what the projector does with an artifact afterwards may still raise.
+        """
+        out: list[LatentArtifact] = []
+        now = datetime.now(UTC)
+        for m in msgs:
+            found = decode_artifact(m.value())
+            if isinstance(found, LatentArtifact):
+                out.append(found)
+            else:
+                reason = f"{self.component} {self.version}: {found}"[:500]
+                self.latent_dead_letters.write(m, reason, now)
+        self.latent_dead_letters.flush()
+        return out
+
     def observe(self, extractions: list[Extraction]) -> None:
         now = time.time()
         hist = FRESHNESS.labels(self.component, self.kind, self.version)
         for x in extractions:
             hist.observe(max(0.0, now - epoch_seconds(x.event.ingested_at)))
         PROJECTED.labels(self.component, self.kind, self.version).inc(len(extractions))
+
+
+def by_topic(msgs: list[Message]) -> tuple[list[Message], list[Message]]:
+    """(ledger records, latent artifact records) of one batch, each in consumed order."""
+    ledger: list[Message] = []
+    latents: list[Message] = []
+    for m in msgs:
+        (latents if m.topic() == LATENTS else ledger).append(m)
+    return ledger, latents
 
 
 class GraphProjector(_Base):
@@ -109,13 +145,18 @@ class GraphProjector(_Base):
         store.ensure_schema()
 
     def process(self, msgs: list[Message]) -> None:
-        extractions = self.decode(msgs, light=False)
+        ledger, latent_records = by_topic(msgs)
+        extractions = self.decode(ledger, light=False)
+        artifacts = self.decode_latents(latent_records)
         if extractions:
             batch = graph_batch(extractions)
             if not self.feedback:
                 batch = batch.model_copy(update={"feedback": []})
             self.store.write(batch)
             self.observe(extractions)
+        if artifacts:
+            self.store.write_latents(artifacts)
+            PROJECTED_LATENTS.labels(self.component, self.kind, self.version).inc(len(artifacts))
 
     def close(self) -> None:
         self.producer.flush(10)
@@ -235,19 +276,26 @@ class VectorProjector(_Base):
         self.index = index
         self.embedder = embedder
         index.ensure()
-        POINTS.labels(self.component, version).set(index.count())
+        POINTS.labels(self.component, version).set(index.count(kinds=["event"]))
         self.optimizer = IdleOptimizer(
             index, component=self.component, version=version, enabled=optimize
         )
 
     def process(self, msgs: list[Message]) -> None:
-        extractions = self.decode(msgs, light=True)
+        ledger, latent_records = by_topic(msgs)
+        extractions = self.decode(ledger, light=True)
+        artifacts = self.decode_latents(latent_records)
         points = vector_points(extractions, self.embedder)
+        if artifacts:
+            changes = latent_changes(artifacts, self.embedder)
+            points += changes.upserts
+            self.index.delete(changes.deletes)
+            PROJECTED_LATENTS.labels(self.component, self.kind, self.version).inc(len(artifacts))
         if points:
             self.index.upsert(points)
             self.optimizer.wrote(len(points))
         self.observe(extractions)
-        POINTS.labels(self.component, self.version).set(self.index.count())
+        POINTS.labels(self.component, self.version).set(self.index.count(kinds=["event"]))
 
     def close(self) -> None:
         self.optimizer.stop.set()

@@ -1,7 +1,8 @@
 """Runs one consumer loop per registered projection version, in threads.
 
 The registry decides what is built: a new version gets its own consumer group and starts
-from the beginning of the ledger; a dropped version's loop stops; a loop that died on an
+from the beginning of the ledger and of ``memory.latents`` (the projectors split the two); a
+dropped version's loop stops; a loop that died on an
 infrastructure error (graph down, ...) is restarted on the next sync.
 """
 
@@ -17,7 +18,7 @@ from confluent_kafka import Message
 
 from memstream.kafka.clients import make_consumer
 from memstream.kafka.loop import BatchLoop
-from memstream.kafka.topics import LEDGER
+from memstream.kafka.topics import LATENTS, LEDGER
 from memstream.projection.versions import FileProjectionRegistry, VersionInfo
 from memstream.settings import Settings
 
@@ -62,6 +63,7 @@ class ProjectionManager:
         loop = BatchLoop(
             consumer=make_consumer(self.bootstrap, group, self.settings),
             topic=LEDGER,
+            also=(LATENTS,),
             group=group,
             component=self.component,
             process=projector.process,

@@ -6,7 +6,7 @@ from typing import Any
 
 from memstream.graph.factory import open_graph_store
 from memstream.kafka.reading import end_offsets, group_lag
-from memstream.kafka.topics import LEDGER
+from memstream.kafka.topics import LATENTS, LEDGER
 from memstream.metrics import scrape
 from memstream.projection.versions import FileProjectionRegistry, registry_path
 from memstream.settings import Settings
@@ -16,6 +16,11 @@ def vector_points(metrics_urls: list[str]) -> dict[str, int]:
     """Points per version, from whichever process exports ``memstream_projection_points``."""
     samples = scrape(metrics_urls, {"memstream_projection_points"})
     return {x.labels["version"]: int(x.value) for x in samples}
+
+
+def _lag(bootstrap: str, group: str) -> int:
+    """What a projection group has still to read: ledger entries and latent artifacts."""
+    return sum(sum(group_lag(bootstrap, group, topic).values()) for topic in (LEDGER, LATENTS))
 
 
 def projection_status(
@@ -29,8 +34,8 @@ def projection_status(
     for name, info in sorted(reg.versions.items()):
         store = open_graph_store(settings, info.graph_namespace)
         g = store.counts()
-        graph_lag = sum(group_lag(bootstrap, info.graph_group, LEDGER).values())
-        vector_lag = sum(group_lag(bootstrap, info.vector_group, LEDGER).values())
+        graph_lag = _lag(bootstrap, info.graph_group)
+        vector_lag = _lag(bootstrap, info.vector_group)
         versions.append(
             {
                 "name": name,

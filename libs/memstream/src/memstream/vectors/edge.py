@@ -179,13 +179,28 @@ class EdgeVectorIndex:
                 shard.update(qe.UpdateOperation.delete_points_by_filter(flt))
         return n
 
+    def delete(self, point_keys: list[str]) -> None:
+        """Delete the points with these keys (keys without a point are ignored)."""
+        shard = self._open(create=False)
+        if shard is None or not point_keys:
+            return
+        ids: list[qe.PointId] = [point_id(k) for k in point_keys]
+        with self._lock:
+            shard.update(qe.UpdateOperation.delete_points(ids))
+
     # -- reads -----------------------------------------------------------------------------
 
-    def count(self, tenant: str | None = None) -> int:
+    def count(self, tenant: str | None = None, kinds: list[str] | None = None) -> int:
+        """Points (of one tenant, of some kinds); ``kinds=["event"]``: one per ledger event."""
         shard = self._open(create=False)
         if shard is None:
             return 0
-        flt = qe.Filter(must=[_match("tenant", tenant)]) if tenant is not None else None
+        must: list[qe.ConditionType] = []
+        if tenant is not None:
+            must.append(_match("tenant", tenant))
+        if kinds is not None:
+            must.append(qe.FieldCondition("kind", match=qe.MatchAny(kinds)))
+        flt = qe.Filter(must=must) if must else None
         return shard.count(qe.CountRequest(exact=True, filter=flt))
 
     def query(
@@ -200,10 +215,11 @@ class EdgeVectorIndex:
         actors: list[str] | None = None,
         entities: list[str] | None = None,
         as_of: datetime | None = None,
+        altitudes: list[str] | None = None,
     ) -> list[VectorHit]:
         """See :meth:`memstream.vectors.port.VectorIndex.query`."""
         check_query(mode, dense, text, self.dim)
-        filters = keyword_filters(kinds, streams, actors, entities)
+        filters = keyword_filters(kinds, streams, actors, entities, altitudes)
         if filters is None or limit <= 0:
             return []
         shard = self._open(create=False)

@@ -15,6 +15,7 @@ KEYWORD_FILTERS = {
     "streams": "stream",
     "actors": "actor_key",
     "entities": "entity_keys",
+    "altitudes": "altitude",
 }
 KEYWORD_FIELDS = tuple(KEYWORD_FILTERS.values())
 # Datetime-indexed payload field bounding a query in time (``as_of``).
@@ -35,10 +36,17 @@ def keyword_filters(
     streams: list[str] | None,
     actors: list[str] | None,
     entities: list[str] | None,
+    altitudes: list[str] | None = None,
 ) -> dict[str, list[str]] | None:
     """The query's filters as ``{payload field: accepted values}``; None when one of them is
     an empty list, which matches nothing."""
-    given = {"kinds": kinds, "streams": streams, "actors": actors, "entities": entities}
+    given = {
+        "kinds": kinds,
+        "streams": streams,
+        "actors": actors,
+        "entities": entities,
+        "altitudes": altitudes,
+    }
     if any(v == [] for v in given.values()):
         return None
     return {KEYWORD_FILTERS[name]: v for name, v in given.items() if v}
@@ -78,20 +86,26 @@ class VectorIndex(Protocol):
         actors: list[str] | None = None,
         entities: list[str] | None = None,
         as_of: datetime | None = None,
+        altitudes: list[str] | None = None,
     ) -> list[VectorHit]:
         """Top hits of one tenant; hybrid = RRF fusion of the dense and sparse lanes.
 
         ``mode="dense"`` needs ``dense``, ``"sparse"`` needs ``text``; hybrid uses whichever
         lanes have input. ``kinds``, ``streams``, ``actors`` (payload ``actor_key``: the
-        entity key of the event's agent) and ``entities`` (payload ``entity_keys``: every
-        entity the event involves) filter the hits; an empty list matches nothing.
+        entity key of the event's agent), ``entities`` (payload ``entity_keys``: every
+        entity the event involves) and ``altitudes`` (``episode`` or ``latent`` on latent
+        artifacts' points) filter the hits; an empty list matches nothing.
         ``as_of`` keeps points whose ``occurred_at`` is at or before it.
         """
 
-    def count(self, tenant: str | None = None) -> int: ...
+    def count(self, tenant: str | None = None, kinds: list[str] | None = None) -> int:
+        """Points (of one tenant, of some kinds); ``kinds=["event"]``: one per ledger event."""
 
     def delete_where(self, tenant: str, key: str, value: str) -> int:
         """Delete the tenant's points whose payload ``key`` equals/contains ``value``."""
+
+    def delete(self, point_keys: list[str]) -> None:
+        """Delete the points with these keys (keys without a point are ignored)."""
 
     def drop(self) -> None: ...
 

@@ -83,6 +83,7 @@ class QdrantVectorIndex:
                 self._check_dim()
             else:
                 self._create()
+            self._index_payload()
             self._ready = True
 
     def _create(self) -> None:
@@ -93,15 +94,22 @@ class QdrantVectorIndex:
             },
             sparse_vectors_config={SPARSE: models.SparseVectorParams(modifier=models.Modifier.IDF)},
         )
+
+    def _index_payload(self) -> None:
+        """Index the filtered fields a collection lacks (one made before a filter was added
+        gets its index on the next open, as Edge shards do)."""
+        have = self.client.get_collection(self.collection).payload_schema
         tenant = models.KeywordIndexParams(type=models.KeywordIndexType.KEYWORD, is_tenant=True)
+        wanted: dict[str, models.PayloadSchemaParams | models.PayloadSchemaType] = {
+            "tenant": tenant,
+            **{name: models.PayloadSchemaType.KEYWORD for name in KEYWORD_FIELDS},
+            TIME_FIELD: models.PayloadSchemaType.DATETIME,
+        }
         with warnings.catch_warnings():  # local mode: "payload indexes have no effect"
             warnings.simplefilter("ignore", UserWarning)
-            self.client.create_payload_index(self.collection, "tenant", field_schema=tenant)
-            for name in KEYWORD_FIELDS:
-                keyword = models.PayloadSchemaType.KEYWORD
-                self.client.create_payload_index(self.collection, name, field_schema=keyword)
-            when = models.PayloadSchemaType.DATETIME
-            self.client.create_payload_index(self.collection, TIME_FIELD, field_schema=when)
+            for name, schema in wanted.items():
+                if name not in have:
+                    self.client.create_payload_index(self.collection, name, field_schema=schema)
 
     def _check_dim(self) -> None:
         vectors = self.client.get_collection(self.collection).config.params.vectors
@@ -158,12 +166,27 @@ class QdrantVectorIndex:
                 self.client.delete(self.collection, points_selector=selector, wait=True)
         return n
 
+    def delete(self, point_keys: list[str]) -> None:
+        """Delete the points with these keys (keys without a point are ignored)."""
+        if not point_keys or not self._exists():
+            return
+        ids: list[models.ExtendedPointId] = [point_id(k) for k in point_keys]
+        with self._lock:
+            selector = models.PointIdsList(points=ids)
+            self.client.delete(self.collection, points_selector=selector, wait=True)
+
     # -- reads -----------------------------------------------------------------------------
 
-    def count(self, tenant: str | None = None) -> int:
+    def count(self, tenant: str | None = None, kinds: list[str] | None = None) -> int:
+        """Points (of one tenant, of some kinds); ``kinds=["event"]``: one per ledger event."""
         if not self._exists():
             return 0
-        flt = models.Filter(must=[_match("tenant", tenant)]) if tenant is not None else None
+        must: list[models.Condition] = []
+        if tenant is not None:
+            must.append(_match("tenant", tenant))
+        if kinds is not None:
+            must.append(models.FieldCondition(key="kind", match=models.MatchAny(any=kinds)))
+        flt = models.Filter(must=must) if must else None
         return self.client.count(self.collection, count_filter=flt, exact=True).count
 
     def query(
@@ -178,10 +201,11 @@ class QdrantVectorIndex:
         actors: list[str] | None = None,
         entities: list[str] | None = None,
         as_of: datetime | None = None,
+        altitudes: list[str] | None = None,
     ) -> list[VectorHit]:
         """See :meth:`memstream.vectors.port.VectorIndex.query`."""
         check_query(mode, dense, text, self.dim)
-        filters = keyword_filters(kinds, streams, actors, entities)
+        filters = keyword_filters(kinds, streams, actors, entities, altitudes)
         if filters is None or limit <= 0 or not self._exists():
             return []
 

@@ -52,6 +52,8 @@ LATENT_HITS = 8
 TOP_EPISODES = 3
 
 
+# The lanes retrieve ledger events; latent artifacts' points share the index (DESIGN §3.3).
+EVENTS = ["event"]
 # Events about memory (feedback, invalidation, purge), not memories: never candidates.
 CONTROL_TYPES = frozenset({"memory.feedback", "memory.invalidate", "memory.purge"})
 
@@ -113,7 +115,7 @@ class Retriever:
         dense = self.embedder.embed([query])[0].tolist() if mode != "sparse" else None
         streams = [stream] if stream else None
         hits = self.index.query(
-            tenant, dense, query, limit=limit, mode=mode, streams=streams, as_of=as_of
+            tenant, dense, query, limit=limit, mode=mode, streams=streams, as_of=as_of, kinds=EVENTS
         )
         return [hit_candidate(h.payload) for h in hits if "event_id" in h.payload]
 
@@ -184,6 +186,7 @@ class _Run:
                 actors=actors,
                 entities=entities,
                 as_of=self.as_of,
+                kinds=EVENTS,
             )
             for h in hits:
                 self.lanes.add_hit(prefix + mode, h.payload)

@@ -1,0 +1,133 @@
+"""How a latent artifact from ``memory.latents`` projects: decoding and its vector point.
+
+One point per current artifact (``latent:<tenant>:<artifact_id>``, payload ``kind: "latent"``);
+an artifact re-sent with ``stale_at`` loses its point, so search never returns it, while the
+graph keeps it (listed with ``include_stale``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from pydantic import ValidationError
+
+from memstream.embed.port import Embedder
+from memstream.latent.model import (
+    EpisodeDetails,
+    LatentArtifact,
+    PolicyDetails,
+    PreferenceDetails,
+    TaskDetails,
+)
+from memstream.projection.model import VectorPoint
+from memstream.times import as_utc, utc_z
+
+CENTROID_REF_PREFIX = "centroid:"  # payload_ref of a centroid: "centroid:<embedder name>"
+LATENT_KIND = "latent"  # the payload ``kind`` of artifacts' points (events' is "event")
+_WORD = re.compile(r"\w+")
+
+
+def decode_artifact(raw: bytes | None) -> LatentArtifact | str:
+    """The record's artifact, or why it is not one (a dead letter's reason)."""
+    if raw is None:
+        return "empty record (no value)"
+    try:
+        return LatentArtifact.model_validate_json(raw)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or 'record'}: {e['msg']}"
+            for e in exc.errors()[:3]
+        )
+        return f"not a latent artifact ({exc.error_count()} error(s)): {problems}"
+
+
+def latest(artifacts: list[LatentArtifact]) -> list[LatentArtifact]:
+    """One record per artifact: the last one received (records of an id are upserts)."""
+    return list({(a.tenant, a.artifact_id): a for a in artifacts}.values())
+
+
+def point_key(a: LatentArtifact) -> str:
+    return f"latent:{a.tenant}:{a.artifact_id}"
+
+
+def search_text(a: LatentArtifact) -> str:
+    """The summary plus the words its details name (who, what), for BM25."""
+    d = a.details
+    words: list[str] = []
+    if isinstance(d, EpisodeDetails):
+        words = [*d.speakers, *d.key_entities, *d.key_terms]
+    elif isinstance(d, PreferenceDetails):
+        words = [d.subject] + [f"{p.key} {p.value}" for p in d.preferences]
+    elif isinstance(d, TaskDetails):
+        words = [d.goal, *d.goal_terms]
+    elif isinstance(d, PolicyDetails):
+        words = [*d.family.entities, *d.family.terms]
+    # Words the summary already has are left out: repeating them would weigh them twice.
+    seen = {w.lower() for w in _WORD.findall(a.summary)}
+    extra: list[str] = []
+    for w in (w for phrase in words for w in _WORD.findall(phrase)):
+        if w.lower() not in seen:
+            seen.add(w.lower())
+            extra.append(w)
+    return " ".join([a.summary, *extra]).strip()
+
+
+def usable_centroid(a: LatentArtifact, embedder: Embedder) -> list[float] | None:
+    """The artifact's centroid when it lives in this version's vector space, else None.
+
+    A centroid built under another embedder (or of another size) would be compared with
+    query vectors it has nothing in common with, so the summary is embedded instead.
+    """
+    if a.centroid is None or a.payload_kind != "centroid" or len(a.centroid) != embedder.dim:
+        return None
+    return a.centroid if a.payload_ref == CENTROID_REF_PREFIX + embedder.name else None
+
+
+def latent_point(a: LatentArtifact, dense: list[float]) -> VectorPoint:
+    """The artifact's point; ``occurred_at`` = ``valid_from`` bounds it under ``as_of``."""
+    return VectorPoint(
+        point_key=point_key(a),
+        dense=dense,
+        text=search_text(a),
+        payload={
+            "tenant": a.tenant,
+            "kind": LATENT_KIND,
+            "altitude": a.altitude,
+            "artifact_id": a.artifact_id,
+            "artifact_type": a.artifact_type,
+            "stream": a.stream,
+            "occurred_at": utc_z(as_utc(a.valid_from)),
+            "valid_to": utc_z(as_utc(a.valid_to)) if a.valid_to is not None else None,
+            "entity_keys": a.source_entity_refs,
+            "source_ids": list(dict.fromkeys(a.source_ids)),
+            "confidence": a.confidence,
+            "review_status": a.review_status,
+            "text": a.summary,
+        },
+    )
+
+
+@dataclass
+class LatentChanges:
+    """What a batch of artifact records does to the index."""
+
+    upserts: list[VectorPoint] = field(default_factory=list)
+    deletes: list[str] = field(default_factory=list)  # point keys of artifacts gone stale
+
+
+def latent_changes(artifacts: list[LatentArtifact], embedder: Embedder) -> LatentChanges:
+    """Points for the current artifacts (centroid or embedded summary), deletions for stale."""
+    out = LatentChanges()
+    current: list[LatentArtifact] = []
+    for a in latest(artifacts):
+        if a.stale_at is not None:
+            out.deletes.append(point_key(a))
+        else:
+            current.append(a)
+    to_embed = [a.summary for a in current if usable_centroid(a, embedder) is None]
+    embedded = iter(embedder.embed(to_embed).tolist() if to_embed else [])
+    for a in current:  # the embedded summaries come back in the order of ``current``
+        centroid = usable_centroid(a, embedder)
+        out.upserts.append(latent_point(a, centroid if centroid is not None else next(embedded)))
+    return out

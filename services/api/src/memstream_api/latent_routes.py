@@ -1,0 +1,87 @@
+"""``GET /v1/latents`` and ``POST /v1/search``: latent artifacts and search by altitude."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, HTTPException, Query, Request, status
+from memstream.checkout.search import SearchRequest, SearchResult
+from memstream.checkout.service import CheckoutService, NoProjection
+from memstream.latent.model import ArtifactType, LatentArtifact
+from pydantic import BaseModel
+from starlette.concurrency import run_in_threadpool
+
+from memstream_api.auth import Tenant
+from memstream_api.checkout_routes import READ_RESPONSES
+from memstream_api.errors import BODY, INVALID, retry_after
+
+router = APIRouter(tags=["latents"])
+
+MAX_LATENTS = 1000
+
+
+class LatentList(BaseModel):
+    """Artifacts are suggestive, never evidence: each cites the ledger events it came from."""
+
+    artifacts: list[LatentArtifact]
+
+
+def _service(request: Request) -> CheckoutService:
+    service: CheckoutService = request.app.state.checkout
+    return service
+
+
+def _unavailable(exc: NoProjection) -> HTTPException:
+    return HTTPException(
+        status.HTTP_503_SERVICE_UNAVAILABLE, detail=str(exc), headers=retry_after()
+    )
+
+
+@router.get(
+    "/v1/latents",
+    summary="The tenant's latent artifacts, newest first",
+    response_model=LatentList,
+    responses={**INVALID, **READ_RESPONSES},
+)
+async def latents(
+    request: Request,
+    tenant: Tenant,
+    types: Annotated[
+        list[ArtifactType] | None,
+        Query(alias="type", description="only these artifact types (repeat for several)"),
+    ] = None,
+    stream: Annotated[
+        str | None, Query(max_length=128, description="only episodes of this stream")
+    ] = None,
+    include_stale: Annotated[
+        bool, Query(description="also artifacts whose sources were superseded or purged")
+    ] = False,
+    limit: Annotated[int, Query(ge=1, le=MAX_LATENTS)] = 100,
+) -> LatentList:
+    service = _service(request)
+    try:
+        found = await run_in_threadpool(
+            service.latents,
+            tenant,
+            list(types) if types is not None else None,
+            stream,
+            include_stale,
+            limit,
+        )
+    except NoProjection as exc:
+        raise _unavailable(exc) from exc
+    return LatentList(artifacts=found)
+
+
+@router.post(
+    "/v1/search",
+    summary="Search at an altitude: events, facts, episodes or latent artifacts",
+    response_model=SearchResult,
+    responses={**BODY, **READ_RESPONSES},
+)
+async def search(body: SearchRequest, request: Request, tenant: Tenant) -> SearchResult:
+    try:
+        hits = await run_in_threadpool(_service(request).search, tenant, body)
+    except NoProjection as exc:
+        raise _unavailable(exc) from exc
+    return SearchResult(hits=hits)
