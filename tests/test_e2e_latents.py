@@ -28,7 +28,7 @@ from test_e2e_learning import settled
 from topicread import read_topic
 
 TENANT = "carnet"
-STREAM = "journal de bord"
+STREAM = "journal-de-bord"
 
 
 def turn(i: str, stream: str, at: str, agent: str, text: str) -> dict[str, Any]:
@@ -176,11 +176,12 @@ def test_a_checkout_with_a_purpose_carries_a_weave_citing_that_session(
     assert weave["prohibited_use"] and weave["expected_use"]
     assert weave["token_budget"]["used"] <= weave["token_budget"]["allowed"]
     assert packet["budget"]["used"] <= 800
-    latent = {x["artifact_id"]: x for x in packet["latent_context"]}
-    assert latent[episode]["label"] == "suggestive"
-    # no purpose, no weave; the latent context stays
-    plain = built.checkout("What did we plan for the kayak trip on the Loire?")
-    assert plain.get("memory_weave") is None and plain["latent_context"]
+    # no purpose, no weave; the latent context names the session, suggestive
+    plain = built.checkout("What did we plan for the kayak trip on the Loire?", max_tokens=3000)
+    assert plain.get("memory_weave") is None
+    latent = {x["artifact_id"]: x for x in plain["latent_context"]}
+    assert latent[episode]["label"] == "suggestive", plain["latent_context"]
+    assert [r["event_id"] for r in latent[episode]["source_event_refs"]] == [t["id"] for t in KAYAK]
 
 
 def test_a_newer_preference_makes_the_old_preference_latent_stale(
