@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -13,9 +14,11 @@ from memstream.checkout.plan import plan_query
 from memstream.checkout.retrieve import Retriever
 from memstream.embed.registry import get_embedder
 from memstream.graph.falkor import FalkorGraphStore
+from memstream.latent.builder import LatentBuilder, latent_input
 from memstream.ledger.sequencing import RawRecord, Sequenced, SequencerState, sequence
 from memstream.projection.extract import extract, graph_batch
-from memstream.projection.model import VectorPoint
+from memstream.projection.latents import latent_changes
+from memstream.projection.model import VectorHit, VectorPoint
 from memstream.projection.projectors import vector_points
 from memstream.stack.servers import Server
 from memstream.vectors.edge import EdgeVectorIndex
@@ -119,3 +122,48 @@ def test_latent_points_in_the_index_never_crowd_out_events(retriever: Retriever)
     for mode in ("dense", "sparse", "hybrid"):
         lane = retriever.lane("pals", query, mode, limit=10)  # type: ignore[arg-type]
         assert len(lane) == 10 and all(c.kind == "event" for c in lane)
+
+
+def test_the_episode_lane_searches_inside_the_best_episodes(retriever: Retriever) -> None:
+    """A second session (its own stream) about a sailing trip: with the lane on, its turns
+    come in through the lane, and every turn the lane adds lies inside an episode the
+    question found; off, the lane is not there."""
+    trip = [
+        ("Noor", "The sailing boat trip to the Frisian islands starts on Friday."),
+        ("Idris", "I packed the life jackets and the tide tables for the boat trip."),
+        ("Noor", "We anchor near Terschelling the first night of the trip."),
+    ]
+    state, docs = SequencerState(), []
+    for i, (agent, text) in enumerate(trip):
+        doc = {"id": f"trip{i}", "tenant": "pals", "stream": "boat-trip", "agent": agent,
+               "type": "message.user", "occurred_at": f"2031-05-03T08:0{i}:00Z",
+               "payload": {"text": text}}  # fmt: skip
+        o = sequence(RawRecord(orjson.dumps(doc), 1, i, "raw"), state, "2031-05-04T00:00:00Z")
+        assert isinstance(o, Sequenced)
+        docs.append(o.entry)
+    emb = retriever.embedder
+    retriever.graph.write(graph_batch([extract(e) for e in docs]))
+    retriever.index.upsert(vector_points([extract(e, light=True) for e in docs], emb))
+    builder = LatentBuilder()
+    now = datetime(2031, 6, 1, tzinfo=UTC)
+    built = [b.artifact for e in entries() + docs for b in builder.observe(latent_input(e), now)]
+    built += [b.artifact for b in builder.flush(now)]
+    retriever.graph.write_latents(built)
+    retriever.index.upsert(latent_changes(built, emb).upserts)
+    plan = plan_query("Where do we anchor on the boat trip?", "2031-06-01T00:00:00Z")
+
+    retriever.episodes = True
+    found: list[VectorHit] = []
+    pool = retriever.retrieve("pals", plan, latents=found)
+    assert found[0].payload["stream"] == "boat-trip" and found[0].payload["altitude"] == "episode"
+    from_lane = {c.item_id for c in pool if "episode" in c.lanes}
+    inside = set()
+    for h in found:
+        if h.payload["altitude"] == "episode":
+            episode = retriever.graph.latent("pals", h.payload["artifact_id"])
+            assert episode is not None
+            inside |= set(episode.source_ids)
+    assert {"trip0", "trip1", "trip2"} <= from_lane <= inside
+
+    retriever.episodes = False
+    assert not any("episode" in c.lanes for c in retriever.retrieve("pals", plan))

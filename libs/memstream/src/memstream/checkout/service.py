@@ -137,7 +137,7 @@ class CheckoutService:
     lexicon_ttl: float = 1.0  # seconds a tenant's entity lexicon is reused
     lexicons: dict[tuple[str, str], tuple[float, Lexicon]] = field(default_factory=dict)
     prior_policy: PriorPolicy = field(default_factory=PriorPolicy)
-    episode_lane: bool = True  # the default of ``CheckoutRequest.episodes``
+    episode_lane: bool = False  # the default of ``CheckoutRequest.episodes`` (see Retriever)
 
     def _live(self) -> VersionInfo:
         reg = self.registry.load()
