@@ -184,6 +184,16 @@ def test_a_checkout_with_a_purpose_carries_a_weave_citing_that_session(
     assert [r["event_id"] for r in latent[episode]["source_event_refs"]] == [t["id"] for t in KAYAK]
 
 
+def test_the_cli_asks_for_a_weave_and_refuses_an_unknown_purpose(
+    stack: RunningStack, built: MemoryHttpClient
+) -> None:
+    args = ("checkout", "--tenant", TENANT, "--format", "markdown")
+    shown = memstream(*args, "--purpose", "review", "kayak trip", data_dir=stack.data_dir)
+    assert "## Memory weave (review, phase review)" in shown.stdout
+    bad = memstream(*args, "--purpose", "daydream", "kayak", data_dir=stack.data_dir, check=False)
+    assert bad.returncode != 0 and "purpose" in (bad.stdout + bad.stderr)
+
+
 def test_a_newer_preference_makes_the_old_preference_latent_stale(
     stack: RunningStack, built: MemoryHttpClient, http: httpx.Client
 ) -> None:

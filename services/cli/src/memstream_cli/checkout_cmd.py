@@ -49,6 +49,14 @@ def checkout(
     k: Annotated[int, typer.Option("--k")] = 10,
     stream: Annotated[str | None, typer.Option("--stream")] = None,
     format_: Annotated[str, typer.Option("--format", help="json | markdown | gathered")] = "json",
+    purpose: Annotated[
+        str | None,
+        typer.Option(
+            "--purpose",
+            help="planning | execution | review | reflection | synthesis | general: "
+            "adds a memory weave for that reasoning step",
+        ),
+    ] = None,
     key: ApiKey = None,
     data_dir: DataDir = None,
 ) -> None:
@@ -63,6 +71,7 @@ def checkout(
                 max_tokens=max_tokens,
                 k=k,
                 stream=stream,
+                purpose=purpose,
                 format=format_,  # type: ignore[arg-type]
             )
         except MemstreamHttpError as exc:
