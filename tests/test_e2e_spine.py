@@ -155,12 +155,21 @@ def test_status_reports_components_and_lag(stack: RunningStack) -> None:
     doc = json.loads(memstream("status", "--json", data_dir=stack.data_dir).stdout)
     assert doc["kafka"]["bootstrap"] == stack.bootstrap
     assert len(doc["metrics_endpoints"]) >= 4
-    for name in ("sequencer", "archiver", "retrospective", "api", "falkordb", "tansu"):
+    for name in (
+        "sequencer",
+        "archiver",
+        "retrospective",
+        "latent-builder",
+        "api",
+        "falkordb",
+        "tansu",
+    ):
         assert doc["components"][name]["healthy"], name
     assert set(doc["lag"]) == {
         "memstream-sequencer",
         "memstream-archiver",
         "memstream-retrospective",
+        "memstream-latents",
     }
     for url in doc["metrics_endpoints"]:
         body = httpx.get(url, timeout=5).text

@@ -24,12 +24,13 @@ from memstream_api.errors import AUTH, BODY, INVALID, ErrorBody, retry_after, un
 router = APIRouter(tags=["checkout"])
 
 
-def _service(request: Request) -> CheckoutService:
+def checkout_service(request: Request) -> CheckoutService:
     service: CheckoutService = request.app.state.checkout
     return service
 
 
-def _unavailable(exc: NoProjection) -> HTTPException:
+def unavailable_error(exc: NoProjection) -> HTTPException:
+    """The 503 a read answers while memory is briefly unavailable."""
     return HTTPException(
         status.HTTP_503_SERVICE_UNAVAILABLE, detail=str(exc), headers=retry_after()
     )
@@ -60,9 +61,9 @@ READ_RESPONSES = {
 )
 async def checkout(body: CheckoutRequest, request: Request, tenant: Tenant) -> Response:
     try:
-        packet = await run_in_threadpool(_service(request).checkout, tenant, body)
+        packet = await run_in_threadpool(checkout_service(request).checkout, tenant, body)
     except NoProjection as exc:
-        raise _unavailable(exc) from exc
+        raise unavailable_error(exc) from exc
     if body.format == "markdown":
         return PlainTextResponse(render_markdown(packet), media_type="text/markdown")
     if body.format == "gathered":
@@ -77,9 +78,11 @@ async def checkout(body: CheckoutRequest, request: Request, tenant: Tenant) -> R
 )
 async def recall(body: RecallRequest, request: Request, tenant: Tenant) -> dict[str, Any]:
     try:
-        items: list[Candidate] = await run_in_threadpool(_service(request).recall, tenant, body)
+        items: list[Candidate] = await run_in_threadpool(
+            checkout_service(request).recall, tenant, body
+        )
     except NoProjection as exc:
-        raise _unavailable(exc) from exc
+        raise unavailable_error(exc) from exc
     return {"items": [c.model_dump(mode="json") for c in items]}
 
 
@@ -96,10 +99,10 @@ async def recall(body: RecallRequest, request: Request, tenant: Tenant) -> dict[
 )
 async def lineage(item_id: str, request: Request, tenant: Tenant) -> Lineage | JSONResponse:
     try:
-        return await run_in_threadpool(_service(request).lineage, tenant, item_id)
+        return await run_in_threadpool(checkout_service(request).lineage, tenant, item_id)
     except UnknownItem:
         return JSONResponse(
             {"detail": f"no item {item_id!r} in this tenant's memory"}, status_code=404
         )
     except NoProjection as exc:
-        raise _unavailable(exc) from exc
+        raise unavailable_error(exc) from exc

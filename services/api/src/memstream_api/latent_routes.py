@@ -4,16 +4,16 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, HTTPException, Query, Request, status
+from fastapi import APIRouter, Query, Request
 from memstream.checkout.search import SearchRequest, SearchResult
-from memstream.checkout.service import CheckoutService, NoProjection
+from memstream.checkout.service import NoProjection
 from memstream.latent.model import ArtifactType, LatentArtifact
 from pydantic import BaseModel
 from starlette.concurrency import run_in_threadpool
 
 from memstream_api.auth import Tenant
-from memstream_api.checkout_routes import READ_RESPONSES
-from memstream_api.errors import BODY, INVALID, retry_after
+from memstream_api.checkout_routes import READ_RESPONSES, checkout_service, unavailable_error
+from memstream_api.errors import BODY, INVALID
 
 router = APIRouter(tags=["latents"])
 
@@ -24,17 +24,6 @@ class LatentList(BaseModel):
     """Artifacts are suggestive, never evidence: each cites the ledger events it came from."""
 
     artifacts: list[LatentArtifact]
-
-
-def _service(request: Request) -> CheckoutService:
-    service: CheckoutService = request.app.state.checkout
-    return service
-
-
-def _unavailable(exc: NoProjection) -> HTTPException:
-    return HTTPException(
-        status.HTTP_503_SERVICE_UNAVAILABLE, detail=str(exc), headers=retry_after()
-    )
 
 
 @router.get(
@@ -58,7 +47,7 @@ async def latents(
     ] = False,
     limit: Annotated[int, Query(ge=1, le=MAX_LATENTS)] = 100,
 ) -> LatentList:
-    service = _service(request)
+    service = checkout_service(request)
     try:
         found = await run_in_threadpool(
             service.latents,
@@ -69,7 +58,7 @@ async def latents(
             limit,
         )
     except NoProjection as exc:
-        raise _unavailable(exc) from exc
+        raise unavailable_error(exc) from exc
     return LatentList(artifacts=found)
 
 
@@ -81,7 +70,7 @@ async def latents(
 )
 async def search(body: SearchRequest, request: Request, tenant: Tenant) -> SearchResult:
     try:
-        hits = await run_in_threadpool(_service(request).search, tenant, body)
+        hits = await run_in_threadpool(checkout_service(request).search, tenant, body)
     except NoProjection as exc:
-        raise _unavailable(exc) from exc
+        raise unavailable_error(exc) from exc
     return SearchResult(hits=hits)

@@ -9,7 +9,7 @@ input fingerprint + group key): the same builder over the same ledger gives the 
 from __future__ import annotations
 
 import hashlib
-from typing import Annotated, Literal
+from typing import Annotated, Literal, get_args
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
@@ -24,28 +24,14 @@ ArtifactType = Literal[
     "retrieval_policy_latent",
     "memory_weave",
 ]
-ARTIFACT_TYPES: tuple[ArtifactType, ...] = (
-    "episode_latent",
-    "preference_latent",
-    "procedure_latent",
-    "failure_latent",
-    "retrieval_policy_latent",
-    "memory_weave",
-)
+ARTIFACT_TYPES: tuple[ArtifactType, ...] = get_args(ArtifactType)
 # Every searchable item has one: ledger events, extracted facts, episodes, other latents.
 Altitude = Literal["event", "fact", "episode", "latent"]
-ALTITUDES: tuple[Altitude, ...] = ("event", "fact", "episode", "latent")
+ALTITUDES: tuple[Altitude, ...] = get_args(Altitude)
 Method = Literal["deterministic", "llm_assisted", "learned_scorer", "hybrid"]
 ReviewStatus = Literal["proposed", "accepted", "rejected", "deferred", "conflicted"]
 Purpose = Literal["planning", "execution", "review", "reflection", "synthesis", "general"]
-PURPOSES: tuple[Purpose, ...] = (
-    "planning",
-    "execution",
-    "review",
-    "reflection",
-    "synthesis",
-    "general",
-)
+PURPOSES: tuple[Purpose, ...] = get_args(Purpose)
 PayloadKind = Literal["centroid", "memory_weave", "sparse_feature_vector"]
 ARTIFACT_ID_PREFIX = "lat-"
 
