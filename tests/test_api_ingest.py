@@ -269,7 +269,11 @@ def test_with_the_outbox_events_accepted_while_the_broker_is_down_reach_the_next
                 }
                 return {"kept-1", "kept-2"} <= ids
 
-            wait_until(arrived, 30, "outbox re-send to the new broker")
+            # Usually the producer delivers its queued sends to the new broker at once. If it
+            # asked for the topic before ensure_topics created it, those sends wait for the
+            # producer's message timeout (30 s), fail, and the outbox re-sends the segment on
+            # a later tick: the bound is that timeout plus a few ticks, not 30 s.
+            wait_until(arrived, 90, "outbox re-send to the new broker")
     finally:
         server.stop()
 
