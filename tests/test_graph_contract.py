@@ -736,6 +736,11 @@ def test_latents_read_back_exactly_newest_first_and_per_tenant(store: CypherGrap
     assert store.latent(A, early.artifact_id) == early  # every field, details included
     assert store.latent(B, early.artifact_id) is None
     assert store.latent(A, "lat-000000000000000000000000") is None
+    # many at once, in the order asked, unknown ids left out
+    missing = "lat-000000000000000000000000"
+    asked = [later.artifact_id, missing, early.artifact_id, theirs.artifact_id]
+    assert store.latents_by_id(A, asked) == [later, early]
+    assert store.latents_by_id(A, []) == []
     # newest valid_from first; ties (early and pref start together) by id
     tied = sorted([early.artifact_id, pref.artifact_id])
     assert [a.artifact_id for a in store.latents(A)] == [later.artifact_id, *tied]

@@ -16,7 +16,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
-import orjson
 from confluent_kafka import Message, Producer
 from memstream.embed.port import Embedder
 from memstream.embed.registry import get_embedder
@@ -30,7 +29,7 @@ from memstream.kafka.worker import start_worker
 from memstream.latent.builder import Built, LatentBuilder, latent_input
 from memstream.latent.metrics import BUILT, CURRENT, ENTRIES, LAG, STALE, init_latents
 from memstream.latent.model import LatentArtifact
-from memstream.ledger.entry import entry_problem
+from memstream.ledger.entry import decode_entry
 from memstream.metrics import EVENTS_PRODUCED
 from memstream.projection.versions import FileProjectionRegistry, registry_path
 from memstream.settings import Settings
@@ -75,9 +74,9 @@ class LatentWorker:
         built: list[Built] = []
         now = self.clock()
         for m in read_to_end(self.bootstrap, LEDGER):
-            entry = self._entry(m)
-            if entry is not None:
-                built += self.builder.observe(latent_input(entry), now)
+            item = decode_entry(m.value(), latent_input)
+            if not isinstance(item, str):  # a bad one is dead-lettered when the loop reads it
+                built += self.builder.observe(item, now)
         log.info("restored %d artifact records; re-read the ledger", known)
         self._send([*built, *self.builder.flush(now)])
 
@@ -85,15 +84,14 @@ class LatentWorker:
         now = self.clock()
         built: list[Built] = []
         for m in msgs:
-            entry = self._entry(m)
-            if entry is None:
-                self.dead_letters.write(m, f"{COMPONENT}: {self._problem(m)}"[:500], now)
+            item = decode_entry(m.value(), latent_input)
+            if isinstance(item, str):
+                self.dead_letters.write(m, f"{COMPONENT}: {item}"[:500], now)
                 continue
-            item = latent_input(entry)
             if self.builder.seen(item):
                 continue
             ENTRIES.labels(COMPONENT).inc()
-            self.pending.append(to_datetime(str(entry["ingested_at"])))
+            self.pending.append(to_datetime(item.extraction.event.ingested_at))
             built += self.builder.observe(item, now)
         self.dead_letters.flush()
         # Under steady load the ledger is never idle: open groups are built at least this often.
@@ -112,20 +110,6 @@ class LatentWorker:
             LAG.labels(COMPONENT).observe(max(0.0, (now - at).total_seconds()))
         self.pending = []
         return built
-
-    def _entry(self, m: Message) -> dict[str, Any] | None:
-        """A well-formed ledger entry, or None (``_problem`` says why)."""
-        try:
-            entry = orjson.loads(m.value() or b"")
-        except orjson.JSONDecodeError:
-            return None
-        return entry if entry_problem(entry) is None else None
-
-    def _problem(self, m: Message) -> str:
-        try:
-            return f"malformed ledger entry: {entry_problem(orjson.loads(m.value() or b''))}"
-        except orjson.JSONDecodeError as exc:
-            return f"undecodable: {exc}"
 
     def _send(self, built: list[Built]) -> None:
         """Produce, wait for Kafka (raises: nothing is committed), then count."""

@@ -218,9 +218,9 @@ class CheckoutService:
         self, info: VersionInfo, tenant: str, hits: list[VectorHit]
     ) -> list[LatentArtifact]:
         """The current artifacts behind latent hits, best first."""
-        graph = self.graph_for(info)
-        found = (graph.latent(tenant, str(h.payload.get("artifact_id"))) for h in hits)
-        return [a for a in found if a is not None and a.stale_at is None]
+        ids = [str(h.payload.get("artifact_id")) for h in hits]
+        found = self.graph_for(info).latents_by_id(tenant, ids)
+        return [a for a in found if a.stale_at is None]
 
     def _assemble(
         self,

@@ -323,8 +323,9 @@ WITH l ORDER BY l.valid_from DESC, l.artifact_id LIMIT $limit
 RETURN l.doc AS doc
 """
 
-LATENT = """
-MATCH (l:Latent {tenant: $tenant, artifact_id: $artifact_id})
+LATENTS_BY_ID = """
+UNWIND $ids AS id
+MATCH (l:Latent {tenant: $tenant, artifact_id: id})
 WHERE l.doc IS NOT NULL
 RETURN l.doc AS doc
 """

@@ -48,6 +48,10 @@ class GraphStore(Protocol):
     def latent(self, tenant: str, artifact_id: str) -> LatentArtifact | None:
         """One artifact by id, stale or not."""
 
+    def latents_by_id(self, tenant: str, artifact_ids: list[str]) -> list[LatentArtifact]:
+        """The artifacts of ``artifact_ids`` that exist, stale or not, in the order asked
+        (one query)."""
+
     def facts_from(
         self, tenant: str, event_ids: list[str], as_of: str | None = None
     ) -> list[FactView]:

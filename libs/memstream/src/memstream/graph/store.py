@@ -26,8 +26,8 @@ from memstream.graph.cypher import (
     FACTS_FROM_EVENTS,
     FEEDBACK,
     IMPLICIT_ENTITY_KIND,
-    LATENT,
     LATENTS,
+    LATENTS_BY_ID,
     LINK_LATENT_SOURCES,
     LINK_LATENT_SUPERSEDES,
     LINK_NEXT,
@@ -361,8 +361,18 @@ class CypherGraphStore(ABC):
 
     def latent(self, tenant: str, artifact_id: str) -> LatentArtifact | None:
         """One artifact by id, stale or not."""
-        rows = self._read(LATENT, {"tenant": tenant, "artifact_id": artifact_id})
-        return LatentArtifact.model_validate_json(rows[0]["doc"]) if rows else None
+        found = self.latents_by_id(tenant, [artifact_id])
+        return found[0] if found else None
+
+    def latents_by_id(self, tenant: str, artifact_ids: list[str]) -> list[LatentArtifact]:
+        """The artifacts of ``artifact_ids`` that exist, stale or not, in the order asked."""
+        if not artifact_ids:
+            return []
+        rows = self._read(LATENTS_BY_ID, {"tenant": tenant, "ids": artifact_ids})
+        found = {
+            a.artifact_id: a for a in (LatentArtifact.model_validate_json(r["doc"]) for r in rows)
+        }
+        return [found[i] for i in dict.fromkeys(artifact_ids) if i in found]
 
     def facts_from(
         self, tenant: str, event_ids: list[str], as_of: str | None = None

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import hashlib
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import orjson
 from pydantic import AwareDatetime, BaseModel, Field, ValidationError
@@ -70,3 +71,34 @@ def entry_problem(entry: object) -> str | None:
     except ValidationError as exc:
         return validation_reason(exc)
     return None
+
+
+T = TypeVar("T")
+# What Python raises when code indexes or converts a value of the wrong shape (pydantic's
+# ValidationError is a ValueError). Our own code raises them too, so see decode_entry.
+_SHAPE_ERRORS = (LookupError, TypeError, ValueError, AttributeError)
+
+
+def decode_entry(raw: bytes | None, read: Callable[[dict[str, Any]], T]) -> T | str:
+    """``read`` of a ledger record, or why the record itself cannot be read.
+
+    An exception whose cause is not the record propagates: a bug in ``read`` must stop the
+    loop before it commits (its traceback is logged, the loop restarts and retries, the lag
+    grows) instead of sending every record to the DLQ. The exception type cannot tell the
+    two apart (a KeyError may be a missing field or our typo); the record can: if it is a
+    well-formed ledger entry, the failure is ours. Well-formed records are never validated
+    twice: the check runs only when ``read`` failed.
+    """
+    if raw is None:
+        return "empty record (no value)"
+    try:
+        entry: Any = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        return f"undecodable: {exc}"
+    try:
+        return read(entry)
+    except _SHAPE_ERRORS as exc:
+        problem = entry_problem(entry)
+        if problem is None:
+            raise
+        return f"malformed ledger entry: {problem} ({exc!r})"

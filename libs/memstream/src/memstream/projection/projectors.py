@@ -10,9 +10,7 @@ import logging
 import threading
 import time
 from datetime import UTC, datetime
-from typing import Any
 
-import orjson
 from confluent_kafka import Message, Producer
 
 from memstream.embed.port import Embedder
@@ -20,7 +18,7 @@ from memstream.graph.port import GraphStore
 from memstream.kafka.dlq import DeadLetterWriter
 from memstream.kafka.topics import LATENTS, LEDGER
 from memstream.latent.model import LatentArtifact
-from memstream.ledger.entry import entry_problem
+from memstream.ledger.entry import decode_entry
 from memstream.projection.extract import extract, graph_batch
 from memstream.projection.latents import decode_artifact, latent_changes
 from memstream.projection.metrics import (
@@ -39,33 +37,10 @@ from memstream.vectors.port import VectorIndex
 
 log = logging.getLogger(__name__)
 
-# What Python raises when code indexes or converts a value of the wrong shape (pydantic's
-# ValidationError is a ValueError). Our own code raises them too, so see _extract.
-_SHAPE_ERRORS = (LookupError, TypeError, ValueError, AttributeError)
-
 
 def _extract(raw: bytes | None, light: bool) -> Extraction | str:
-    """The record's extraction, or why the record itself cannot be projected.
-
-    An exception whose cause is not the record propagates: a bug in the extractor must stop
-    the loop before it commits (its traceback is logged, the loop restarts and retries, the
-    lag grows) instead of sending every record to the DLQ. The exception type cannot tell the
-    two apart (a KeyError may be a missing field or our typo); the record can: if it is a
-    well-formed ledger entry, the failure is ours.
-    """
-    if raw is None:
-        return "empty record (no value)"
-    try:
-        entry: Any = orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        return f"undecodable: {exc}"
-    try:
-        return extract(entry, light=light)
-    except _SHAPE_ERRORS as exc:
-        problem = entry_problem(entry)
-        if problem is None:
-            raise
-        return f"malformed ledger entry: {problem} ({exc!r})"
+    """The record's extraction, or why the record itself cannot be projected."""
+    return decode_entry(raw, lambda entry: extract(entry, light=light))
 
 
 class _Base:

@@ -245,11 +245,8 @@ class _Run:
         """The turns inside the best episodes, ranked by the question: one search over the
         episodes' streams, kept to each episode's own events."""
         best = [h for h in found if h.payload.get("altitude") == "episode"][:TOP_EPISODES]
-        inside: set[str] = set()
-        for h in best:
-            artifact = self.r.graph.latent(self.tenant, str(h.payload.get("artifact_id")))
-            if artifact is not None:
-                inside.update(artifact.source_ids)
+        ids = [str(h.payload.get("artifact_id")) for h in best]
+        inside = {i for a in self.r.graph.latents_by_id(self.tenant, ids) for i in a.source_ids}
         if not inside:
             return
         streams = sorted({str(h.payload.get("stream")) for h in best})
