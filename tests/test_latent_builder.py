@@ -232,3 +232,14 @@ def test_config_change_changes_every_id() -> None:
     a = current(run(ledger.entries))
     b = current(run(ledger.entries, LatentBuilder(BuilderConfig(key_terms=5))))
     assert not set(a) & set(b)
+
+
+def test_names_are_key_entities_not_key_terms() -> None:
+    ledger = Ledger()
+    ledger.say("Yesterday Zoé Dubois-Martin planted basil in the raised beds.", T0)
+    ledger.say("The basil of Zoé Dubois-Martin needs water.", T0 + timedelta(minutes=1))
+    [ep] = current(run(ledger.entries)).values()
+    assert isinstance(ep.details, EpisodeDetails)
+    assert "basil" in ep.details.key_terms
+    assert not {"zoe", "zoé", "dubois", "martin"} & set(ep.details.key_terms)
+    assert "zoe dubois-martin" in ep.details.key_entities

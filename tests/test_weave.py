@@ -145,3 +145,13 @@ def test_latent_context_holds_only_artifacts_the_question_is_about(
     for a in found:
         item = latent_item(a)
         assert item.label == "suggestive" and item.source_event_refs == a.source_event_refs
+
+
+def test_a_small_weave_keeps_one_artifact_of_each_kind_first() -> None:
+    second = artifact("lat-ep2", "episode_latent", "2 events in journal: the campsite booking")
+    w = build_weave(
+        goal="g", purpose="synthesis", packet=packet(), artifacts=[EPISODE, second, PREF],
+        allowed=5000, count_tokens=words_counter, created_at="x", version="v1",
+    )  # fmt: skip
+    # synthesis: episodes before preferences, but the second episode after the preference
+    assert w.artifact_ids == ["lat-ep", "lat-pref", "lat-ep2"]

@@ -39,7 +39,8 @@ from memstream.projection.extract import extract
 from memstream.projection.model import Extraction, FactRecord, SourceRef
 from memstream.times import to_datetime
 
-BUILDER_VERSION = "lb-1"
+# lb-2: names are not key terms
+BUILDER_VERSION = "lb-2"
 # Entries about memory itself: never part of an episode or a task's steps.
 _CONTROL = frozenset({"memory.feedback", "memory.invalidate", "memory.purge"})
 MAX_RUNS = 50

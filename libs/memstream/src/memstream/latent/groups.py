@@ -64,11 +64,13 @@ class Episode:
             if m.role != "actor":
                 self.entities[m.entity_key] += 1
                 self.first_seen.setdefault("e:" + m.entity_key, n)
+        # Names are key entities already, not key terms.
+        names = {stem(w) for m in x.mentions for w in words(m.entity_key)}
         # A term counts once per turn: a word repeated in one turn says less than a word
         # that comes back across the session.
         for w in dict.fromkeys(words(x.event.text)):
             s = stem(w)
-            if len(s) < MIN_TERM_LETTERS or not s.isalpha() or s in STOP_STEMS:
+            if len(s) < MIN_TERM_LETTERS or not s.isalpha() or s in STOP_STEMS or s in names:
                 continue
             self.terms[s] += 1
             self.surface.setdefault(s, Counter())[w] += 1

@@ -63,6 +63,19 @@ def _flags(a: LatentArtifact) -> list[str]:
     return flags
 
 
+def _by_purpose(artifacts: list[LatentArtifact], order: tuple[str, ...]) -> list[LatentArtifact]:
+    """The current artifacts of the purpose's types: the best of each type first (in the
+    purpose's order), then the second of each, ...; so a budget that keeps few still keeps
+    one of every kind the step can use."""
+    seen: dict[str, int] = {}
+    ranked: list[tuple[int, int, LatentArtifact]] = []
+    for a in artifacts:
+        if a.artifact_type in order and a.stale_at is None:
+            n = seen[a.artifact_type] = seen.get(a.artifact_type, -1) + 1
+            ranked.append((n, order.index(a.artifact_type), a))
+    return [a for _, _, a in sorted(ranked, key=lambda r: (r[0], r[1]))]
+
+
 def _evidence(packet: CheckoutPacket) -> list[WeaveEvidence]:
     """The packet's cited items, answer support first, once each."""
     out: dict[str, SourceRef] = {}
@@ -89,11 +102,7 @@ def build_weave(
     version: str,
 ) -> MemoryWeave:
     """The weave for ``goal`` at ``purpose``, at most ``allowed`` tokens in the prompt."""
-    order = PURPOSE_TYPES[purpose]
-    chosen = sorted(
-        (a for a in artifacts if a.artifact_type in order and a.stale_at is None),
-        key=lambda a: order.index(a.artifact_type),
-    )
+    chosen = _by_purpose(artifacts, PURPOSE_TYPES[purpose])
     context = [
         WeaveContext(
             artifact_id=a.artifact_id,
