@@ -19,11 +19,11 @@ install: $(UV)
 run: install
 	.venv/bin/memstream up --sample-data
 
-## system-deps: Debian's Prometheus (promtool and the server) for the tests
+## system-deps: Debian's Prometheus (promtool and the server) and Chromium (explorer tests)
 system-deps:
-	@{ command -v promtool && command -v prometheus; } >/dev/null 2>&1 || { \
-	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >/dev/null; \
-	  else echo "prometheus/promtool missing: run 'sudo apt-get install prometheus'" >&2; exit 1; fi; }
+	@{ command -v promtool && command -v prometheus && test -x /usr/bin/chromium; } >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus chromium >/dev/null; \
+	  else echo "prometheus, promtool or chromium missing: run 'sudo apt-get install prometheus chromium'" >&2; exit 1; fi; }
 
 ## test: lint, type-check and the whole suite against real servers
 test: install system-deps lint typecheck
