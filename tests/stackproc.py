@@ -78,10 +78,17 @@ class RunningStack:
         return [orjson.loads(m.value() or b"{}") for m in read_to_end(self.bootstrap, LEDGER)]
 
 
-def start_stack(data_dir: Path, timeout: float = 90, extra: tuple[str, ...] = ()) -> RunningStack:
+def start_stack(
+    data_dir: Path,
+    timeout: float = 90,
+    extra: tuple[str, ...] = (),
+    env_extra: dict[str, str] | None = None,
+) -> RunningStack:
     data_dir.mkdir(parents=True, exist_ok=True)
     log = open(data_dir.parent / f"{data_dir.name}-up.log", "a")  # noqa: SIM115
-    env = dict(os.environ, MEMSTREAM_LOG_LEVEL="INFO")
+    # Tests never reach a real model API: a stack gets ANTHROPIC_* only when a test passes them.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
+    env |= {"MEMSTREAM_LOG_LEVEL": "INFO", **(env_extra or {})}
     proc = subprocess.Popen(
         [
             str(BIN / "memstream"),

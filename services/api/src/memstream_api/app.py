@@ -24,6 +24,7 @@ from starlette.concurrency import run_in_threadpool
 
 from memstream_api import checkout_routes, errors, feedback, ingest, latent_routes
 from memstream_api.http_metrics import HttpMetrics
+from memstream_api.mcp_endpoint import mount_mcp
 from memstream_api.outbox import Outbox
 from memstream_api.producing import BatchProducer
 from memstream_api.wiring import build_checkout
@@ -76,7 +77,8 @@ def create_app(
         probe = DependencyProbe(COMPONENT, dependency_checks(settings, bootstrap)).start()
         UP.labels(component=COMPONENT).set(1)
         try:
-            yield
+            async with mcp_sessions:
+                yield
         finally:
             UP.labels(component=COMPONENT).set(0)
             await run_in_threadpool(probe.stop)
@@ -100,6 +102,7 @@ def create_app(
     app.include_router(checkout_routes.router)
     app.include_router(feedback.router)
     app.include_router(latent_routes.router)
+    mcp_sessions = mount_mcp(app, settings.api_host, COMPONENT)
 
     @app.exception_handler(GraphUnavailable)
     async def graph_down(_request: Request, exc: GraphUnavailable) -> JSONResponse:

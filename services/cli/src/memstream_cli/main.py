@@ -12,6 +12,7 @@ from memstream_cli import (
     keys_cmd,
     latent_cmd,
     ledger_cmd,
+    mcp_cmd,
     projections_cmd,
     stack_cmd,
 )
@@ -31,6 +32,7 @@ app.command("checkout")(checkout_cmd.checkout)
 app.command("lineage")(checkout_cmd.lineage)
 app.command("feedback")(feedback_cmd.feedback)
 app.command("search")(latent_cmd.search)
+app.command("mcp")(mcp_cmd.mcp)
 app.add_typer(ledger_cmd.ledger_app, name="ledger")
 app.add_typer(projections_cmd.projections_app, name="projections")
 app.add_typer(keys_cmd.keys_app, name="keys")

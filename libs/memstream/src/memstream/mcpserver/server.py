@@ -1,0 +1,231 @@
+"""The seven memstream tools, described for the model that chooses among them.
+
+Each tool forwards to the HTTP API through a ``MemoryBackend`` that ``backend_for`` opens for
+the call: stdio opens one under ``MEMSTREAM_API_KEY``, the API's ``/mcp`` endpoint one under
+the request's bearer key. So the key decides the tenant on both transports.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
+from typing import Annotated, Any, Literal
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.types import ToolAnnotations
+from pydantic import Field
+
+from memstream.latent.model import Altitude, Purpose
+from memstream.mcpserver.backend import MemoryBackend, drop_none
+from memstream.mcpserver.metrics import tool_metrics
+
+BackendFor = Callable[[Context], AbstractAsyncContextManager[MemoryBackend]]
+
+INSTRUCTIONS = """\
+memstream is this agent's long-term memory: an append-only, cited ledger of what happened
+(messages, tool results, observations, facts, preferences, task outcomes), with facts,
+episodes and other derived views on top.
+- Before answering from memory, call `checkout`: it returns a small packet, answer first,
+  with warnings and the cited evidence behind it. Prefer it for questions.
+- `recall` returns raw ranked memories without synthesis (for browsing or your own ranking).
+- `summarize_recall` asks a language model to write a short cited summary of the top memories;
+  it costs a model call, so use it for broad "what do we know about X" questions.
+- `search` looks at one altitude: single events, facts, whole episodes (sessions) or other
+  derived artifacts; `lineage` drills from any id down to the ledger events beneath it.
+- `remember` writes a new event; `feedback` tells memory which items helped or misled."""
+
+READ = ToolAnnotations(readOnlyHint=True, openWorldHint=False)
+WRITE = ToolAnnotations(readOnlyHint=False, destructiveHint=False, openWorldHint=False)
+
+Query = Annotated[str, Field(min_length=1, max_length=4000, description="the question, as asked")]
+AsOf = Annotated[str | None, Field(description="ISO 8601 time to answer as of (default: now)")]
+StreamArg = Annotated[str | None, Field(description="only this stream (default: every stream)")]
+
+
+TOOLS = frozenset(
+    {"checkout", "recall", "summarize_recall", "remember", "feedback", "lineage", "search"}
+)
+
+
+def build_server(backend_for: BackendFor, component: str) -> MCPServer:
+    """An MCP server whose tools reach memory through ``backend_for(ctx)``; ``component``
+    labels its tool metrics."""
+    server = MCPServer(
+        name="memstream",
+        instructions=INSTRUCTIONS,
+        middleware=[tool_metrics(component, TOOLS)],
+    )
+    _read_tools(server, backend_for)
+    _llm_tools(server, backend_for)
+    _write_tools(server, backend_for)
+    return server
+
+
+def _read_tools(server: MCPServer, backend_for: BackendFor) -> None:
+    @server.tool(annotations=READ)
+    async def checkout(
+        query: Query,
+        ctx: Context,
+        max_tokens: Annotated[int, Field(ge=64, le=64_000)] = 1500,
+        purpose: Annotated[
+            Purpose | None,
+            Field(description="what the context is for; adds a memory weave of derived context"),
+        ] = None,
+        task_id: Annotated[
+            str | None, Field(description="the task this serves; its outcome teaches memory")
+        ] = None,
+        as_of: AsOf = None,
+        stream: StreamArg = None,
+        format: Annotated[
+            Literal["markdown", "json"], Field(description="markdown for a prompt, json for code")
+        ] = "markdown",
+    ) -> str:
+        """Answer a question from memory. Returns a checkout packet: answerability (answer from
+        memory, refresh, ask the user, or no memory), answer candidates, warnings
+        (contradictions, stale facts), current facts, evidence and snippets, every claim cited
+        with its ledger ref. Use this first whenever the answer may be in memory; trust the
+        answer only as far as its answerability and warnings say. Pass the packet's
+        `packet_id` and `task_id` back through `feedback` or a task outcome."""
+        body = {
+            "query": query,
+            "max_tokens": max_tokens,
+            "purpose": purpose,
+            "task_id": task_id,
+            "as_of": as_of,
+            "stream": stream,
+            "format": format,
+        }
+        async with backend_for(ctx) as memory:
+            return await memory.checkout_text(body)
+
+    @server.tool(annotations=READ)
+    async def recall(
+        query: Query,
+        ctx: Context,
+        k: Annotated[int, Field(ge=1, le=200)] = 10,
+        as_of: AsOf = None,
+        stream: StreamArg = None,
+    ) -> dict[str, Any]:
+        """Raw ranked memories (events and facts) for a query, with their ids, text, scores
+        and ledger refs, without synthesis or answer. Use it to browse what memory holds or
+        to rank by your own criteria; for a question, `checkout` is better."""
+        body = {"query": query, "k": k, "as_of": as_of, "stream": stream}
+        async with backend_for(ctx) as memory:
+            result: dict[str, Any] = await memory.post("/v1/recall", body)
+            return result
+
+    @server.tool(annotations=READ)
+    async def search(
+        query: Query,
+        ctx: Context,
+        altitude: Annotated[
+            Altitude,
+            Field(
+                description="event: single turns; fact: extracted facts and preferences; "
+                "episode: whole sessions; latent: every derived artifact"
+            ),
+        ] = "event",
+        k: Annotated[int, Field(ge=1, le=50)] = 10,
+        as_of: AsOf = None,
+    ) -> dict[str, Any]:
+        """Search memory at one altitude, e.g. "which session was about X?" at `episode`.
+        Each hit carries `sources`, the ledger event ids beneath it; drill down with
+        `lineage`."""
+        body = {"query": query, "altitude": altitude, "k": k, "as_of": as_of}
+        async with backend_for(ctx) as memory:
+            result: dict[str, Any] = await memory.post("/v1/search", body)
+            return result
+
+    @server.tool(annotations=READ)
+    async def lineage(
+        item_id: Annotated[str, Field(min_length=1, description="an event, fact or artifact id")],
+        ctx: Context,
+    ) -> dict[str, Any]:
+        """Where an item comes from: its sources one hop up and the ledger events (leaves)
+        beneath it, each with its ledger ref (stream, seq, hash). Use it to check a claim or
+        to open an episode or fact down to what was actually said."""
+        async with backend_for(ctx) as memory:
+            result: dict[str, Any] = await memory.lineage(item_id)
+            return result
+
+
+def _llm_tools(server: MCPServer, backend_for: BackendFor) -> None:
+    @server.tool(annotations=READ)
+    async def summarize_recall(
+        query: Query,
+        ctx: Context,
+        k: Annotated[int, Field(ge=1, le=50, description="how many memories to summarize")] = 10,
+        max_tokens: Annotated[int, Field(ge=16, le=4000)] = 500,
+        force_refresh: Annotated[
+            bool, Field(description="ask the model again instead of the cached summary")
+        ] = False,
+    ) -> dict[str, Any]:
+        """A short summary of the top-k memories for a query, written by a language model
+        from those memories only, with inline [id] citations checked against them
+        (unsupported claims are listed). Use it for broad "what do we know about X" questions
+        where a digest beats raw items; it costs a model call (cached per query), and it is
+        disabled when the server has no model key. For a precise question use `checkout`."""
+        body = {"query": query, "k": k, "max_tokens": max_tokens, "force_refresh": force_refresh}
+        async with backend_for(ctx) as memory:
+            result: dict[str, Any] = await memory.post("/v1/summarize_recall", body)
+            return result
+
+
+def _write_tools(server: MCPServer, backend_for: BackendFor) -> None:
+    @server.tool(annotations=WRITE)
+    async def remember(
+        text: Annotated[str, Field(min_length=1, description="what to remember, in plain words")],
+        ctx: Context,
+        stream: Annotated[
+            str, Field(description="the conversation or task stream it belongs to")
+        ] = "mcp",
+        type: Annotated[
+            Literal["observation", "message.user", "message.assistant"],
+            Field(description="observation: something noticed; message.*: a conversation turn"),
+        ] = "observation",
+        agent: Annotated[
+            str | None, Field(description="who said or noticed it (default: the key's agent)")
+        ] = None,
+        occurred_at: Annotated[
+            str | None, Field(description="ISO 8601 time it happened (default: now)")
+        ] = None,
+    ) -> dict[str, Any]:
+        """Write one event to memory (append-only; it becomes searchable within about a
+        second). Use it for something worth keeping: a decision, a user's stated fact or
+        preference, an observation. Returns the event id, which later citations use."""
+        event = drop_none(
+            {
+                "stream": stream,
+                "type": type,
+                "agent": agent,
+                "occurred_at": occurred_at,
+                "payload": {"text": text},
+            }
+        )
+        async with backend_for(ctx) as memory:
+            result = await memory.post("/v1/events", {"events": [event]})
+            return {"id": result["ids"][0]}
+
+    @server.tool(annotations=WRITE)
+    async def feedback(
+        target_ids: Annotated[
+            list[str], Field(min_length=1, description="ids of memories from a packet or recall")
+        ],
+        signal: Annotated[float, Field(ge=-1.0, le=1.0, description="-1 misled .. +1 helped")],
+        ctx: Context,
+        packet_id: Annotated[
+            str | None, Field(description="the checkout packet they came from")
+        ] = None,
+        reason: Annotated[str | None, Field(max_length=2000)] = None,
+    ) -> dict[str, Any]:
+        """Tell memory which items helped (+1) or misled (-1) after you used them; future
+        checkouts for similar questions re-order by it. Returns the feedback event's id."""
+        body = {
+            "target_ids": target_ids,
+            "signal": signal,
+            "packet_id": packet_id,
+            "reason": reason,
+        }
+        async with backend_for(ctx) as memory:
+            result: dict[str, Any] = await memory.post("/v1/feedback", body)
+            return result

@@ -1,0 +1,68 @@
+"""``memstream mcp``: the MCP server over stdio, for Claude Desktop and other MCP clients."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Annotated, Any
+
+import anyio
+import typer
+from memstream.mcpserver.backend import MemoryBackend, http_backend
+from memstream.mcpserver.server import build_server
+from memstream.metrics import serve_metrics
+from memstream.settings import Settings
+from memstream.stack.locate import NoStackError, locate
+
+from memstream_cli.common import DataDir, err, fail, settings_for
+
+COMPONENT = "mcp"
+
+
+def mcp(
+    key: Annotated[
+        str | None,
+        typer.Option(
+            "--key",
+            envvar="MEMSTREAM_API_KEY",
+            help="API key; it decides the tenant (default $MEMSTREAM_API_KEY)",
+        ),
+    ] = None,
+    api_url: Annotated[
+        str | None,
+        typer.Option(
+            "--api-url",
+            envvar="MEMSTREAM_API_URL",
+            help="the memstream API (default: the stack in the data dir, or MEMSTREAM_API_*)",
+        ),
+    ] = None,
+    data_dir: DataDir = None,
+) -> None:
+    """Serve the memstream tools over MCP on stdin/stdout (stdout carries only the protocol)."""
+    if not key:
+        fail(
+            "set MEMSTREAM_API_KEY (from `memstream keys create --tenant T`): it decides the tenant"
+        )
+    settings = settings_for(data_dir)
+    url = api_url or _located_api(settings)
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per tool call is noise
+    port = serve_metrics(settings.metrics_port, settings.metrics_host)
+    err.print(f"memstream mcp: tools over stdio for {url}; metrics on :{port}/metrics")
+
+    @asynccontextmanager
+    async def backend_for(_ctx: Any) -> AsyncIterator[MemoryBackend]:
+        async with http_backend(url, key) as memory:
+            yield memory
+
+    anyio.run(build_server(backend_for, COMPONENT).run_stdio_async)
+
+
+def _located_api(settings: Settings) -> str:
+    try:
+        ep = locate(settings)
+    except NoStackError as exc:
+        fail(f"{exc}; or pass --api-url / MEMSTREAM_API_URL")
+    if ep.api_url is None:
+        fail("no API endpoint known (start the stack, or pass --api-url / MEMSTREAM_API_URL)")
+    return ep.api_url

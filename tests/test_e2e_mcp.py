@@ -1,0 +1,276 @@
+"""The MCP server, driven by the SDK's own client session against the running stack: over
+stdio (`memstream mcp`, the key from MEMSTREAM_API_KEY) and over streamable HTTP at /mcp."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import httpx
+import httpx2
+import pytest
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.types import CallToolResult
+from memstream.client import MemoryHttpClient
+from memstream.metrics import scrape
+from stackproc import BIN, RunningStack, memstream, wait_until
+
+TENANT = "atelier-7"
+OTHER = "voisins.2"
+SEVEN = {"checkout", "recall", "summarize_recall", "remember", "feedback", "lineage", "search"}
+FACT = "Séverine Okonkwo-Bah keeps the spare keys of the workshop in the blue teapot."
+QUESTION = "where does séverine okonkwo-bah keep the spare keys?"
+
+Session = Callable[[Callable[[ClientSession], Awaitable[Any]]], Any]
+
+
+def key_for(stack: RunningStack, tenant: str) -> str:
+    return memstream("keys", "create", "--tenant", tenant, data_dir=stack.data_dir).stdout.strip()
+
+
+def stdio_params(stack: RunningStack, key: str | None) -> StdioServerParameters:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MEMSTREAM_", "ANTHROPIC_"))}
+    if key is not None:
+        env["MEMSTREAM_API_KEY"] = key
+    return StdioServerParameters(
+        command=str(BIN / "memstream"), args=["mcp", "--data-dir", str(stack.data_dir)], env=env
+    )
+
+
+@asynccontextmanager
+async def stdio_session(stack: RunningStack, key: str) -> AsyncIterator[ClientSession]:
+    async with (
+        stdio_client(stdio_params(stack, key)) as (read, write),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        yield session
+
+
+@asynccontextmanager
+async def http_session(stack: RunningStack, key: str) -> AsyncIterator[ClientSession]:
+    headers = {"Authorization": f"Bearer {key}"}
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=60) as http,
+        streamable_http_client(f"{stack.api_url}/mcp", http_client=http) as (read, write, *_),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        yield session
+
+
+def run(opener: Callable[[], Any], body: Callable[[ClientSession], Awaitable[Any]]) -> Any:
+    async def go() -> Any:
+        async with opener() as session:
+            return await body(session)
+
+    return anyio.run(go)
+
+
+def text_of(result: CallToolResult) -> str:
+    return "".join(getattr(c, "text", "") for c in result.content)
+
+
+@pytest.fixture(scope="module")
+def keys(stack: RunningStack) -> dict[str, str]:
+    return {TENANT: key_for(stack, TENANT), OTHER: key_for(stack, OTHER)}
+
+
+@pytest.fixture(scope="module")
+def remembered(stack: RunningStack, keys: dict[str, str]) -> Iterator[str]:
+    """One event written through stdio `remember`, once checkout can see it."""
+
+    async def remember(session: ClientSession) -> CallToolResult:
+        args = {"text": FACT, "agent": "the user", "stream": "atelier", "type": "message.user"}
+        return await session.call_tool("remember", args)
+
+    result = run(lambda: stdio_session(stack, keys[TENANT]), remember)
+    assert not result.is_error, text_of(result)
+    event_id = str(result.structured_content["id"])
+    with MemoryHttpClient(stack.api_url, keys[TENANT]) as client:
+        wait_until(
+            lambda: any(i["item_id"] == event_id for i in client.recall(QUESTION, k=5)),
+            30,
+            "the remembered event to be recallable",
+        )
+    yield event_id
+
+
+def test_stdio_lists_the_seven_tools_each_described_for_a_model(
+    stack: RunningStack, keys: dict[str, str]
+) -> None:
+    async def tools(session: ClientSession) -> Any:
+        return (await session.list_tools()).tools
+
+    listed = run(lambda: stdio_session(stack, keys[TENANT]), tools)
+    assert {t.name for t in listed} == SEVEN
+    by_name = {t.name: t for t in listed}
+    for tool in listed:
+        assert tool.description and len(tool.description) > 80, tool.name
+    # The descriptions tell a model when to use which read tool.
+    assert "checkout" in by_name["recall"].description
+    assert "checkout" in by_name["summarize_recall"].description
+    assert by_name["search"].input_schema["properties"]["altitude"]["enum"] == [
+        "event",
+        "fact",
+        "episode",
+        "latent",
+    ]
+
+
+def test_stdio_checkout_answers_from_what_remember_wrote(
+    stack: RunningStack, keys: dict[str, str], remembered: str
+) -> None:
+    async def checkout(session: ClientSession) -> tuple[CallToolResult, CallToolResult]:
+        markdown = await session.call_tool("checkout", {"query": QUESTION})
+        as_json = await session.call_tool("checkout", {"query": QUESTION, "format": "json"})
+        return markdown, as_json
+
+    markdown, as_json = run(lambda: stdio_session(stack, keys[TENANT]), checkout)
+    assert not markdown.is_error and not as_json.is_error
+    assert "**Answerability:** answer_from_memory" in text_of(markdown)
+    assert "blue teapot" in text_of(markdown)
+    packet = json.loads(text_of(as_json))
+    assert packet["answerability"] == "answer_from_memory"
+    assert remembered in packet["answer_candidates"][0]["support_ids"]
+    assert any(s["item_id"] == remembered for s in packet["snippets"])
+
+
+def test_stdio_search_lineage_recall_and_feedback(
+    stack: RunningStack, keys: dict[str, str], remembered: str
+) -> None:
+    async def calls(session: ClientSession) -> dict[str, CallToolResult]:
+        return {
+            "search": await session.call_tool(
+                "search", {"query": "teapot spare keys", "altitude": "event", "k": 3}
+            ),
+            "recall": await session.call_tool("recall", {"query": QUESTION, "k": 3}),
+            "lineage": await session.call_tool("lineage", {"item_id": remembered}),
+            "feedback": await session.call_tool(
+                "feedback", {"target_ids": [remembered], "signal": 1.0, "reason": "it was right"}
+            ),
+        }
+
+    got = run(lambda: stdio_session(stack, keys[TENANT]), calls)
+    for name, result in got.items():
+        assert not result.is_error, (name, text_of(result))
+    assert got["search"].structured_content["hits"][0]["id"] == remembered
+    assert got["recall"].structured_content["items"][0]["item_id"] == remembered
+    leaves = got["lineage"].structured_content["leaves"]
+    assert [leaf["event_id"] for leaf in leaves] == [remembered]
+    assert (leaves[0]["tenant"], leaves[0]["stream"]) == (TENANT, "atelier")
+    feedback_id = got["feedback"].structured_content["id"]
+    wait_until(
+        lambda: any(e["id"] == feedback_id for e in stack.ledger()),
+        30,
+        "the feedback event in the ledger",
+    )
+
+
+def test_a_tool_error_carries_the_api_reason(
+    stack: RunningStack, keys: dict[str, str], remembered: str
+) -> None:
+    async def calls(session: ClientSession) -> tuple[CallToolResult, CallToolResult]:
+        unknown = await session.call_tool("lineage", {"item_id": "no-such-memory-id"})
+        summary = await session.call_tool("summarize_recall", {"query": QUESTION})
+        return unknown, summary
+
+    unknown, summary = run(lambda: stdio_session(stack, keys[TENANT]), calls)
+    assert unknown.is_error and "404" in text_of(unknown)
+    assert "no-such-memory-id" in text_of(unknown)
+    # This stack runs without a model key: summarize_recall says so, never a silent fallback.
+    assert summary.is_error and "ANTHROPIC_API_KEY" in text_of(summary)
+
+
+def test_stdio_without_a_key_exits_with_the_reason(stack: RunningStack) -> None:
+    params = stdio_params(stack, None)
+    done = subprocess.run(
+        [params.command, *params.args],
+        env=params.env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode != 0
+    assert "MEMSTREAM_API_KEY" in done.stderr
+    assert done.stdout == ""  # stdout belongs to the protocol
+
+
+def test_http_mcp_serves_the_same_tools_under_the_bearer_key(
+    stack: RunningStack, keys: dict[str, str], remembered: str
+) -> None:
+    async def calls(session: ClientSession) -> tuple[set[str], CallToolResult]:
+        names = {t.name for t in (await session.list_tools()).tools}
+        return names, await session.call_tool("checkout", {"query": QUESTION, "format": "json"})
+
+    names, checkout = run(lambda: http_session(stack, keys[TENANT]), calls)
+    assert names == SEVEN
+    assert remembered in json.loads(text_of(checkout))["answer_candidates"][0]["support_ids"]
+
+
+def test_http_mcp_keeps_tenants_apart(
+    stack: RunningStack, keys: dict[str, str], remembered: str
+) -> None:
+    async def calls(session: ClientSession) -> tuple[CallToolResult, CallToolResult]:
+        recall = await session.call_tool("recall", {"query": QUESTION, "k": 10})
+        lineage = await session.call_tool("lineage", {"item_id": remembered})
+        return recall, lineage
+
+    recall, lineage = run(lambda: http_session(stack, keys[OTHER]), calls)
+    assert not recall.is_error
+    assert all(i["item_id"] != remembered for i in recall.structured_content["items"])
+    assert lineage.is_error and "404" in text_of(lineage)
+
+
+@pytest.mark.parametrize(
+    ("headers", "reason"),
+    [
+        ({}, "missing Authorization header"),
+        ({"Authorization": "Bearer ms_not_a_key"}, "invalid API key"),
+        ({"Authorization": "Basic dXNlcjpwdw=="}, "Bearer scheme"),
+    ],
+)
+def test_http_mcp_refuses_a_request_without_a_valid_key(
+    stack: RunningStack, headers: dict[str, str], reason: str
+) -> None:
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "probe", "version": "0"},
+        },
+    }
+    resp = httpx.post(
+        f"{stack.api_url}/mcp",
+        json=initialize,
+        headers={**headers, "Accept": "application/json, text/event-stream"},
+        timeout=30,
+    )
+    assert resp.status_code == 401
+    assert reason in resp.json()["detail"]
+    assert resp.headers["www-authenticate"] == "Bearer"
+
+
+def test_tool_calls_are_counted_on_the_api_metrics(
+    stack: RunningStack, keys: dict[str, str], remembered: str
+) -> None:
+    async def calls(session: ClientSession) -> None:
+        await session.call_tool("search", {"query": "teapot", "altitude": "event"})
+        await session.call_tool("lineage", {"item_id": "no-such-memory-id"})
+
+    run(lambda: http_session(stack, keys[TENANT]), calls)
+    samples = scrape([f"{stack.api_url}/metrics"], {"memstream_mcp_tool_calls_total"})
+    counted = {(s.labels["tool"], s.labels["outcome"]): s.value for s in samples}
+    assert counted[("search", "ok")] >= 1
+    assert counted[("lineage", "error")] >= 1
