@@ -8,6 +8,7 @@ import os
 import subprocess
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -27,8 +28,6 @@ OTHER = "voisins.2"
 SEVEN = {"checkout", "recall", "summarize_recall", "remember", "feedback", "lineage", "search"}
 FACT = "Séverine Okonkwo-Bah keeps the spare keys of the workshop in the blue teapot."
 QUESTION = "where does séverine okonkwo-bah keep the spare keys?"
-
-Session = Callable[[Callable[[ClientSession], Awaitable[Any]]], Any]
 
 
 def key_for(stack: RunningStack, tenant: str) -> str:
@@ -274,3 +273,42 @@ def test_tool_calls_are_counted_on_the_api_metrics(
     counted = {(s.labels["tool"], s.labels["outcome"]): s.value for s in samples}
     assert counted[("search", "ok")] >= 1
     assert counted[("lineage", "error")] >= 1
+
+
+def test_http_mcp_on_loopback_refuses_a_foreign_host(
+    stack: RunningStack, keys: dict[str, str]
+) -> None:
+    # DNS rebinding: a page served from another name must not reach the loopback API.
+    resp = httpx.post(
+        f"{stack.api_url}/mcp",
+        json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+        headers={
+            "Authorization": f"Bearer {keys[TENANT]}",
+            "Host": "rebound.example:80",
+            "Accept": "application/json, text/event-stream",
+        },
+        timeout=30,
+    )
+    assert resp.status_code == 421
+
+
+def test_stdio_started_before_any_stack_says_so_per_call(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MEMSTREAM_", "ANTHROPIC_"))}
+    params = StdioServerParameters(
+        command=str(BIN / "memstream"),
+        args=["mcp", "--data-dir", str(tmp_path / "nothing-here")],
+        env=env | {"MEMSTREAM_API_KEY": "ms_some_key"},
+    )
+
+    @asynccontextmanager
+    async def session() -> AsyncIterator[ClientSession]:
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as s:
+            await s.initialize()
+            yield s
+
+    async def call(s: ClientSession) -> CallToolResult:
+        return await s.call_tool("recall", {"query": "anything"})
+
+    result = run(session, call)
+    assert result.is_error
+    assert "no running stack found" in text_of(result)

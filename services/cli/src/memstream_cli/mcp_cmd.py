@@ -9,6 +9,7 @@ from typing import Annotated, Any
 
 import anyio
 import typer
+from mcp.server.mcpserver.exceptions import ToolError
 from memstream.mcpserver.backend import MemoryBackend, http_backend
 from memstream.mcpserver.server import build_server
 from memstream.metrics import serve_metrics
@@ -45,14 +46,16 @@ def mcp(
             "set MEMSTREAM_API_KEY (from `memstream keys create --tenant T`): it decides the tenant"
         )
     settings = settings_for(data_dir)
-    url = api_url or _located_api(settings)
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per tool call is noise
     port = serve_metrics(settings.metrics_port, settings.metrics_host)
-    err.print(f"memstream mcp: tools over stdio for {url}; metrics on :{port}/metrics")
+    where = api_url or f"the stack in {settings.data_dir}"
+    err.print(f"memstream mcp: tools over stdio for {where}; metrics on :{port}/metrics")
 
     @asynccontextmanager
     async def backend_for(_ctx: Any) -> AsyncIterator[MemoryBackend]:
-        async with http_backend(url, key) as memory:
+        # Found per call: a client may start this server before the stack, and a restarted
+        # stack may listen elsewhere.
+        async with http_backend(api_url or _located_api(settings), key) as memory:
             yield memory
 
     anyio.run(build_server(backend_for, COMPONENT).run_stdio_async)
@@ -62,7 +65,7 @@ def _located_api(settings: Settings) -> str:
     try:
         ep = locate(settings)
     except NoStackError as exc:
-        fail(f"{exc}; or pass --api-url / MEMSTREAM_API_URL")
+        raise ToolError(f"{exc}; or pass --api-url / MEMSTREAM_API_URL") from exc
     if ep.api_url is None:
-        fail("no API endpoint known (start the stack, or pass --api-url / MEMSTREAM_API_URL)")
+        raise ToolError("no API endpoint known (start the stack, or set MEMSTREAM_API_URL)")
     return ep.api_url
