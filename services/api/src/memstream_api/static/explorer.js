@@ -284,6 +284,10 @@ function renderPacket(p) {
     el("ul", { class: "cites" }, ...a.support_ids.map((id) => citation(id, refs)))))));
   box.append(section("Warnings", "warnings", p.warnings.map((w) => el("li", {},
     el("span", { class: "badge warn" }, w.kind), " ", w.message))));
+  box.append(section("Facts", "facts", p.facts.map((f) => el("li", { "data-testid": "fact" },
+    el("span", { class: "text" }, `${f.subject} · ${f.predicate}: ${f.value_text}`),
+    el("span", { class: "meta" }, `valid from ${f.valid_from}${f.valid_to ? ` to ${f.valid_to}` : ""}`,
+       ` · confidence ${f.confidence} · `, ledgerRef(f.ref), " ", lineageLink(f.fact_id))))));
   box.append(section("Evidence", "evidence", p.evidence.map((r) => el("li", { "data-testid": "evidence-row" },
     el("span", { class: "text" }, `${r.label}`), ` ${r.value ?? ""} ${r.unit ?? ""}`,
     el("span", { class: "meta" }, ` ${r.entity ?? ""} ${r.time ?? ""} `), ledgerRef(r.ref), " ",
