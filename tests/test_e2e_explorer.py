@@ -159,6 +159,9 @@ def test_drills_from_an_episode_to_its_ledger_events(
     expect(page.get_by_test_id("leaf")).to_have_count(len(want))
     lineage = http.get(f"/v1/lineage/{episode}").json()
     from_api = [(r["event_id"], r["stream"], r["seq"], r["hash"]) for r in lineage["leaves"]]
+    assert [(e["event_id"], e["agent"]) for e in lineage["events"]] == [
+        (t["id"], t["agent"]) for t in HIVES
+    ]
     assert shown_leaves(page) == from_api == ledger_refs(stack, want)
     texts = page.get_by_test_id("leaf-text").all_inner_texts()
     assert texts == [t["payload"]["text"] for t in HIVES]

@@ -90,7 +90,10 @@ async function guarded(action) {
   try {
     await action();
   } catch (err) {
-    if (!(err instanceof ApiError)) throw err;
+    if (!(err instanceof ApiError)) {
+      showError(`Unexpected error: ${err.message}`);
+      throw err;
+    }
     const what = err.status === 401 ? "Not authorized" : `Error ${err.status}`;
     showError(err.status ? `${what}: ${err.message}` : err.message);
   }
