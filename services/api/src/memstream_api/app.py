@@ -22,7 +22,7 @@ from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 from starlette.concurrency import run_in_threadpool
 
-from memstream_api import checkout_routes, errors, feedback, ingest, latent_routes
+from memstream_api import checkout_routes, errors, explorer, feedback, ingest, latent_routes
 from memstream_api.http_metrics import HttpMetrics
 from memstream_api.mcp_endpoint import mount_mcp
 from memstream_api.outbox import Outbox
@@ -102,6 +102,7 @@ def create_app(
     app.include_router(checkout_routes.router)
     app.include_router(feedback.router)
     app.include_router(latent_routes.router)
+    app.include_router(explorer.router)
     mcp_sessions = mount_mcp(app, settings.api_host, COMPONENT)
 
     @app.exception_handler(GraphUnavailable)

@@ -38,7 +38,7 @@ from memstream.learning.priors import (
     relevant_ids,
 )
 from memstream.learning.trace import CheckoutTrace, family_of, trace_of
-from memstream.projection.model import SourceRef, VectorHit
+from memstream.projection.model import EventRecord, SourceRef, VectorHit
 from memstream.projection.versions import FileProjectionRegistry, VersionInfo
 from memstream.times import as_utc, iso_utc
 from memstream.vectors.port import VectorIndex
@@ -86,6 +86,16 @@ class RecallRequest(BaseModel):
     as_of: RfcTimestamp | None = None
 
 
+class LeafEvent(BaseModel):
+    """What a leaf says: the ledger event's content, as projected."""
+
+    event_id: str
+    type: str
+    agent: str
+    occurred_at: str
+    text: str
+
+
 class Lineage(BaseModel):
     """Sources one hop up and leaves = the ledger events an item rests on."""
 
@@ -95,6 +105,10 @@ class Lineage(BaseModel):
     leaves: list[SourceRef]
     artifact: LatentArtifact | None = Field(
         default=None, description="for a latent artifact: the artifact itself (suggestive only)"
+    )
+    events: list[LeafEvent] = Field(
+        default_factory=list,
+        description="the leaves' content, in leaf order (a purged event has none)",
     )
 
 
@@ -348,8 +362,14 @@ class CheckoutService:
 
     def lineage(self, tenant: str, item_id: str) -> Lineage:
         """Resolve an event id, a fact id (``<event_id>#n``), an artifact id or a recent
-        packet id."""
+        packet id, with what its leaves say."""
         graph = self.graph_for(self._live())
+        found = self._lineage(graph, tenant, item_id)
+        by_id = {e.event_id: e for e in graph.events(tenant, [r.event_id for r in found.leaves])}
+        events = [_leaf_event(by_id[r.event_id]) for r in found.leaves if r.event_id in by_id]
+        return found.model_copy(update={"events": events})
+
+    def _lineage(self, graph: GraphStore, tenant: str, item_id: str) -> Lineage:
         if is_artifact_id(item_id):
             return self._artifact_lineage(graph, tenant, item_id)
         recent = self.packets.get(item_id)
@@ -409,6 +429,12 @@ class CheckoutService:
         if len(events) != len(event_ids):
             return None
         return [events[i].ref for i in event_ids]
+
+
+def _leaf_event(e: EventRecord) -> LeafEvent:
+    return LeafEvent(
+        event_id=e.event_id, type=e.type, agent=e.agent, occurred_at=e.occurred_at, text=e.text
+    )
 
 
 def _ms(seconds: float) -> float:
