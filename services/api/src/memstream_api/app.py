@@ -22,7 +22,14 @@ from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 from starlette.concurrency import run_in_threadpool
 
-from memstream_api import checkout_routes, errors, feedback, ingest, latent_routes
+from memstream_api import (
+    checkout_routes,
+    errors,
+    feedback,
+    ingest,
+    latent_routes,
+    summarize_routes,
+)
 from memstream_api.http_metrics import HttpMetrics
 from memstream_api.outbox import Outbox
 from memstream_api.producing import BatchProducer
@@ -72,6 +79,7 @@ def create_app(
             thread.start()
         app.state.vectors = manager
         app.state.checkout = build_checkout(settings, manager, producer)
+        app.state.summarizer = summarize_routes.build_summarizer(settings, app.state.checkout)
         # The API's own view of Kafka and the graph: the distributed stack has no supervisor.
         probe = DependencyProbe(COMPONENT, dependency_checks(settings, bootstrap)).start()
         UP.labels(component=COMPONENT).set(1)
@@ -100,6 +108,7 @@ def create_app(
     app.include_router(checkout_routes.router)
     app.include_router(feedback.router)
     app.include_router(latent_routes.router)
+    app.include_router(summarize_routes.router)
 
     @app.exception_handler(GraphUnavailable)
     async def graph_down(_request: Request, exc: GraphUnavailable) -> JSONResponse:
