@@ -19,6 +19,7 @@ from memstream.kafka.topics import LEDGER
 from memstream.stack.net import free_port
 
 BIN = Path(sys.executable).parent
+LLM_ENV = ("ANTHROPIC_API_KEY", "MEMSTREAM_ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL")
 
 
 def memstream(*args: str, data_dir: Path, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -78,10 +79,23 @@ class RunningStack:
         return [orjson.loads(m.value() or b"{}") for m in read_to_end(self.bootstrap, LEDGER)]
 
 
-def start_stack(data_dir: Path, timeout: float = 90, extra: tuple[str, ...] = ()) -> RunningStack:
+def start_stack(
+    data_dir: Path,
+    timeout: float = 90,
+    extra: tuple[str, ...] = (),
+    env: dict[str, str | None] | None = None,
+) -> RunningStack:
+    """``memstream up`` in ``data_dir``; ``env`` sets (a None value unsets) variables."""
     data_dir.mkdir(parents=True, exist_ok=True)
     log = open(data_dir.parent / f"{data_dir.name}-up.log", "a")  # noqa: SIM115
-    env = dict(os.environ, MEMSTREAM_LOG_LEVEL="INFO")
+    child_env = dict(os.environ, MEMSTREAM_LOG_LEVEL="INFO")
+    for name in LLM_ENV:  # a stack reaches an LLM only through a test's stand-in
+        child_env.pop(name, None)
+    for name, value in (env or {}).items():
+        if value is None:
+            child_env.pop(name, None)
+        else:
+            child_env[name] = value
     proc = subprocess.Popen(
         [
             str(BIN / "memstream"),
@@ -95,7 +109,7 @@ def start_stack(data_dir: Path, timeout: float = 90, extra: tuple[str, ...] = ()
         stdout=log,
         stderr=subprocess.STDOUT,
         text=True,
-        env=env,
+        env=child_env,
     )
     stack_json = data_dir / "stack.json"
     deadline = time.monotonic() + timeout
