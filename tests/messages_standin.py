@@ -106,3 +106,8 @@ def running_standin(reply: Reply = cite_two_and_a_bogus_one) -> Iterator[Message
         server.shutdown()
         server.server_close()
         thread.join(10)
+
+
+def llm_env(standin: MessagesStandin) -> dict[str, str | None]:
+    """The environment that points a stack's API at ``standin`` (for ``start_stack``)."""
+    return {"ANTHROPIC_API_KEY": "test-key", "ANTHROPIC_BASE_URL": standin.url}
