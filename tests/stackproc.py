@@ -19,6 +19,7 @@ from memstream.kafka.topics import LEDGER
 from memstream.stack.net import free_port
 
 BIN = Path(sys.executable).parent
+LLM_ENV = ("ANTHROPIC_API_KEY", "MEMSTREAM_ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL")
 
 
 def memstream(*args: str, data_dir: Path, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -82,13 +83,19 @@ def start_stack(
     data_dir: Path,
     timeout: float = 90,
     extra: tuple[str, ...] = (),
-    env_extra: dict[str, str] | None = None,
+    env: dict[str, str | None] | None = None,
 ) -> RunningStack:
+    """``memstream up`` in ``data_dir``; ``env`` sets (a None value unsets) variables."""
     data_dir.mkdir(parents=True, exist_ok=True)
     log = open(data_dir.parent / f"{data_dir.name}-up.log", "a")  # noqa: SIM115
-    # Tests never reach a real model API: a stack gets ANTHROPIC_* only when a test passes them.
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
-    env |= {"MEMSTREAM_LOG_LEVEL": "INFO", **(env_extra or {})}
+    child_env = dict(os.environ, MEMSTREAM_LOG_LEVEL="INFO")
+    for name in LLM_ENV:  # a stack reaches an LLM only through a test's stand-in
+        child_env.pop(name, None)
+    for name, value in (env or {}).items():
+        if value is None:
+            child_env.pop(name, None)
+        else:
+            child_env[name] = value
     proc = subprocess.Popen(
         [
             str(BIN / "memstream"),
@@ -102,7 +109,7 @@ def start_stack(
         stdout=log,
         stderr=subprocess.STDOUT,
         text=True,
-        env=env,
+        env=child_env,
     )
     stack_json = data_dir / "stack.json"
     deadline = time.monotonic() + timeout

@@ -14,6 +14,7 @@ import memstream.learning.metrics
 import memstream.metrics
 import memstream.projection.metrics
 import memstream.stack.supervisor
+import memstream.summarize.metrics
 import memstream_api.producing
 import yaml
 from memstream.ops.dashboards import dashboards, main
@@ -30,6 +31,7 @@ METRIC_MODULES = (
     memstream.learning.metrics,
     memstream.projection.metrics,
     memstream.stack.supervisor,
+    memstream.summarize.metrics,
     memstream_api.producing,
 )
 SUFFIXES = ("_bucket", "_count", "_sum", "_total")

@@ -4,7 +4,7 @@ Prometheus comes from Debian's package (`make test` installs it as root); withou
 test fails, it never skips. It scrapes every endpoint `memstream status --json` lists, every
 second, loads the alert rules, and is queried while a workload runs: HTTP events for two
 tenants, refused events, checkouts for tasks and the tasks' outcomes, explicit feedback,
-recalls, lineage and garbage for the DLQ.
+recalls, summarize_recall calls (against a Messages API stand-in), lineage and garbage for the DLQ.
 """
 
 from __future__ import annotations
@@ -26,7 +26,8 @@ from confluent_kafka import Producer
 from memstream.kafka.topics import RAW
 from memstream.ops.dashboards import dashboards
 from memstream.stack.net import free_port
-from stackproc import RunningStack, memstream, wait_until
+from messages_standin import MessagesStandin, llm_env, running_standin
+from stackproc import RunningStack, memstream, start_stack, wait_until
 
 ROOT = Path(__file__).resolve().parents[1]
 RULES = ROOT / "deploy" / "prometheus" / "memstream-rules.yml"
@@ -108,6 +109,10 @@ class Workload:
             self._expect(http.post("/v1/events", json=bad, headers=auth), 422)
             self._task(http, auth, f"{tenant}-task-{n}", n)
             self._expect(http.post("/v1/recall", json={"query": "pilot budget"}, headers=auth), 200)
+            for _ in range(2):  # the second is a cache hit unless new events changed the top k
+                summarize = {"query": "pilot budget", "k": 5, "max_tokens": 100}
+                resp = http.post("/v1/summarize_recall", json=summarize, headers=auth)
+                self._expect(resp, 200)
             # 404 while the graph has not caught up is fine: the route is timed either way.
             lineage = http.get(f"/v1/lineage/{tenant}-{max(0, n - 10)}-0", headers=auth)
             self._expect(lineage, 200, 404)
@@ -186,6 +191,25 @@ def scrape_config(stack: RunningStack) -> dict[str, Any]:
         "rule_files": [str(RULES)],
         "scrape_configs": jobs,
     }
+
+
+@pytest.fixture(scope="module")
+def standin() -> Iterator[MessagesStandin]:
+    with running_standin() as s:
+        yield s
+
+
+@pytest.fixture(scope="module")
+def stack(
+    standin: MessagesStandin, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[RunningStack]:
+    """The module's stack with summarize_recall on (a Messages API stand-in): the LLM
+    panels need calls."""
+    s = start_stack(tmp_path_factory.mktemp("prometheus-stack") / "data", env=llm_env(standin))
+    try:
+        yield s
+    finally:
+        s.stop()
 
 
 @pytest.fixture(scope="module")

@@ -1,5 +1,5 @@
-"""``MemoryHttpClient``: the HTTP API from Python (ingest, checkout, recall, search, feedback,
-lineage, latent artifacts)."""
+"""``MemoryHttpClient``: the HTTP API from Python (ingest, checkout, recall, summarize_recall,
+search, feedback, lineage, latent artifacts)."""
 
 from __future__ import annotations
 
@@ -90,6 +90,28 @@ class MemoryHttpClient:
             body["stream"] = stream
         items: list[dict[str, Any]] = self._call("POST", "/v1/recall", json=body).json()["items"]
         return items
+
+    def summarize_recall(
+        self,
+        query: str,
+        *,
+        k: int = 10,
+        max_tokens: int = 500,
+        include_citations: bool = True,
+        force_refresh: bool = False,
+    ) -> dict[str, Any]:
+        """Recall ``k`` memories and synthesize them (an LLM call unless cached):
+        ``{summary, citations, sources_used, cache_hit, model, unsupported}``; 503 when the
+        server has no ANTHROPIC_API_KEY."""
+        body = {
+            "query": query,
+            "k": k,
+            "max_tokens": max_tokens,
+            "include_citations": include_citations,
+            "force_refresh": force_refresh,
+        }
+        doc: dict[str, Any] = self._call("POST", "/v1/summarize_recall", json=body).json()
+        return doc
 
     def feedback(
         self,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 LOG_FORMAT = "%(asctime)s %(name)s %(levelname)s %(message)s"
@@ -61,6 +61,17 @@ class Settings(BaseSettings):
     batch_size: int = Field(default=2000, ge=1)
     batch_wait_s: float = Field(default=0.05, gt=0)
     log_level: str = "INFO"
+
+    # summarize_recall (an LLM step: without a key it answers that it is disabled)
+    llm_provider: str = Field(default="anthropic", description="memstream.summarize registry")
+    llm_model: str = "claude-haiku-4-5"
+    llm_timeout_s: float = Field(default=30.0, gt=0)
+    summary_cache_ttl_s: float = Field(default=900.0, ge=0, description="0 = no reuse")
+    anthropic_api_key: SecretStr | None = Field(
+        default=None,
+        validation_alias=AliasChoices("MEMSTREAM_ANTHROPIC_API_KEY", "ANTHROPIC_API_KEY"),
+        description="the client also reads ANTHROPIC_BASE_URL itself",
+    )
 
     def resolved_keys_file(self) -> Path:
         """The key store path: explicit setting or ``<data_dir>/keys.json``."""

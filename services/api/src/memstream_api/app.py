@@ -22,7 +22,15 @@ from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 from starlette.concurrency import run_in_threadpool
 
-from memstream_api import checkout_routes, errors, explorer, feedback, ingest, latent_routes
+from memstream_api import (
+    checkout_routes,
+    errors,
+    explorer,
+    feedback,
+    ingest,
+    latent_routes,
+    summarize_routes,
+)
 from memstream_api.http_metrics import HttpMetrics
 from memstream_api.mcp_endpoint import mount_mcp
 from memstream_api.outbox import Outbox
@@ -73,6 +81,7 @@ def create_app(
             thread.start()
         app.state.vectors = manager
         app.state.checkout = build_checkout(settings, manager, producer)
+        app.state.summarizer = summarize_routes.build_summarizer(settings, app.state.checkout)
         # The API's own view of Kafka and the graph: the distributed stack has no supervisor.
         probe = DependencyProbe(COMPONENT, dependency_checks(settings, bootstrap)).start()
         UP.labels(component=COMPONENT).set(1)
@@ -103,6 +112,7 @@ def create_app(
     app.include_router(feedback.router)
     app.include_router(latent_routes.router)
     app.include_router(explorer.router)
+    app.include_router(summarize_routes.router)
     mcp_sessions = mount_mcp(app, settings.api_host, COMPONENT)
 
     @app.exception_handler(GraphUnavailable)

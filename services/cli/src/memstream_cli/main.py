@@ -15,6 +15,7 @@ from memstream_cli import (
     mcp_cmd,
     projections_cmd,
     stack_cmd,
+    summarize_cmd,
 )
 
 app = typer.Typer(
@@ -33,6 +34,7 @@ app.command("lineage")(checkout_cmd.lineage)
 app.command("feedback")(feedback_cmd.feedback)
 app.command("search")(latent_cmd.search)
 app.command("mcp")(mcp_cmd.mcp)
+app.command("summarize")(summarize_cmd.summarize)
 app.add_typer(ledger_cmd.ledger_app, name="ledger")
 app.add_typer(projections_cmd.projections_app, name="projections")
 app.add_typer(keys_cmd.keys_app, name="keys")

@@ -349,6 +349,10 @@ class CheckoutService:
         )
         return retriever.retrieve(tenant, plan, stream=req.stream, as_of=as_of)[: req.k]
 
+    def count_tokens(self, text: str) -> int:
+        """Tokens of ``text`` under the live version's tokenizer (the packet budget's)."""
+        return get_embedder(self._live().config.embedder).count_tokens(text)
+
     def _remember(self, packet_id: str, recent: RecentPacket) -> None:
         self.packets[packet_id] = recent
         while len(self.packets) > self.packet_memory:

@@ -477,6 +477,82 @@ def checkout() -> Dashboard:
                 unit="percentunit",
                 width=24,
             ),
+            *_summarize_panels(),
+        ),
+    )
+
+
+def _summarize_panels() -> tuple[Panel, ...]:
+    """summarize_recall: the LLM calls it makes and what its callers save."""
+    return (
+        Panel(
+            "LLM calls by outcome",
+            "Provider calls per second by provider, model and outcome (ok, error: network, "
+            "timeout, 4xx/5xx; alert: over 20 % errors for 10 min). Cache hits make no call.",
+            (
+                Query(
+                    rate("memstream_llm_calls_total", "provider, model, outcome"),
+                    "{{provider}} {{model}} {{outcome}}",
+                ),
+            ),
+            unit="ops",
+            width=8,
+        ),
+        Panel(
+            "LLM call latency",
+            "Provider call latency, errors included.",
+            tuple(
+                Query(quantile(q, "memstream_llm_call_seconds"), f"p{round(q * 100)}")
+                for q in (0.5, 0.95)
+            ),
+            unit="s",
+            width=8,
+        ),
+        Panel(
+            "LLM tokens",
+            "Tokens per second the provider reported: in = prompt (the recalled memories), "
+            "out = the summaries written.",
+            (Query(rate("memstream_llm_tokens_total", "direction"), "{{direction}}"),),
+            unit="short",
+            width=8,
+        ),
+        Panel(
+            "Summary cache hit rate",
+            "Share of summarize_recall calls answered from the summary cache (same query, "
+            "tenant, top-k ids, model and budget within the TTL).",
+            (
+                Query(
+                    ratio(
+                        rate("memstream_summarize_cache_total", where='result="hit"'),
+                        rate("memstream_summarize_cache_total"),
+                    ),
+                    "hit rate",
+                ),
+            ),
+            unit="percentunit",
+            width=8,
+        ),
+        Panel(
+            "Tokens saved vs raw recall",
+            "Per second: tokens of the recalled candidates' texts (what raw recall returns) "
+            "minus tokens of the summaries returned instead, under the packet tokenizer.",
+            (
+                Query(
+                    f"{rate('memstream_summarize_raw_tokens_total')} "
+                    f"- {rate('memstream_summarize_summary_tokens_total')}",
+                    "saved",
+                ),
+            ),
+            unit="short",
+            width=8,
+        ),
+        Panel(
+            "Unsupported citations",
+            "Citations per second of ids that were not recalled candidates: dropped from the "
+            "answer and reported in its unsupported list.",
+            (Query(rate("memstream_summarize_unsupported_citations_total"), "unsupported"),),
+            unit="ops",
+            width=8,
         ),
     )
 

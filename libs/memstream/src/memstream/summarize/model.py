@@ -1,0 +1,68 @@
+"""Request and response of ``POST /v1/summarize_recall``."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from memstream.wire import JsonInt, RfcTimestamp
+
+
+class SummarizeRequest(BaseModel):
+    """``POST /v1/summarize_recall``: recall ``k`` candidates, synthesize one answer."""
+
+    # strict: no "10" for 10 (see memstream.wire), as every other request model
+    model_config = ConfigDict(extra="forbid", strict=True)
+    query: str = Field(min_length=1, max_length=4000)
+    max_tokens: JsonInt = Field(default=500, ge=16, le=4096, description="synthesis budget")
+    k: JsonInt = Field(default=10, ge=1, le=50, description="candidates recalled")
+    include_citations: bool = Field(
+        default=True, description="False: no citations list and no [id] markers in the summary"
+    )
+    force_refresh: bool = Field(
+        default=False, description="bypass the summary cache (and refresh its entry)"
+    )
+    stream: str | None = Field(default=None, max_length=128)
+    as_of: RfcTimestamp | None = None
+
+
+class Citation(BaseModel):
+    """A candidate the summary cites: ``memory_id`` is a /v1/recall ``item_id``."""
+
+    memory_id: str
+    snippet: str
+    score: float
+    layer: Literal["event", "fact"]
+
+
+class Unsupported(BaseModel):
+    """A sentence citing an id that was not among the recalled candidates."""
+
+    sentence: str
+    memory_id: str
+
+
+class Synthesis(BaseModel):
+    """What the model wrote, checked against the candidates (what the cache keeps)."""
+
+    model_config = ConfigDict(frozen=True)
+    summary: str  # bogus [id] markers already removed
+    cited: list[str]  # candidate ids in the order first cited, no duplicates
+    unsupported: list[Unsupported]
+    model: str
+
+
+class SummarizeResult(BaseModel):
+    """The answer: a synthesis of recalled memories, its citations checked."""
+
+    summary: str
+    citations: list[Citation] = Field(
+        description="candidates cited inline as [id]; empty when include_citations is false"
+    )
+    sources_used: int = Field(description="how many of the candidates the summary cites")
+    cache_hit: bool
+    model: str
+    unsupported: list[Unsupported] = Field(
+        description="sentences citing ids that were not recalled (dropped from citations)"
+    )

@@ -1,0 +1,116 @@
+"""The Summarizer: recall k candidates, reuse or make a checked synthesis, answer."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from memstream.checkout.model import Candidate
+from memstream.checkout.packet.snippets import shorten
+from memstream.checkout.service import RecallRequest
+from memstream.summarize import metrics
+from memstream.summarize.cache import SummaryCache, cache_key
+from memstream.summarize.citations import cited_ids, keep_only, strip_markers, unsupported
+from memstream.summarize.model import Citation, SummarizeRequest, SummarizeResult, Synthesis
+from memstream.summarize.prompt import SYSTEM, user_prompt
+from memstream.summarize.providers import LlmProvider, ProviderError
+
+SNIPPET_CHARS = 200
+NOTHING_RECALLED = "No memories match this query, so there is nothing to summarize."
+
+Recall = Callable[[str, RecallRequest], list[Candidate]]
+TokenCounter = Callable[[str], int]
+
+
+def check(text: str, candidates: Sequence[Candidate], model: str) -> Synthesis:
+    """The model's text held to the candidates: bogus ids reported, then removed."""
+    known = {c.item_id for c in candidates}
+    return Synthesis(
+        summary=keep_only(text, known),
+        cited=[i for i in cited_ids(text) if i in known],
+        unsupported=unsupported(text, known),
+        model=model,
+    )
+
+
+def citations(synthesis: Synthesis, candidates: Sequence[Candidate]) -> list[Citation]:
+    """A citation per cited candidate, in the order first cited."""
+    by_id = {c.item_id: c for c in candidates}
+    return [
+        Citation(
+            memory_id=i,
+            snippet=shorten(" ".join(by_id[i].text.split()), SNIPPET_CHARS),
+            score=by_id[i].score,
+            layer=by_id[i].kind,
+        )
+        for i in synthesis.cited
+        if i in by_id
+    ]
+
+
+def answer(
+    synthesis: Synthesis, candidates: Sequence[Candidate], req: SummarizeRequest, hit: bool
+) -> SummarizeResult:
+    """The response for ``req`` (citations and markers only when asked for)."""
+    cites = citations(synthesis, candidates)
+    return SummarizeResult(
+        summary=synthesis.summary if req.include_citations else strip_markers(synthesis.summary),
+        citations=cites if req.include_citations else [],
+        sources_used=len(cites),
+        cache_hit=hit,
+        model=synthesis.model,
+        unsupported=synthesis.unsupported,
+    )
+
+
+@dataclass
+class Summarizer:
+    """One provider, one cache; ``recall`` is ``CheckoutService.recall`` in production."""
+
+    recall: Recall
+    provider: LlmProvider
+    cache: SummaryCache
+    count_tokens: TokenCounter
+    clock: Callable[[], float] = time.perf_counter  # for call latency
+
+    def __post_init__(self) -> None:
+        metrics.init(self.provider.name, self.provider.model)
+
+    def summarize(self, tenant: str, req: SummarizeRequest) -> SummarizeResult:
+        """Raises ``NoProjection`` (memory unavailable) and ``ProviderError`` (call failed)."""
+        recall = RecallRequest(query=req.query, k=req.k, stream=req.stream, as_of=req.as_of)
+        candidates = self.recall(tenant, recall)
+        if not candidates:  # nothing to synthesize from: refuse without paying for a call
+            model = self.provider.model
+            empty = Synthesis(summary=NOTHING_RECALLED, cited=[], unsupported=[], model=model)
+            return answer(empty, [], req, False)
+        ids = [c.item_id for c in candidates]
+        key = cache_key(req.query, tenant, ids, self.provider.model, req.max_tokens)
+        cached = None if req.force_refresh else self.cache.get(key)
+        metrics.CACHE.labels("miss" if cached is None else "hit").inc()
+        synthesis = cached if cached is not None else self._synthesize(req, candidates)
+        if cached is None:
+            self.cache.put(key, tenant, ids, synthesis)
+        result = answer(synthesis, candidates, req, cached is not None)
+        metrics.RAW_TOKENS.inc(sum(self.count_tokens(c.text) for c in candidates))
+        metrics.SUMMARY_TOKENS.inc(self.count_tokens(result.summary))
+        return result
+
+    def _synthesize(self, req: SummarizeRequest, candidates: Sequence[Candidate]) -> Synthesis:
+        name, model = self.provider.name, self.provider.model
+        prompt = user_prompt(req.query, candidates)
+        started = self.clock()
+        try:
+            done = self.provider.complete(SYSTEM, prompt, req.max_tokens)
+        except ProviderError:
+            metrics.LLM_CALLS.labels(name, model, "error").inc()
+            raise
+        finally:
+            metrics.LLM_SECONDS.labels(name, model).observe(self.clock() - started)
+        metrics.LLM_CALLS.labels(name, model, "ok").inc()
+        metrics.LLM_TOKENS.labels(name, model, "in").inc(done.input_tokens)
+        metrics.LLM_TOKENS.labels(name, model, "out").inc(done.output_tokens)
+        synthesis = check(done.text, candidates, done.model)
+        metrics.UNSUPPORTED.inc(len(synthesis.unsupported))
+        return synthesis

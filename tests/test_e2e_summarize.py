@@ -1,0 +1,149 @@
+"""summarize_recall end to end: the real stack, the real anthropic client, a local stand-in
+of the Messages API (no test reaches the real API)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from memstream.client import MemoryHttpClient, MemstreamHttpError
+from messages_standin import BOGUS_ID, MessagesStandin, llm_env, prompt_ids, running_standin
+from stackproc import LLM_ENV, RunningStack, memstream, start_stack, wait_until
+
+QUERY = "what did Ngozi Adébáyọ̀ agree with the user about the harvest festival?"
+EVENTS = [
+    {
+        "stream": "planning",
+        "agent": "the user",
+        "type": "message.user",
+        "payload": {"text": "Ngozi Adébáyọ̀ agreed the harvest festival moves to the riverside."},
+    },
+    {
+        "stream": "planning",
+        "agent": "planner bot",
+        "type": "observation",
+        "payload": {"text": "the harvest festival stalls need three more volunteers from Ọ̀yọ́"},
+    },
+    {
+        "stream": "planning",
+        "agent": "the user",
+        "type": "message.user",
+        "payload": {"text": "Ngozi Adébáyọ̀ will bring the drums to the harvest festival."},
+    },
+]
+
+
+@pytest.fixture(scope="module")
+def standin() -> Iterator[MessagesStandin]:
+    with running_standin() as s:
+        yield s
+
+
+@pytest.fixture(scope="module")
+def llm_stack(
+    standin: MessagesStandin, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[RunningStack]:
+    s = start_stack(tmp_path_factory.mktemp("summarize") / "data", env=llm_env(standin))
+    try:
+        yield s
+    finally:
+        s.stop()
+
+
+@pytest.fixture(scope="module")
+def client(llm_stack: RunningStack) -> Iterator[MemoryHttpClient]:
+    """The dev tenant with the events recalled."""
+    with MemoryHttpClient(llm_stack.api_url, llm_stack.dev_key, timeout=60) as c:
+        ids = c.emit(EVENTS)
+
+        def recalled() -> bool:
+            try:
+                found = {i["item_id"] for i in c.recall(QUERY, k=10)}
+            except MemstreamHttpError:  # 503 until the projection is live
+                return False
+            return set(ids) <= found
+
+        wait_until(recalled, 120, "recall to find the events")
+        yield c
+
+
+def test_citations_are_candidates_and_the_bogus_one_is_unsupported(
+    client: MemoryHttpClient, standin: MessagesStandin
+) -> None:
+    candidates = {i["item_id"]: i for i in client.recall(QUERY, k=5)}
+    before = len(standin.requests)
+    doc = client.summarize_recall(QUERY, k=5, force_refresh=True)
+    assert len(standin.requests) == before + 1
+    sent = prompt_ids(standin.requests[-1])
+    assert set(sent) == set(candidates) and len(sent) == len(candidates)
+    cited = [c["memory_id"] for c in doc["citations"]]
+    assert cited == sent[:2] and set(cited) <= set(candidates)
+    for c in doc["citations"]:
+        assert c["layer"] == candidates[c["memory_id"]]["kind"]
+        assert c["snippet"] and c["snippet"][:20] in candidates[c["memory_id"]]["text"]
+    assert doc["sources_used"] == 2 and doc["model"] == "claude-haiku-4-5"
+    assert [u["memory_id"] for u in doc["unsupported"]] == [BOGUS_ID]
+    assert "Nothing else is known" in doc["unsupported"][0]["sentence"]
+    assert BOGUS_ID not in doc["summary"] and f"[{cited[0]}]" in doc["summary"]
+
+
+def test_the_same_call_again_is_a_cache_hit_and_force_refresh_calls_again(
+    client: MemoryHttpClient, standin: MessagesStandin
+) -> None:
+    query = QUERY + " (drums)"  # a key of this test's own
+    first = client.summarize_recall(query, k=3, max_tokens=200)
+    calls = len(standin.requests)
+    second = client.summarize_recall(query, k=3, max_tokens=200)
+    assert second["cache_hit"] and len(standin.requests) == calls
+    assert {**second, "cache_hit": first["cache_hit"]} == first
+    third = client.summarize_recall(query, k=3, max_tokens=200, force_refresh=True)
+    assert not third["cache_hit"] and len(standin.requests) == calls + 1
+    assert standin.requests[-1]["max_tokens"] == 200
+
+
+def test_the_cli_prints_the_summary_as_json(
+    llm_stack: RunningStack, client: MemoryHttpClient
+) -> None:
+    out = memstream(
+        "summarize",
+        "--tenant",
+        "dev",
+        "--key",
+        llm_stack.dev_key,
+        "--json",
+        QUERY,
+        data_dir=llm_stack.data_dir,
+    )
+    doc = json.loads(out.stdout)
+    assert doc["citations"] and [u["memory_id"] for u in doc["unsupported"]] == [BOGUS_ID]
+
+
+def test_invalid_bodies_are_422(llm_stack: RunningStack) -> None:
+    auth = {"Authorization": f"Bearer {llm_stack.dev_key}"}
+    for body in ({"query": ""}, {"query": "q", "k": 51}, {"query": "q", "max_tokens": "500"}):
+        resp = httpx.post(f"{llm_stack.api_url}/v1/summarize_recall", json=body, headers=auth)
+        assert resp.status_code == 422, (body, resp.text)
+    resp = httpx.post(f"{llm_stack.api_url}/v1/summarize_recall", json={"query": "q"})
+    assert resp.status_code == 401
+
+
+def test_without_a_key_it_is_a_503_naming_anthropic_api_key(tmp_path: Path) -> None:
+    s = start_stack(tmp_path / "data", env=dict.fromkeys(LLM_ENV))
+    try:
+        resp = httpx.post(
+            f"{s.api_url}/v1/summarize_recall",
+            json={"query": QUERY},
+            headers={"Authorization": f"Bearer {s.dev_key}"},
+            timeout=30,
+        )
+        assert resp.status_code == 503, resp.text
+        detail = resp.json()["detail"]
+        assert "summarize_recall is disabled" in detail and "ANTHROPIC_API_KEY" in detail
+        with MemoryHttpClient(s.api_url, s.dev_key) as c, pytest.raises(MemstreamHttpError) as e:
+            c.summarize_recall(QUERY)
+        assert e.value.status == 503
+    finally:
+        s.stop()

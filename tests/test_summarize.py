@@ -1,0 +1,327 @@
+"""summarize_recall pieces on data written here: citations, cache, provider, Summarizer.
+
+The provider runs the real ``anthropic`` client against a local stand-in of the Messages API.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from memstream.checkout.model import Candidate
+from memstream.checkout.service import RecallRequest
+from memstream.projection.model import SourceRef
+from memstream.settings import Settings
+from memstream.summarize.cache import SummaryCache, cache_key
+from memstream.summarize.citations import cited_ids, keep_only, strip_markers, unsupported
+from memstream.summarize.model import SummarizeRequest, Synthesis
+from memstream.summarize.providers import (
+    AnthropicLlmProvider,
+    ProviderError,
+    SummarizeDisabled,
+    build_provider,
+)
+from memstream.summarize.service import NOTHING_RECALLED, Summarizer, check
+from messages_standin import BOGUS_ID, MessagesStandin, prompt_text, running_standin
+from prometheus_client import REGISTRY
+
+# The id formats /v1/recall returns: a generated event id (uuid4), a caller's event id, and
+# fact ids (``<event id>#n``).
+EVENT = str(uuid.UUID("0b7e9a52-3f7c-4c1e-9d0a-5a1b2c3d4e5f"))
+CALLER_EVENT = "chat.7:turn-0042@the-user/2024"
+FACT = f"{EVENT}#1"
+FACT_2 = f"{CALLER_EVENT}#0"
+
+
+def candidate(item_id: str, text: str, score: float = 0.5) -> Candidate:
+    event_id = item_id.split("#", 1)[0]
+    ref = SourceRef(tenant="t", stream="s", seq=1, hash=f"h-{event_id}", event_id=event_id)
+    return Candidate(
+        item_id=item_id,
+        kind="fact" if "#" in item_id else "event",
+        text=text,
+        ref=ref,
+        type="message.user",
+        agent="the user",
+        occurred_at="2024-05-01T10:00:00Z",
+        score=score,
+    )
+
+
+CANDIDATES = [
+    candidate(EVENT, "Ngozi Adébáyọ̀ moved the kick-off to Thursday.", 0.9),
+    candidate(FACT, "kick-off date = Thursday", 0.8),
+    candidate(CALLER_EVENT, "the user prefers green tea in the afternoon", 0.4),
+]
+KNOWN = {c.item_id for c in CANDIDATES}
+
+
+# --- citations ---------------------------------------------------------------------------
+
+
+def test_cited_ids_reads_every_id_format_in_order_without_duplicates() -> None:
+    text = f"Moved [{EVENT}]. Thursday [{FACT}, {CALLER_EVENT}]; again [{EVENT}] [{FACT_2}]."
+    assert cited_ids(text) == [EVENT, FACT, CALLER_EVENT, FACT_2]
+
+
+def test_bracketed_words_are_not_citations() -> None:
+    assert cited_ids("A claim [citation needed] and a link [docs](http://x).") == ["docs"]
+    assert cited_ids("no markers at all") == []
+
+
+def test_a_bogus_id_is_reported_with_its_sentence_and_removed() -> None:
+    text = f"Ngozi moved it [{EVENT}]. It was on Mars [{BOGUS_ID}, {FACT}].\nTea [{EVENT}]."
+    found = unsupported(text, KNOWN)
+    assert [(u.sentence, u.memory_id) for u in found] == [
+        (f"It was on Mars [{BOGUS_ID}, {FACT}].", BOGUS_ID)
+    ]
+    kept = keep_only(text, KNOWN)
+    assert BOGUS_ID not in kept and f"[{FACT}]" in kept and f"[{EVENT}]" in kept
+
+
+def test_a_marker_of_only_bogus_ids_disappears_cleanly() -> None:
+    assert keep_only(f"On Mars [{BOGUS_ID}].", KNOWN) == "On Mars."
+    assert strip_markers(f"Moved [{EVENT}] to Thursday [{FACT}].") == "Moved to Thursday."
+
+
+def test_check_keeps_candidate_ids_once_and_reports_the_rest() -> None:
+    text = f"Thursday [{FACT}]. Thursday again [{FACT}]. Tea [{CALLER_EVENT}]. X [{BOGUS_ID}]."
+    syn = check(text, CANDIDATES, "m")
+    assert syn.cited == [FACT, CALLER_EVENT]
+    assert [u.memory_id for u in syn.unsupported] == [BOGUS_ID]
+    assert BOGUS_ID not in syn.summary
+
+
+# --- cache -------------------------------------------------------------------------------
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def synthesis(text: str = "s") -> Synthesis:
+    return Synthesis(summary=text, cited=[], unsupported=[], model="m")
+
+
+def test_cache_entries_expire_after_the_ttl() -> None:
+    clock = Clock()
+    cache = SummaryCache(60, clock)
+    cache.put("k", "t", [EVENT], synthesis())
+    clock.now += 59.9
+    assert cache.get("k") == synthesis()
+    clock.now += 0.1
+    assert cache.get("k") is None and len(cache) == 0
+
+
+def test_cache_key_changes_with_each_part() -> None:
+    base = cache_key("q", "t", [EVENT, FACT], "claude-haiku-4-5", 500)
+    assert base == cache_key("q", "t", [EVENT, FACT], "claude-haiku-4-5", 500)
+    others = {
+        cache_key("q2", "t", [EVENT, FACT], "claude-haiku-4-5", 500),
+        cache_key("q", "t2", [EVENT, FACT], "claude-haiku-4-5", 500),
+        cache_key("q", "t", [EVENT], "claude-haiku-4-5", 500),
+        cache_key("q", "t", [FACT, EVENT], "claude-haiku-4-5", 500),
+        cache_key("q", "t", [EVENT, FACT], "another-model", 500),
+        cache_key("q", "t", [EVENT, FACT], "claude-haiku-4-5", 100),
+        cache_key("q|t", "", [EVENT, FACT], "claude-haiku-4-5", 500),
+    }
+    assert base not in others and len(others) == 7
+
+
+def test_drop_removes_the_tenants_entries_that_used_the_ids() -> None:
+    cache = SummaryCache(60, Clock())
+    cache.put("a", "t", [EVENT, FACT], synthesis())
+    cache.put("b", "t", [CALLER_EVENT], synthesis())
+    cache.put("c", "other", [EVENT], synthesis())
+    assert cache.drop("t", [FACT, "unrelated"]) == 1
+    assert cache.get("a") is None and cache.get("b") is not None and cache.get("c") is not None
+    assert cache.drop("t", ["unrelated"]) == 0
+    cache.put("d", "t", [EVENT], synthesis())
+    assert cache.drop("t") == 2  # every entry of the tenant
+    assert cache.get("c") is not None and len(cache) == 1
+
+
+def test_cache_is_bounded_oldest_first() -> None:
+    cache = SummaryCache(60, Clock(), max_entries=2)
+    for key in ("a", "b", "c"):
+        cache.put(key, "t", [], synthesis(key))
+    assert cache.get("a") is None and cache.get("c") == synthesis("c")
+
+
+# --- provider against the stand-in -------------------------------------------------------
+
+
+@pytest.fixture
+def standin() -> Iterator[MessagesStandin]:
+    with running_standin() as s:
+        yield s
+
+
+def provider(standin: MessagesStandin) -> AnthropicLlmProvider:
+    return AnthropicLlmProvider("test-key", "claude-haiku-4-5", 10, base_url=standin.url)
+
+
+def test_provider_speaks_the_messages_api(standin: MessagesStandin) -> None:
+    done = provider(standin).complete("be brief", "[id-1] a memory\nQuestion: q", 123)
+    assert done.text.startswith("The user met Ngozi in Lagos [id-1].")
+    assert (done.input_tokens, done.output_tokens, done.model) == (5, 17, "claude-haiku-4-5")
+    (sent,) = standin.requests
+    assert sent["model"] == "claude-haiku-4-5" and sent["max_tokens"] == 123
+    assert sent["system"] == "be brief" and prompt_text(sent).endswith("Question: q")
+    sent_auth = standin.headers[0].get("x-api-key", "") + standin.headers[0].get(
+        "authorization", ""
+    )
+    assert "test-key" in sent_auth
+
+
+def test_provider_reads_anthropic_base_url(
+    standin: MessagesStandin, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", standin.url)
+    AnthropicLlmProvider("k", "m", 10).complete("s", "p", 10)
+    assert len(standin.requests) == 1
+
+
+def test_provider_failure_is_a_provider_error(standin: MessagesStandin) -> None:
+    standin.status = 500
+    with pytest.raises(ProviderError, match="InternalServerError"):
+        provider(standin).complete("s", "p", 10)
+    assert len(standin.requests) == 2  # max_retries=1: one retry, no more
+
+
+def test_no_key_means_disabled_and_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("ANTHROPIC_API_KEY", "MEMSTREAM_ANTHROPIC_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    with pytest.raises(SummarizeDisabled, match="ANTHROPIC_API_KEY"):
+        build_provider(Settings())
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "  ")
+    with pytest.raises(SummarizeDisabled, match="disabled"):
+        build_provider(Settings())
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
+    built = build_provider(Settings())
+    assert (built.name, built.model) == ("anthropic", "claude-haiku-4-5")
+    monkeypatch.setenv("MEMSTREAM_LLM_PROVIDER", "nope")
+    with pytest.raises(SummarizeDisabled, match="unknown MEMSTREAM_LLM_PROVIDER 'nope'"):
+        build_provider(Settings())
+
+
+# --- Summarizer --------------------------------------------------------------------------
+
+
+class FixedRecall:
+    """What recall returns here: the candidates, recording the requests."""
+
+    def __init__(self, candidates: list[Candidate]) -> None:
+        self.candidates = candidates
+        self.requests: list[RecallRequest] = []
+
+    def __call__(self, _tenant: str, req: RecallRequest) -> list[Candidate]:
+        self.requests.append(req)
+        return self.candidates[: req.k]
+
+
+def summarizer(standin: MessagesStandin, recall: FixedRecall, clock: Clock) -> Summarizer:
+    cache = SummaryCache(300, clock)
+    return Summarizer(recall, provider(standin), cache, lambda text: len(text.split()))
+
+
+def ask(s: Summarizer, **kw: Any) -> dict[str, Any]:
+    return s.summarize("t", SummarizeRequest(query="when is the kick-off?", **kw)).model_dump()
+
+
+def test_summarizer_cites_candidates_reports_the_bogus_id_and_caches(
+    standin: MessagesStandin,
+) -> None:
+    clock = Clock()
+    s = summarizer(standin, FixedRecall(CANDIDATES), clock)
+    first = ask(s)
+    assert [c["memory_id"] for c in first["citations"]] == [EVENT, FACT]
+    assert first["citations"][0] == {
+        "memory_id": EVENT,
+        "snippet": "Ngozi Adébáyọ̀ moved the kick-off to Thursday.",
+        "score": 0.9,
+        "layer": "event",
+    }
+    assert first["citations"][1]["layer"] == "fact" and first["sources_used"] == 2
+    assert [u["memory_id"] for u in first["unsupported"]] == [BOGUS_ID]
+    assert BOGUS_ID not in first["summary"] and not first["cache_hit"]
+    assert first["model"] == "claude-haiku-4-5"
+    assert len(standin.requests) == 1
+    second = ask(s)
+    assert second["cache_hit"] and len(standin.requests) == 1
+    assert {**second, "cache_hit": False} == first
+    refreshed = ask(s, force_refresh=True)
+    assert not refreshed["cache_hit"] and len(standin.requests) == 2
+    clock.now += 301  # past the TTL: a new call
+    assert not ask(s)["cache_hit"] and len(standin.requests) == 3
+
+
+def test_other_candidates_or_budget_miss_the_cache(standin: MessagesStandin) -> None:
+    recall = FixedRecall(CANDIDATES)
+    s = summarizer(standin, recall, Clock())
+    ask(s)
+    ask(s, k=2)  # other top-k ids
+    ask(s, max_tokens=100)
+    assert len(standin.requests) == 3
+    assert [r.k for r in recall.requests] == [10, 2, 10]
+
+
+def test_without_citations_the_summary_has_no_markers(standin: MessagesStandin) -> None:
+    got = ask(summarizer(standin, FixedRecall(CANDIDATES), Clock()), include_citations=False)
+    assert got["citations"] == [] and "[" not in got["summary"]
+    assert got["sources_used"] == 2 and [u["memory_id"] for u in got["unsupported"]] == [BOGUS_ID]
+
+
+def test_nothing_recalled_is_answered_without_a_call(standin: MessagesStandin) -> None:
+    got = ask(summarizer(standin, FixedRecall([]), Clock()))
+    assert got["summary"] == NOTHING_RECALLED and got["citations"] == []
+    assert standin.requests == []
+
+
+def test_the_prompt_lists_the_candidates_and_asks_for_checked_citations(
+    standin: MessagesStandin,
+) -> None:
+    ask(summarizer(standin, FixedRecall(CANDIDATES), Clock()), max_tokens=321)
+    (sent,) = standin.requests
+    prompt = prompt_text(sent)
+    for c in CANDIDATES:
+        assert f"[{c.item_id}] ({c.kind}, " in prompt and c.text in prompt
+    assert prompt.endswith("Question: when is the kick-off?") and sent["max_tokens"] == 321
+    assert "only the memories" in sent["system"] and "say so" in sent["system"]
+
+
+def sample(name: str, **labels: str) -> float:
+    return REGISTRY.get_sample_value(name, labels) or 0.0
+
+
+def test_metrics_count_calls_tokens_cache_and_savings(standin: MessagesStandin) -> None:
+    llm = {"provider": "anthropic", "model": "claude-haiku-4-5"}
+    names = [
+        ("memstream_llm_calls_total", {**llm, "outcome": "ok"}),
+        ("memstream_llm_calls_total", {**llm, "outcome": "error"}),
+        ("memstream_llm_tokens_total", {**llm, "direction": "in"}),
+        ("memstream_llm_tokens_total", {**llm, "direction": "out"}),
+        ("memstream_llm_call_seconds_count", llm),
+        ("memstream_summarize_cache_total", {"result": "hit"}),
+        ("memstream_summarize_cache_total", {"result": "miss"}),
+        ("memstream_summarize_raw_tokens_total", {}),
+        ("memstream_summarize_summary_tokens_total", {}),
+        ("memstream_summarize_unsupported_citations_total", {}),
+    ]
+    before = [sample(n, **lb) for n, lb in names]
+    s = summarizer(standin, FixedRecall(CANDIDATES), Clock())
+    first, _ = ask(s), ask(s)
+    standin.status = 503
+    with pytest.raises(ProviderError):
+        ask(s, force_refresh=True)
+    delta = [sample(n, **lb) - b for (n, lb), b in zip(names, before, strict=True)]
+    prompt_words = len(prompt_text(standin.requests[0]).split())
+    raw = sum(len(c.text.split()) for c in CANDIDATES)
+    summary = len(first["summary"].split())
+    assert delta == [1, 1, prompt_words, 17, 2, 1, 2, 2 * raw, 2 * summary, 1]
