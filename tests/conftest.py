@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from memstream.stack.net import free_port
 from memstream.stack.servers import Server, start_falkordb, start_tansu
+from messages_standin import MessagesStandin, llm_env, running_standin
 from stackproc import RunningStack, start_stack
 
 
@@ -39,6 +40,28 @@ def stack(
 ) -> Iterator[RunningStack]:
     """``memstream up`` as a real process, one per test module, stopped after it."""
     s = start_stack(tmp_path_factory.mktemp(request.module.__name__) / "data")
+    try:
+        yield s
+    finally:
+        s.stop()
+
+
+@pytest.fixture(scope="module")
+def standin() -> Iterator[MessagesStandin]:
+    """A local stand-in of the Anthropic Messages API (tests never reach the real one)."""
+    with running_standin() as s:
+        yield s
+
+
+@pytest.fixture(scope="module")
+def llm_stack(
+    request: pytest.FixtureRequest,
+    standin: MessagesStandin,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[RunningStack]:
+    """``memstream up`` with summarize_recall on, its model being ``standin``."""
+    data = tmp_path_factory.mktemp(f"{request.module.__name__}-llm") / "data"
+    s = start_stack(data, env=llm_env(standin))
     try:
         yield s
     finally:

@@ -12,7 +12,6 @@ its pytest plugin does not run on this pytest.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,11 +19,10 @@ import orjson
 import pytest
 import schemathesis
 from memstream.kafka.topics import LEDGER, RAW
-from messages_standin import MessagesStandin, llm_env, running_standin
 from schemathesis import BaseSchema, Case, CheckContext, Response
 from schemathesis.config import SchemathesisConfig
 from schemathesis.engine import Status, events
-from stackproc import RunningStack, memstream, start_stack, wait_until
+from stackproc import RunningStack, memstream, wait_until
 from topicread import read_topic
 
 FUZZ_TENANT = "fuzz-events"  # only this module's stack, only this key: its events are ours
@@ -149,22 +147,10 @@ def run_schemathesis(stack: RunningStack, extra: dict[str, Any]) -> Run:
 
 
 @pytest.fixture(scope="module")
-def standin() -> Iterator[MessagesStandin]:
-    with running_standin() as s:
-        yield s
-
-
-@pytest.fixture(scope="module")
-def stack(
-    standin: MessagesStandin, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[RunningStack]:
+def stack(llm_stack: RunningStack) -> RunningStack:
     """The module's stack with summarize_recall on (a Messages API stand-in), so its 2xx
     answers are fuzzed too; the keyless 503 is tested in test_e2e_summarize."""
-    s = start_stack(tmp_path_factory.mktemp("fuzz") / "data", env=llm_env(standin))
-    try:
-        yield s
-    finally:
-        s.stop()
+    return llm_stack
 
 
 @pytest.fixture(scope="module")

@@ -7,10 +7,15 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
+import anyio
 import httpx
+import httpx2
 import pytest
+from mcp.client.session import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+from mcp.types import CallToolResult
 from memstream.client import MemoryHttpClient, MemstreamHttpError
-from messages_standin import BOGUS_ID, MessagesStandin, llm_env, prompt_ids, running_standin
+from messages_standin import BOGUS_ID, MessagesStandin, prompt_ids
 from stackproc import LLM_ENV, RunningStack, memstream, start_stack, wait_until
 
 QUERY = "what did Ngozi Adébáyọ̀ agree with the user about the harvest festival?"
@@ -34,23 +39,6 @@ EVENTS = [
         "payload": {"text": "Ngozi Adébáyọ̀ will bring the drums to the harvest festival."},
     },
 ]
-
-
-@pytest.fixture(scope="module")
-def standin() -> Iterator[MessagesStandin]:
-    with running_standin() as s:
-        yield s
-
-
-@pytest.fixture(scope="module")
-def llm_stack(
-    standin: MessagesStandin, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[RunningStack]:
-    s = start_stack(tmp_path_factory.mktemp("summarize") / "data", env=llm_env(standin))
-    try:
-        yield s
-    finally:
-        s.stop()
 
 
 @pytest.fixture(scope="module")
@@ -147,3 +135,28 @@ def test_without_a_key_it_is_a_503_naming_anthropic_api_key(tmp_path: Path) -> N
         assert e.value.status == 503
     finally:
         s.stop()
+
+
+def test_the_mcp_tool_answers_the_same_checked_summary(
+    llm_stack: RunningStack, client: MemoryHttpClient, standin: MessagesStandin
+) -> None:
+    async def call() -> CallToolResult:
+        headers = {"Authorization": f"Bearer {llm_stack.dev_key}"}
+        async with (
+            httpx2.AsyncClient(headers=headers, timeout=60) as http,
+            streamable_http_client(f"{llm_stack.api_url}/mcp", http_client=http) as (r, w, *_),
+            ClientSession(r, w) as session,
+        ):
+            await session.initialize()
+            return await session.call_tool(
+                "summarize_recall", {"query": QUERY, "k": 4, "force_refresh": True}
+            )
+
+    before = len(standin.requests)
+    result = anyio.run(call)
+    assert not result.is_error
+    doc = result.structured_content
+    assert len(standin.requests) == before + 1
+    candidates = {i["item_id"] for i in client.recall(QUERY, k=4)}
+    assert doc["citations"] and {c["memory_id"] for c in doc["citations"]} <= candidates
+    assert [u["memory_id"] for u in doc["unsupported"]] == [BOGUS_ID]

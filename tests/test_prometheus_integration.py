@@ -26,8 +26,7 @@ from confluent_kafka import Producer
 from memstream.kafka.topics import RAW
 from memstream.ops.dashboards import dashboards
 from memstream.stack.net import free_port
-from messages_standin import MessagesStandin, llm_env, running_standin
-from stackproc import RunningStack, memstream, start_stack, wait_until
+from stackproc import RunningStack, memstream, wait_until
 
 ROOT = Path(__file__).resolve().parents[1]
 RULES = ROOT / "deploy" / "prometheus" / "memstream-rules.yml"
@@ -194,22 +193,10 @@ def scrape_config(stack: RunningStack) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def standin() -> Iterator[MessagesStandin]:
-    with running_standin() as s:
-        yield s
-
-
-@pytest.fixture(scope="module")
-def stack(
-    standin: MessagesStandin, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[RunningStack]:
+def stack(llm_stack: RunningStack) -> RunningStack:
     """The module's stack with summarize_recall on (a Messages API stand-in): the LLM
     panels need calls."""
-    s = start_stack(tmp_path_factory.mktemp("prometheus-stack") / "data", env=llm_env(standin))
-    try:
-        yield s
-    finally:
-        s.stop()
+    return llm_stack
 
 
 @pytest.fixture(scope="module")

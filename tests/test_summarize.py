@@ -159,6 +159,7 @@ def test_cache_is_bounded_oldest_first() -> None:
 
 @pytest.fixture
 def standin() -> Iterator[MessagesStandin]:
+    """A fresh stand-in per test (overrides the module one): request counts start at zero."""
     with running_standin() as s:
         yield s
 

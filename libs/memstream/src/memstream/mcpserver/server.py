@@ -155,7 +155,10 @@ def _llm_tools(server: MCPServer, backend_for: BackendFor) -> None:
         query: Query,
         ctx: Context,
         k: Annotated[int, Field(ge=1, le=50, description="how many memories to summarize")] = 10,
-        max_tokens: Annotated[int, Field(ge=16, le=4000)] = 500,
+        max_tokens: Annotated[int, Field(ge=16, le=4096)] = 500,
+        include_citations: Annotated[
+            bool, Field(description="keep the inline [id] markers and the citations list")
+        ] = True,
         force_refresh: Annotated[
             bool, Field(description="ask the model again instead of the cached summary")
         ] = False,
@@ -165,7 +168,8 @@ def _llm_tools(server: MCPServer, backend_for: BackendFor) -> None:
         (unsupported claims are listed). Use it for broad "what do we know about X" questions
         where a digest beats raw items; it costs a model call (cached per query), and it is
         disabled when the server has no model key. For a precise question use `checkout`."""
-        body = {"query": query, "k": k, "max_tokens": max_tokens, "force_refresh": force_refresh}
+        body = {"query": query, "k": k, "max_tokens": max_tokens}
+        body |= {"include_citations": include_citations, "force_refresh": force_refresh}
         async with backend_for(ctx) as memory:
             result: dict[str, Any] = await memory.post("/v1/summarize_recall", body)
             return result
