@@ -118,6 +118,21 @@ def test_currency_forms() -> None:
     assert found == [(30.0, "EUR"), (12.5, "EUR"), (6000.0, "USD"), (1234.56, "EUR")]
 
 
+@pytest.mark.parametrize(
+    ("text", "names"),
+    [
+        ("We met Éloïse at the market.", ["Éloïse"]),
+        ("Then Ørjan and Zoë left.", ["Ørjan", "Zoë"]),
+        ("I lent my bike to Łukasz Żółw yesterday.", ["Łukasz Żółw"]),
+        ("Our guide was İlkay, from Izmir.", ["İlkay", "Izmir"]),
+        ("we sailed around Île de Ré in june.", ["Île de Ré"]),
+        ("Ça marche. Éloïse agrees.", []),  # sentence-initial single words say nothing
+    ],
+)
+def test_names_may_begin_with_any_capital_letter(text: str, names: list[str]) -> None:
+    assert name_candidates(text) == names
+
+
 def test_sentence_initial_single_words_are_not_names() -> None:
     assert name_candidates("Back home. Great trip with Anna! Lisbon next.") == ["Anna"]
 

@@ -26,7 +26,8 @@ from memstream.times import z_suffix
 # det-2: names used as a direct address are not mentions
 # det-3: accent-folded keys without a leading "the"; entity flags; facts carry recorded_at
 # det-4: feedback records
-EXTRACTOR_VERSION = "det-4"
+# det-5: names may begin with any capital letter, not only A-Z ("Éloïse", "Łukasz")
+EXTRACTOR_VERSION = "det-5"
 _SCALAR_META = (str, int, float, bool)
 # Whose side of the conversation an event's actor speaks for.
 _SIDES: dict[str, Side] = {"message.user": "user", "message.assistant": "assistant"}

@@ -22,7 +22,13 @@ _FUNCTION_WORDS = frozenset(
     today tomorrow yesterday tonight morning evening afternoon night week month year
     """.split()  # noqa: SIM905 - a readable block of words
 )
-_WORD = re.compile(r"[A-Z][\w'’-]*(?:\s+(?:[A-Z][\w'’-]*|of|de|la|van|von|the))*")
+# Capital letters of every script in the BMP ("Éloïse", "Łukasz", "İlkay", not only A-Z):
+# `re` has no \p{Lu}, so the class is spelled out once, at import.
+_UPPER = "".join(
+    re.escape(chr(c)) for c in range(0x10000) if unicodedata.category(chr(c)) in ("Lu", "Lt")
+)
+_CAP = f"[{_UPPER}]"
+_WORD = re.compile(rf"{_CAP}[\w'’-]*(?:\s+(?:{_CAP}[\w'’-]*|of|de|la|van|von|the))*")
 _POSSESSIVE = re.compile(r"['’]s$")
 _KEY_PUNCT = frozenset(":.@/- ")
 # Words that open a direct address: "Hey Noor", "Thanks, Noor".
