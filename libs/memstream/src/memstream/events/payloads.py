@@ -122,5 +122,13 @@ class MemoryInvalidatePayload(_Payload):
 
 
 class MemoryPurgePayload(_Payload):
-    subject: str = Field(min_length=1, max_length=500)
-    reason: str | None = None
+    """A purge tombstone, written by ``DELETE /v1/subjects/{subject}`` (never by hand): it
+    names the subject by digest and the purged ledger events by id, so it holds no text."""
+
+    subject: str = Field(min_length=1, max_length=500, description="sha256:<digest>")
+    event_ids: list[str] = Field(
+        default_factory=list,
+        max_length=1_000_000,
+        description="the ledger events this purge removes (content gone, chain position kept)",
+    )
+    reason: str | None = Field(default=None, max_length=2000)
