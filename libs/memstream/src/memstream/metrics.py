@@ -131,3 +131,21 @@ OUTBOX_RESENT = Counter(
     "Events re-sent from the outbox (after a broker restart or a failed delivery)",
     ["component"],
 )
+
+
+# Purges: each store that obeys a memory.purge tombstone counts what it removed.
+PURGES_APPLIED = Counter(
+    "memstream_purges_applied_total",
+    "memory.purge tombstones applied, by store (graph, vectors, latents, archive, ...)",
+    ["component", "store"],
+)
+PURGE_ITEMS_REMOVED = Counter(
+    "memstream_purge_items_removed_total",
+    "Items a purge removed, by store and kind (events, facts, entities, points, lines, ...)",
+    ["component", "store", "kind"],
+)
+PURGE_APPLIED_AT = Gauge(
+    "memstream_purge_applied_timestamp_seconds",
+    "Unix time at which this store last applied a purge tombstone",
+    ["component", "store"],
+)
