@@ -145,6 +145,13 @@ class MemoryHttpClient:
         hits: list[dict[str, Any]] = self._call("POST", "/v1/search", json=body).json()["hits"]
         return hits
 
+    def purge(self, subject: str, *, dry_run: bool = False, wait_s: float = 30.0) -> Any:
+        """Purge a data subject (``DELETE /v1/subjects/{subject}``); the report of what was
+        (with ``dry_run``: would be) removed where, and which stores completed."""
+        params = {"dry_run": "true" if dry_run else "false", "wait_s": wait_s}
+        path = f"/v1/subjects/{quote(subject, safe='')}"
+        return self._call("DELETE", path, params=params).json()
+
     def latents(
         self,
         types: list[str] | None = None,

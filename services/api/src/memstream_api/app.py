@@ -11,6 +11,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
+from memstream.forget.metrics import PendingPurges
 from memstream.graph.port import GraphUnavailable
 from memstream.keys import KeyStore
 from memstream.metrics import UP
@@ -29,6 +30,7 @@ from memstream_api import (
     feedback,
     ingest,
     latent_routes,
+    purge_routes,
     summarize_routes,
 )
 from memstream_api.http_metrics import HttpMetrics
@@ -113,6 +115,8 @@ def create_app(
     app.include_router(latent_routes.router)
     app.include_router(explorer.router)
     app.include_router(summarize_routes.router)
+    app.include_router(purge_routes.router)
+    app.state.pending_purges = PendingPurges(COMPONENT)
     mcp_sessions = mount_mcp(app, settings.api_host, COMPONENT)
 
     @app.exception_handler(GraphUnavailable)

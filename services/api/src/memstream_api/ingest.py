@@ -22,6 +22,7 @@ from memstream_api.producing import BatchProducer
 COMPONENT = "api"
 log = logging.getLogger(__name__)
 DEFAULT_AGENT = "api"
+PURGE = "memory.purge"  # refused here: DELETE /v1/subjects/{subject} plans and writes it
 MAX_BATCH = 10_000
 MAX_BODY_BYTES = 64 * 1024 * 1024
 # Enough to fix a batch in one round trip without echoing 10k copies of one mistake.
@@ -202,6 +203,17 @@ def _complete(body: bytes, items: list[Any], batch: bool, tenant: str) -> list[E
             + (f" ({len(foreign)} such events)" if len(foreign) > 1 else "")
         )
         raise _Rejected(_error(status.HTTP_403_FORBIDDEN, reason), "tenant", len(items))
+    purges = [
+        i
+        for i, item in enumerate(items)
+        if isinstance(item, dict) and item.get("type") == "memory.purge"
+    ]
+    if purges:
+        reason = (
+            f"{where(purges[0])} is a memory.purge: purges are planned and written by "
+            "DELETE /v1/subjects/{subject}; nothing was accepted"
+        )
+        raise _Rejected(_error(UNPROCESSABLE, reason), "invalid", len(items))
     try:
         inbound = _validate(body, batch)
     except ValidationError as exc:

@@ -14,6 +14,7 @@ from memstream_cli import (
     ledger_cmd,
     mcp_cmd,
     projections_cmd,
+    purge_cmd,
     stack_cmd,
     summarize_cmd,
 )
@@ -34,6 +35,7 @@ app.command("lineage")(checkout_cmd.lineage)
 app.command("feedback")(feedback_cmd.feedback)
 app.command("search")(latent_cmd.search)
 app.command("mcp")(mcp_cmd.mcp)
+app.command("purge")(purge_cmd.purge)
 app.command("summarize")(summarize_cmd.summarize)
 app.add_typer(ledger_cmd.ledger_app, name="ledger")
 app.add_typer(projections_cmd.projections_app, name="projections")

@@ -6,6 +6,7 @@ import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable
+from collections.abc import Set as AbstractSet
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Literal
@@ -152,6 +153,23 @@ class CheckoutService:
     lexicons: dict[tuple[str, str], tuple[float, Lexicon]] = field(default_factory=dict)
     prior_policy: PriorPolicy = field(default_factory=PriorPolicy)
     episode_lane: bool = False  # the default of ``CheckoutRequest.episodes`` (see Retriever)
+
+    def live_graph(self) -> GraphStore:
+        """The live version's graph store; ``NoProjection`` before one is live."""
+        return self.graph_for(self._live())
+
+    def forget_packets(self, tenant: str, ids: AbstractSet[str], subject_key: str) -> int:
+        """Forget the recent packets of ``tenant`` that cite any of ``ids`` or whose question
+        named ``subject_key`` (a purge); returns how many went."""
+        doomed = [
+            pid
+            for pid, p in self.packets.items()
+            if p.tenant == tenant
+            and (not ids.isdisjoint(p.cited) or subject_key in p.family.entities)
+        ]
+        for pid in doomed:
+            del self.packets[pid]
+        return len(doomed)
 
     def _live(self) -> VersionInfo:
         reg = self.registry.load()

@@ -31,7 +31,6 @@ from memstream.events.payloads import (
     JsonScalar,
     MemoryFeedbackPayload,
     MemoryInvalidatePayload,
-    MemoryPurgePayload,
     MessagePayload,
     ObservationPayload,
     PreferenceSetPayload,
@@ -120,11 +119,6 @@ class MemoryInvalidateIn(InboundEnvelope):
     payload: MemoryInvalidatePayload
 
 
-class MemoryPurgeIn(InboundEnvelope):
-    type: Literal["memory.purge"]
-    payload: MemoryPurgePayload
-
-
 InboundEvent = Annotated[
     MessageUserIn
     | MessageAssistantIn
@@ -136,8 +130,8 @@ InboundEvent = Annotated[
     | TaskStartedIn
     | TaskOutcomeIn
     | MemoryFeedbackIn
-    | MemoryInvalidateIn
-    | MemoryPurgeIn,
+    | MemoryInvalidateIn,
+    # No memory.purge: a tombstone is planned and written by DELETE /v1/subjects/{subject}.
     Field(discriminator="type"),
 ]
 InboundAdapter: TypeAdapter[InboundEvent] = TypeAdapter(InboundEvent)

@@ -393,3 +393,31 @@ WITH n LIMIT $limit
 DETACH DELETE n
 RETURN count(n) AS deleted
 """
+
+# -- purge scope (read-only: what a purge of one subject would remove) -------------------------
+
+# Events linked to the subject: it is mentioned, speaks (the agent is an actor mention), or is
+# either end of a fact drawn from the event.
+PURGE_SCOPE_EVENTS = """
+MATCH (e:Event)-[m:MENTIONS]->(x:Entity {tenant: $tenant, key: $key})
+WHERE e.tenant = $tenant AND m.tenant = $tenant
+RETURN DISTINCT e.event_id AS event_id
+UNION
+MATCH (:Entity {tenant: $tenant, key: $key})-[f:RELATES]->(:Entity)
+WHERE f.tenant = $tenant
+RETURN DISTINCT f.src_event_id AS event_id
+UNION
+MATCH (:Entity)-[f:RELATES]->(:Entity {tenant: $tenant, key: $key})
+WHERE f.tenant = $tenant
+RETURN DISTINCT f.src_event_id AS event_id
+"""
+
+# What is derived from those events: facts drawn from them, artifacts built from them.
+PURGE_SCOPE_DERIVED = """
+UNWIND $event_ids AS id
+OPTIONAL MATCH ()-[f:RELATES {src_event_id: id}]->()
+WHERE f.tenant = $tenant
+OPTIONAL MATCH (l:Latent)-[:DERIVED_FROM]->(:Event {tenant: $tenant, event_id: id})
+WHERE l.tenant = $tenant
+RETURN collect(DISTINCT f.fact_id) AS fact_ids, collect(DISTINCT l.artifact_id) AS latent_ids
+"""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Protocol
 
 from memstream.latent.model import LatentArtifact
@@ -16,6 +17,16 @@ from memstream.projection.model import (
 
 class GraphUnavailable(RuntimeError):
     """The graph server cannot be reached (down or restarting): retry later."""
+
+
+@dataclass(frozen=True)
+class PurgeScope:
+    """What a purge of one subject reaches in the graph: the events linked to it and what
+    was derived from them (ids only)."""
+
+    event_ids: list[str]
+    fact_ids: list[str]
+    latent_ids: list[str]
 
 
 class GraphStore(Protocol):
@@ -121,6 +132,10 @@ class GraphStore(Protocol):
 
     def purge_tenant_subject(self, tenant: str, entity_key: str) -> dict[str, int]:
         """Delete an entity, its facts and the events mentioning it; counts removed."""
+
+    def purge_scope(self, tenant: str, entity_key: str) -> PurgeScope:
+        """The events a purge of ``entity_key`` covers (mentioned, speaking, either end of a
+        fact) and the facts and latent artifacts derived from them; reads only."""
 
     def drop(self) -> None:
         """Delete the whole namespace."""

@@ -43,12 +43,15 @@ from memstream.graph.cypher import (
     NEIGHBOURHOOD,
     PURGE_EVENT_IDS,
     PURGE_FACTS,
+    PURGE_SCOPE_DERIVED,
+    PURGE_SCOPE_EVENTS,
     RECENT,
     RECENT_FACTS_FOR_SUBJECT,
     SUPERSEDE,
     VALUE_KEY_PREFIX,
     VALUE_KIND,
 )
+from memstream.graph.port import PurgeScope
 from memstream.latent.model import LatentArtifact
 from memstream.projection.model import (
     EntityRecord,
@@ -526,6 +529,21 @@ class CypherGraphStore(ABC):
         rows = self._read(COUNTS, {"tenant": tenant})
         row = rows[0] if rows else {}
         return {k: int(row.get(k) or 0) for k in ("events", "entities", "facts", "mentions")}
+
+    def purge_scope(self, tenant: str, entity_key: str) -> PurgeScope:
+        """The events a purge of ``entity_key`` covers and what was derived from them."""
+        base = {"tenant": tenant, "key": entity_key}
+        rows = self._read(PURGE_SCOPE_EVENTS, base)
+        event_ids = sorted({str(r["event_id"]) for r in rows if r["event_id"] is not None})
+        if not event_ids:
+            return PurgeScope([], [], [])
+        derived = self._read(PURGE_SCOPE_DERIVED, {"tenant": tenant, "event_ids": event_ids})
+        row = derived[0] if derived else {}
+        return PurgeScope(
+            event_ids=event_ids,
+            fact_ids=sorted(str(i) for i in row.get("fact_ids") or []),
+            latent_ids=sorted(str(i) for i in row.get("latent_ids") or []),
+        )
 
     def purge_tenant_subject(self, tenant: str, entity_key: str) -> dict[str, int]:
         """Delete the entity, its facts, the events mentioning it and the facts drawn only from

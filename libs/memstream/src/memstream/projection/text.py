@@ -39,7 +39,7 @@ def event_text(entry: dict[str, Any]) -> str:
     if t in ("memory.feedback", "memory.invalidate"):
         return str(p.get("reason") or "")
     if t == "memory.purge":
-        return f"purge {p.get('subject')}"
+        return ""  # a tombstone must not make its subject easier to find
     return str(explicit or "")
 
 

@@ -66,19 +66,27 @@ class SummaryCache:
             while len(self._entries) > self.max_entries:
                 self._entries.popitem(last=False)
 
+    def count(self, tenant: str, memory_ids: Collection[str] | None = None) -> int:
+        """How many entries ``drop`` would remove (a purge's dry run)."""
+        with self._lock:
+            return len(self._matching(tenant, memory_ids))
+
     def drop(self, tenant: str, memory_ids: Collection[str] | None = None) -> int:
         """Purge hook: remove the tenant's entries whose candidates include any of
         ``memory_ids`` (every entry of the tenant when None); returns how many went."""
-        ids = None if memory_ids is None else frozenset(memory_ids)
         with self._lock:
-            doomed = [
-                key
-                for key, e in self._entries.items()
-                if e.tenant == tenant and (ids is None or e.candidate_ids & ids)
-            ]
+            doomed = self._matching(tenant, memory_ids)
             for key in doomed:
                 del self._entries[key]
         return len(doomed)
+
+    def _matching(self, tenant: str, memory_ids: Collection[str] | None) -> list[str]:
+        ids = None if memory_ids is None else frozenset(memory_ids)
+        return [
+            key
+            for key, e in self._entries.items()
+            if e.tenant == tenant and (ids is None or e.candidate_ids & ids)
+        ]
 
     def __len__(self) -> int:
         return len(self._entries)

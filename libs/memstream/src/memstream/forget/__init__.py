@@ -1,0 +1,1 @@
+"""Forgetting: the purge of a data subject (tombstone, report) across every store."""

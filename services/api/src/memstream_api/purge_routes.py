@@ -1,0 +1,160 @@
+"""``DELETE /v1/subjects/{subject}``: purge a data subject from every store, with a report.
+
+The API plans from the live graph, appends the ``memory.purge`` tombstone (durably, like any
+event), forgets what it holds in memory (cached summaries, recent packets), then watches the
+stores obey the tombstone for up to ``wait_s``. A purge still unfinished when the request
+answers keeps being watched; its age is ``memstream_purge_pending_oldest_seconds``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated
+
+from fastapi import APIRouter, HTTPException, Query, Request, status
+from fastapi import Path as PathParam
+from fastapi.responses import Response
+from memstream.archive.segments import read_archive
+from memstream.checkout.service import NoProjection
+from memstream.forget.metrics import PURGES, PendingPurges
+from memstream.forget.purge import PurgeReport, is_complete, planned, tombstone
+from memstream.graph.port import GraphStore, PurgeScope
+from memstream.ledger.purge import is_purged
+from memstream.projection.names import entity_key
+from memstream.summarize.cache import SummaryCache
+from starlette.concurrency import run_in_threadpool
+
+from memstream_api.auth import Tenant
+from memstream_api.checkout_routes import READ_RESPONSES, checkout_service, unavailable_error
+from memstream_api.errors import INVALID, ErrorBody, unavailable
+from memstream_api.ingest import COMPONENT, DeliveryErrorBody, deliver
+
+router = APIRouter(tags=["forget"])
+POLL_S = 0.25
+BACKGROUND_WATCH_S = 3600.0  # after an hour the purge is left to the alert, not this thread
+
+Subject = Annotated[
+    str, PathParam(min_length=1, max_length=500, description="a name as written in memory")
+]
+Check = Callable[[], dict[str, bool]]
+
+
+def converged(graph: GraphStore, archive: Path, tenant: str, scope: PurgeScope) -> dict[str, bool]:
+    """Per watched store: it no longer holds what the purge removes."""
+    ids = set(scope.event_ids)
+    done = {
+        "graph": not graph.events(tenant, scope.event_ids),
+        "latents": not graph.latents_by_id(tenant, scope.latent_ids),
+    }
+    if archive.is_dir():  # the embedded stack: the archive is on this machine
+        entries = read_archive(archive, tenant)
+        done["archive"] = all(is_purged(e) for e, _ in entries if e.get("id") in ids)
+    return done
+
+
+def watch(check: Check, seconds: float) -> dict[str, bool]:
+    """Poll ``check`` until every store converged or ``seconds`` passed; the last answer."""
+    until = time.monotonic() + seconds
+    while True:
+        done = check()
+        if is_complete(done) or time.monotonic() >= until:
+            return done
+        time.sleep(POLL_S)
+
+
+def _pending(request: Request) -> PendingPurges:
+    pending: PendingPurges = request.app.state.pending_purges
+    return pending
+
+
+def _in_memory(
+    request: Request, tenant: str, key: str, scope: PurgeScope, apply: bool
+) -> dict[str, int]:
+    """What this process holds in memory: cached summaries and recent packets."""
+    ids = {*scope.event_ids, *scope.fact_ids, *scope.latent_ids}
+    cache: SummaryCache | None = getattr(request.app.state.summarizer, "cache", None)
+    checkout = checkout_service(request)
+    if not apply:
+        cited = [p for p in checkout.packets.values() if p.tenant == tenant]
+        return {
+            "summary_cache_entries": cache.count(tenant, ids) if cache is not None else 0,
+            "recent_packets": sum(1 for p in cited if not ids.isdisjoint(p.cited)),
+        }
+    return {
+        "summary_cache_entries": cache.drop(tenant, ids) if cache is not None else 0,
+        "recent_packets": checkout.forget_packets(tenant, ids, key),
+    }
+
+
+def _follow_up(pending: PendingPurges, tombstone_id: str, check: Check) -> None:
+    """Keep watching a purge the request answered before it finished."""
+    pending.add(tombstone_id)
+
+    def run() -> None:
+        if is_complete(watch(check, BACKGROUND_WATCH_S)):
+            pending.done(tombstone_id)
+
+    threading.Thread(target=run, name=f"purge-watch-{tombstone_id[:8]}", daemon=True).start()
+
+
+@router.delete(
+    "/v1/subjects/{subject}",
+    summary="Purge a data subject: every event linked to it and all derived from them",
+    response_model=PurgeReport,
+    responses={
+        **INVALID,
+        **READ_RESPONSES,
+        **unavailable(
+            "memory is briefly unavailable, or the tombstone was not accepted (spool full, "
+            "Kafka did not acknowledge); send it again",
+            DeliveryErrorBody | ErrorBody,
+        ),
+    },
+)
+async def purge_subject(
+    subject: Subject,
+    request: Request,
+    tenant: Tenant,
+    dry_run: Annotated[bool, Query(description="report what would go; change nothing")] = False,
+    wait_s: Annotated[
+        float, Query(ge=0, le=120, description="how long to watch the stores obey")
+    ] = 30.0,
+) -> PurgeReport | Response:
+    key = entity_key(subject)
+    if not key:
+        raise HTTPException(
+            status.HTTP_422_UNPROCESSABLE_ENTITY, detail=f"{subject!r} names no entity"
+        )
+    try:
+        graph = await run_in_threadpool(checkout_service(request).live_graph)
+        scope = await run_in_threadpool(graph.purge_scope, tenant, key)
+    except NoProjection as exc:
+        raise unavailable_error(exc) from exc
+    removed = planned(scope)
+    report = {"subject": subject, "subject_key": key, "removed": removed}
+    if dry_run:
+        removed |= _in_memory(request, tenant, key, scope, apply=False)
+        PURGES.labels(COMPONENT, "dry_run").inc()
+        return PurgeReport(**report, dry_run=True, tombstone_id=None, complete=True)
+    event = tombstone(tenant, key, scope, datetime.now(UTC))
+    refused = await deliver(request, [event])
+    if refused is not None:
+        return refused
+    removed |= _in_memory(request, tenant, key, scope, apply=True)
+    archive = request.app.state.settings.archive_dir
+
+    def check() -> dict[str, bool]:
+        return converged(graph, archive, tenant, scope)
+
+    completed = await run_in_threadpool(watch, check, wait_s)
+    complete = is_complete(completed)
+    PURGES.labels(COMPONENT, "complete" if complete else "incomplete").inc()
+    if not complete:
+        _follow_up(_pending(request), event.id, check)
+    return PurgeReport(
+        **report, dry_run=False, tombstone_id=event.id, completed=completed, complete=complete
+    )
