@@ -42,9 +42,10 @@ FUZZED = {
     "GET /v1/latents",
     "POST /v1/search",
     "POST /v1/summarize_recall",
+    "DELETE /v1/subjects/{subject}",
 }
 # Operations that write events: their 2xx answers name the ids that must reach the ledger.
-WRITES = {"POST /v1/events", "POST /v1/feedback"}
+WRITES = {"POST /v1/events", "POST /v1/feedback", "DELETE /v1/subjects/{subject}"}
 OPERATIONS = {"GET /healthz", "GET /metrics", *FUZZED}
 
 
@@ -84,7 +85,10 @@ class Run:
             return
         if 200 <= response.status_code < 300:
             body = response.json()
-            self.accepted_ids.update(body["ids"] if "ids" in body else [body["id"]])
+            if "tombstone_id" in body:  # a purge (none on a dry run)
+                self.accepted_ids.update([body["tombstone_id"]] if body["tombstone_id"] else [])
+            else:
+                self.accepted_ids.update(body["ids"] if "ids" in body else [body["id"]])
         if label != "POST /v1/events":
             return
         if 200 <= response.status_code < 300:

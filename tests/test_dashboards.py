@@ -9,6 +9,7 @@ import subprocess
 from pathlib import Path
 
 import memstream.checkout.metrics
+import memstream.forget.metrics
 import memstream.latent.metrics
 import memstream.learning.metrics
 import memstream.metrics
@@ -27,6 +28,7 @@ OUT = ROOT / "deploy" / "grafana" / "dashboards"
 METRIC_MODULES = (
     memstream.metrics,
     memstream.checkout.metrics,
+    memstream.forget.metrics,
     memstream.latent.metrics,
     memstream.learning.metrics,
     memstream.projection.metrics,

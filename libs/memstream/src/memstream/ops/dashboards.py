@@ -478,6 +478,45 @@ def checkout() -> Dashboard:
                 width=24,
             ),
             *_summarize_panels(),
+            *_purge_panels(),
+        ),
+    )
+
+
+def _purge_panels() -> tuple[Panel, ...]:
+    """Forgetting: purges asked, what each store removed, and purges still unfinished."""
+    return (
+        Panel(
+            "Purges",
+            "Purges asked of the API per second by outcome (dry_run, complete, incomplete = "
+            "a store had not obeyed the tombstone when the request answered), and tombstones "
+            "applied by each store.",
+            (
+                Query(rate("memstream_purges_total", "outcome"), "asked {{outcome}}"),
+                Query(rate("memstream_purges_applied_total", "store"), "applied {{store}}"),
+            ),
+            unit="ops",
+            width=8,
+        ),
+        Panel(
+            "Items purged",
+            "Items removed per second by store and kind (events, facts, entities, points, "
+            "artifacts, archive lines).",
+            (
+                Query(
+                    rate("memstream_purge_items_removed_total", "store, kind"),
+                    "{{store}} {{kind}}",
+                ),
+            ),
+            unit="short",
+            width=8,
+        ),
+        Panel(
+            "Oldest unfinished purge",
+            "Age of the oldest purge some store has not obeyed yet (alert above 60 s).",
+            (Query("max(memstream_purge_pending_oldest_seconds)", "oldest pending"),),
+            unit="s",
+            width=8,
         ),
     )
 
