@@ -48,6 +48,12 @@ BUSY = {
     'sum(rate(memstream_latent_artifacts_built_total{type="episode_latent"}[1m]))',
     'sum(rate(memstream_latent_artifacts_stale_total{type="episode_latent"}[1m]))',
     'sum(rate(memstream_latent_artifacts_built_total{type="failure_latent"}[1m]))',
+    # a passer-by purged every round: each store obeys the tombstone
+    'sum(rate(memstream_purges_total{outcome="dry_run"}[1m]))',
+    'sum(rate(memstream_purges_applied_total{store="graph"}[1m]))',
+    'sum(rate(memstream_purges_applied_total{store="vectors"}[1m]))',
+    'sum(rate(memstream_purges_applied_total{store="archive"}[1m]))',
+    'sum(rate(memstream_purge_items_removed_total{store="graph", kind="events"}[1m]))',
 }
 
 
@@ -115,6 +121,7 @@ class Workload:
             # 404 while the graph has not caught up is fine: the route is timed either way.
             lineage = http.get(f"/v1/lineage/{tenant}-{max(0, n - 10)}-0", headers=auth)
             self._expect(lineage, 200, 404)
+            self._purge(http, auth, n)
         if n % 10 == 0:  # keeps the DLQ rate above zero
             producer.produce(RAW, b"\x00 not an envelope \xff", key=b"dev/chat-0")
             producer.flush(10)
@@ -136,6 +143,17 @@ class Workload:
         support = [i for a in packet["answer_candidates"] for i in a["support_ids"]]
         feedback = {"target_ids": support[:1] or ["nothing-yet"], "signal": 0.5}
         self._expect(http.post("/v1/feedback", json=feedback, headers=auth), 202)
+
+    def _purge(self, http: httpx.Client, auth: dict[str, str], n: int) -> None:
+        """A passer-by named in one round is purged in the next (and dry-run first)."""
+        said = f"Round {n}: Passer-By Nº{n} Ødegård waved at the pilot."
+        event = {"stream": "street", "type": "message.user", "payload": {"text": said}}
+        self._expect(http.post("/v1/events", json=event, headers=auth), 202)
+        if n == 0:
+            return
+        subject = f"/v1/subjects/Passer-By Nº{n - 1} Ødegård"
+        self._expect(http.delete(subject, params={"dry_run": "true"}, headers=auth), 200)
+        self._expect(http.delete(subject, params={"wait_s": 0}, headers=auth), 200)
 
     def _expect(self, resp: httpx.Response, *codes: int) -> None:
         if resp.status_code not in codes:
