@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 from memstream.projection.extract import extract, graph_batch
-from memstream.projection.names import entity_key, name_candidates
+from memstream.projection.names import entity_key, name_candidates, name_forms, names_in
 from memstream.projection.quantities import quantities
 
 
@@ -184,3 +184,21 @@ def test_entity_flags_say_who_acts_for_which_side_and_who_facts_are_about() -> N
     merged = {e.key: e for e in graph_batch([said, answered, about]).entities}
     assert merged["maria"].actor and merged["maria"].subject and merged["maria"].side == "user"
     assert merged["helper"].side == "assistant"
+
+
+@pytest.mark.parametrize(
+    ("spelled", "text", "named"),
+    [
+        ("Zoë Park", "I met zoe park's dog", True),
+        ("Zoë Park", "ZOË PARK waved", True),
+        ("Zoe Park", "zoë park waved", True),
+        ("the user", "The user asked twice.", True),
+        ("Al", "also all of it", False),
+        ("Ines Øverland-Quist", "the guidelinesøverland-quist", False),
+        ("Łukasz", "Łukasz's bike", True),
+    ],
+)
+def test_a_name_is_found_in_text_as_whole_words_in_any_case(
+    spelled: str, text: str, named: bool
+) -> None:
+    assert names_in(text, name_forms(spelled, entity_key(spelled))) is named

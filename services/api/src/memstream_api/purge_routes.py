@@ -131,7 +131,7 @@ async def purge_subject(
         )
     try:
         graph = await run_in_threadpool(checkout_service(request).live_graph)
-        scope = await run_in_threadpool(graph.purge_scope, tenant, key)
+        scope = await run_in_threadpool(graph.purge_scope, tenant, key, subject)
     except NoProjection as exc:
         raise unavailable_error(exc) from exc
     removed = planned(scope)

@@ -45,6 +45,7 @@ from memstream.graph.cypher import (
     PURGE_FACTS,
     PURGE_SCOPE_DERIVED,
     PURGE_SCOPE_EVENTS,
+    PURGE_SCOPE_TEXT,
     RECENT,
     RECENT_FACTS_FOR_SUBJECT,
     SUPERSEDE,
@@ -63,6 +64,7 @@ from memstream.projection.model import (
     GraphBatch,
     SourceRef,
 )
+from memstream.projection.names import name_forms, names_in
 from memstream.times import as_utc, iso_z, utc_z
 
 Row = dict[str, Any]
@@ -530,11 +532,15 @@ class CypherGraphStore(ABC):
         row = rows[0] if rows else {}
         return {k: int(row.get(k) or 0) for k in ("events", "entities", "facts", "mentions")}
 
-    def purge_scope(self, tenant: str, entity_key: str) -> PurgeScope:
+    def purge_scope(self, tenant: str, entity_key: str, spelled: str) -> PurgeScope:
         """The events a purge of ``entity_key`` covers and what was derived from them."""
         base = {"tenant": tenant, "key": entity_key}
         rows = self._read(PURGE_SCOPE_EVENTS, base)
-        event_ids = sorted({str(r["event_id"]) for r in rows if r["event_id"] is not None})
+        linked = {str(r["event_id"]) for r in rows if r["event_id"] is not None}
+        needles = name_forms(spelled, entity_key)
+        texts = self._read(PURGE_SCOPE_TEXT, {"tenant": tenant, "needles": sorted(needles)})
+        named = {str(r["event_id"]) for r in texts if names_in(str(r["text"] or ""), needles)}
+        event_ids = sorted(linked | named)
         if not event_ids:
             return PurgeScope([], [], [])
         derived = self._read(PURGE_SCOPE_DERIVED, {"tenant": tenant, "event_ids": event_ids})

@@ -106,3 +106,19 @@ def name_candidates(text: str, limit: int = 12) -> list[str]:
         if len(found) >= limit:
             break
     return found
+
+
+def name_forms(spelled: str, key: str) -> frozenset[str]:
+    """The lower-case forms a name is looked for in text: as spelled and as its key."""
+    lower = re.sub(r"\s+", " ", unicodedata.normalize("NFKC", spelled).strip().lower())
+    return frozenset(f for f in (lower, key) if f)
+
+
+def names_in(text: str, forms: frozenset[str]) -> bool:
+    """``text`` names one of ``forms`` as whole words, in any case, with or without accents
+    ("Zoë" in "zoe's"; not "al" in "also")."""
+    lower = unicodedata.normalize("NFKC", text).lower()
+    for haystack in (lower, fold_accents(lower)):
+        if any(re.search(rf"(?<!\w){re.escape(f)}(?!\w)", haystack) for f in forms):
+            return True
+    return False
