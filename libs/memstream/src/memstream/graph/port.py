@@ -122,5 +122,18 @@ class GraphStore(Protocol):
     def purge_tenant_subject(self, tenant: str, entity_key: str) -> dict[str, int]:
         """Delete an entity, its facts and the events mentioning it; counts removed."""
 
+    def purge_events(self, tenant: str, event_ids: list[str]) -> dict[str, int]:
+        """Obey a purge tombstone: delete the events, the facts drawn from them (re-closing
+        the fact groups left behind), their mentions, the artifacts derived from them and the
+        entities they leave with no mention and no fact. Counts removed per kind
+        (``events, facts, entities, mentions, latents``); idempotent."""
+
+    def delete_latents(self, tenant: str, artifact_ids: list[str]) -> int:
+        """Delete artifacts by id (a latent deletion record) with their edges; count removed."""
+
+    def compact(self) -> None:
+        """Rewrite the backend's files so deleted data no longer lies in them (after a purge;
+        slow: never on the path of ordinary writes)."""
+
     def drop(self) -> None:
         """Delete the whole namespace."""
