@@ -33,7 +33,7 @@ from memstream.projection.model import Extraction, VectorPoint
 from memstream.projection.names import entity_key
 from memstream.projection.text import descriptive_metadata
 from memstream.times import epoch_seconds
-from memstream.vectors.port import VectorIndex
+from memstream.vectors.port import VectorIndex, event_point_key
 
 log = logging.getLogger(__name__)
 
@@ -144,7 +144,7 @@ def event_point(x: Extraction) -> VectorPoint:
     """One point per event (so counts match the ledger); payload per DESIGN.md §3.3."""
     e = x.event
     return VectorPoint(
-        point_key=f"event:{e.tenant}:{e.event_id}",
+        point_key=event_point_key(e.tenant, e.event_id),
         dense=[],
         text=" ".join(
             part
