@@ -190,9 +190,7 @@ class QdrantVectorIndex:
         with self._lock:
             points = self.client.count(self.collection, count_filter=events, exact=True).count
             latents = self.client.count(self.collection, count_filter=derived, exact=True).count
-            keys: list[models.ExtendedPointId] = [
-                point_id(event_point_key(tenant, i)) for i in ids
-            ]
+            keys: list[models.ExtendedPointId] = [point_id(event_point_key(tenant, i)) for i in ids]
             self.client.delete(
                 self.collection, points_selector=models.PointIdsList(points=keys), wait=True
             )
