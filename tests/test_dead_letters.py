@@ -22,7 +22,7 @@ from memstream.kafka.loop import BatchLoop
 from memstream.kafka.produce import DeliveryFailed, produce_with_backpressure
 from memstream.kafka.topics import DLQ, ensure_topics
 from memstream.ledger.sequencing import RawRecord, Sequenced, SequencerState, sequence
-from memstream.projection import projectors
+from memstream.projection import purge
 from memstream.projection.projectors import GraphProjector
 from memstream.settings import Settings
 from memstream.stack.net import free_port
@@ -124,7 +124,7 @@ def test_an_extractor_bug_raises_and_nothing_is_dead_lettered_or_committed(
         raise bug
 
     # A KeyError too: the record is a well-formed ledger entry, so the failure is ours.
-    monkeypatch.setattr(projectors, "extract", broken)
+    monkeypatch.setattr(purge, "extract", broken)  # the reader every projector uses
     topic, _ = scratch_topic(topics, [orjson.dumps(ledger_entry(i)) for i in range(3)])
     projector = GraphProjector(graph, "vtest", make_producer(topics))
     group = f"dlq-test-{uuid.uuid4().hex[:8]}"

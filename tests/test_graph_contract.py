@@ -12,6 +12,7 @@ import re
 import uuid
 from collections.abc import Iterator
 from datetime import timedelta
+from pathlib import Path
 
 import latentdata
 import neo4j
@@ -24,6 +25,7 @@ from memstream.graph.falkor import FALKOR_DDL, FalkorGraphStore
 from memstream.graph.neo4j_store import NEO4J_DDL, Neo4jGraphStore, database_name
 from memstream.graph.port import GraphStore, PurgeScope
 from memstream.graph.store import CypherGraphStore
+from memstream.latent.model import LatentArtifact
 from memstream.projection.model import (
     EntityRecord,
     EventRecord,
@@ -481,6 +483,107 @@ def test_purge_reopens_the_fact_a_purged_fact_had_superseded(store: GraphStore) 
     assert report == {"events": 1, "entities": 1, "facts": 1, "mentions": 1}
     current = store.facts(A)
     assert ids(current) == ["a"] and current[0].superseded_by is None
+
+
+ELOISE = "eloise martin-duval"  # an accented, multi-word name, as the extractor keys it
+
+
+def subjects_world(tenant: str) -> tuple[GraphBatch, list[LatentArtifact]]:
+    """Éloïse (events 1-2) and Joao (event 3, and a fact drawn from event 1 that supersedes
+    his older one), with artifacts derived from them."""
+    e1 = ev(1, tenant=tenant, text="Éloïse Martin-Duval moved to Lisbon; Joao lives in Faro")
+    e2 = ev(2, tenant=tenant, text="Joao knows Éloïse Martin-Duval")
+    e3 = ev(3, tenant=tenant, text="Joao lives in Braga")
+    batch = GraphBatch(
+        events=[e1, e2, e3],
+        entities=[EntityRecord(tenant=tenant, key=ELOISE, name="Éloïse Martin-Duval", kind="name")],
+        mentions=[
+            mention(e1, ELOISE),
+            mention(e1, "lisbon"),
+            mention(e2, "joao"),
+            mention(e2, ELOISE),
+            mention(e3, "joao"),
+            mention(e3, "braga"),
+        ],
+        facts=[
+            fact("f-lisbon", ELOISE, "lives_in", JAN, "lisbon", tenant=tenant, seq=1),
+            fact("f-age", ELOISE, "age", JAN, value=41, tenant=tenant, seq=1),
+            fact("f-faro", "joao", "lives_in", FEB, "faro", tenant=tenant, seq=1),
+            fact("f-knows", "joao", "knows", JAN, ELOISE, tenant=tenant, seq=2),
+            fact("f-braga", "joao", "lives_in", JAN, "braga", tenant=tenant, seq=3),
+        ],
+    )
+    both = latentdata.episode(tenant, "chat", "Éloïse moved; Joao", [src(e1), src(e3)])
+    older = latentdata.episode(tenant, "chat", "Éloïse moved", [src(e1)], group="g-older")
+    joao = latentdata.episode(tenant, "chat", "Joao in Braga", [src(e3)], group="g-joao")
+    return batch, [latentdata.stale(older), both, joao]
+
+
+def test_purge_events_removes_what_they_hold_and_nothing_else(store: CypherGraphStore) -> None:
+    for tenant in (A, B):
+        batch, artifacts = subjects_world(tenant)
+        store.write(batch)
+        store.write_latents(artifacts)
+    before_b = store.counts(B)
+    report = store.purge_events(A, ["chat-1", "chat-2", "never-seen"])
+    # Entities: Éloïse, Lisbon and Faro are left with nothing; Joao keeps event 3 and a fact.
+    assert report == {"events": 2, "facts": 4, "entities": 3, "mentions": 4, "latents": 2}
+    assert store.events(A, ["chat-1", "chat-2", "chat-3"]) == [
+        ev(3, tenant=A).model_copy(
+            update={
+                "text": "Joao lives in Braga",
+                "occurred_at": iso_z(ev(3).occurred_at),
+                "ingested_at": iso_z(ev(3).ingested_at),
+            }
+        )
+    ]
+    assert ids(store.facts(A, include_superseded=True)) == ["f-braga"]
+    assert store.facts(A)[0].valid_to is None  # Joao's older fact is current again
+    keys = {e.key for e in store.entities(A)}
+    assert ELOISE not in keys and {"joao", "braga"} <= keys and not {"lisbon", "faro"} & keys
+    assert [a.summary for a in store.latents(A, include_stale=True)] == ["Joao in Braga"]
+    assert store.mentioning(A, [ELOISE]) == [] and store.neighbourhood(A, ["joao"]) == ["chat-3"]
+    assert store.counts(B) == before_b and len(store.latents(B, include_stale=True)) == 3
+    assert store.purge_events(A, ["chat-1", "chat-2"]) == dict.fromkeys(report, 0)
+    assert store.purge_events(A, []) == dict.fromkeys(report, 0)
+
+
+def test_deleted_latents_take_their_edges_and_loose_stubs(store: CypherGraphStore) -> None:
+    e1 = ev(1)
+    store.write(GraphBatch(events=[e1]))
+    # Event 9 is not projected yet: the artifact's DERIVED_FROM made a stub of it.
+    a = latentdata.episode(A, "chat", "Éloïse at the kiln", [src(e1), src(ev(9))])
+    store.write_latents([a])
+    assert store.delete_latents(A, [a.artifact_id, "lat-unknown"]) == 1
+    assert store.latent(A, a.artifact_id) is None and linked(store, "DERIVED_FROM", A) == []
+    stubs = store._read("MATCH (e:Event) WHERE e.tenant = $t RETURN e.event_id AS id", {"t": A})
+    assert [r["id"] for r in stubs] == ["chat-1"]
+    assert store.delete_latents(A, [a.artifact_id]) == 0
+
+
+def test_compact_leaves_no_purged_text_in_the_falkordb_files(falkordb_server: Server) -> None:
+    client = FalkorDB(port=falkordb_server.port)
+    graph = FalkorGraphStore(client, f"purge_{uuid.uuid4().hex[:12]}")
+    graph.ensure_schema()
+    marker = f"Éloïse Martin-Duval déménage à Lisbonne {uuid.uuid4().hex}"
+    kept = f"Joao reste à Braga {uuid.uuid4().hex}"
+    try:
+        graph.write(GraphBatch(events=[ev(1, text=marker), ev(2, text=kept)]))
+        data_dir = Path(str(client.connection.config_get("dir")["dir"]))
+        assert files_holding(data_dir, marker)  # appendfsync always: it is on disk already
+        graph.purge_events(A, ["chat-1"])
+        graph.compact()
+        assert files_holding(data_dir, marker) == []
+        assert files_holding(data_dir, kept) and graph.event(A, "chat-2") is not None
+        graph.compact()  # again, with nothing new: still fine
+    finally:
+        graph.drop()
+
+
+def files_holding(root: Path, text: str) -> list[Path]:
+    """The files under ``root`` whose bytes contain ``text`` (what grep -r would list)."""
+    needle = text.encode()
+    return [p for p in root.rglob("*") if p.is_file() and needle in p.read_bytes()]
 
 
 def test_drop_empties_the_namespace(store: GraphStore) -> None:

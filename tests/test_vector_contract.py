@@ -487,3 +487,78 @@ def test_factory_picks_edge_without_qdrant_url(tmp_path: Path) -> None:
     index.upsert([pt("acme", "e1", "hello", unit(0))])
     assert index.count() == 1
     index.close()
+
+
+# -- purge -------------------------------------------------------------------------------
+
+
+def purge_world(index: VectorIndex, marker: str) -> None:
+    """Éloïse's events e1-e2 and an artifact derived from e1 and e3; Joao's e3; e1 again
+    under another tenant. ``said`` stands for the text payloads carry."""
+    index.upsert(
+        [
+            pt("acme", "e1", marker, unit(0), event_id="e1", said=marker),
+            pt("acme", "e2", "Éloïse Martin-Duval likes celadon", unit(1), event_id="e2"),
+            pt(
+                "acme",
+                "e3",
+                "Joao reste à Braga",
+                unit(2),
+                event_id="e3",
+                said="Joao reste à Braga",
+            ),
+            pt(
+                "acme",
+                "lat-1",
+                marker,
+                unit(0),
+                kind="latent",
+                source_ids=["e1", "e3"],
+                said=marker,
+            ),
+            pt("acme", "lat-2", "Joao in Braga", unit(2), kind="latent", source_ids=["e3"]),
+            pt("globex", "e1", marker, unit(0), event_id="e1", said=marker),
+        ]
+    )
+
+
+def test_purge_events_removes_their_points_and_derived_latents(index: VectorIndex) -> None:
+    purge_world(index, "Éloïse Martin-Duval déménage à Lisbonne")
+    assert index.purge_events("acme", ["e1", "e2", "never"]) == {"points": 2, "latents": 1}
+    assert sorted(keys(index.query("acme", unit(0), "Éloïse", limit=10))) == ["e3", "lat-2"]
+    assert index.count("globex") == 1
+    assert index.purge_events("acme", ["e1", "e2"]) == {"points": 0, "latents": 0}
+    assert index.purge_events("acme", []) == {"points": 0, "latents": 0}
+    index.compact()
+    assert sorted(keys(index.query("acme", unit(2), "Braga", limit=10))) == ["e3", "lat-2"]
+
+
+def test_edge_compact_leaves_no_purged_text_in_the_shard(tmp_path: Path) -> None:
+    root = tmp_path / "edge"
+    index = EdgeVectorIndex(root / "memories", "memories", DIM)
+    marker = f"Éloïse Martin-Duval déménage à Lisbonne {uuid.uuid4().hex}"
+    try:
+        index.ensure()
+        purge_world(index, marker)
+        index.flush()
+        assert files_holding(root, marker)
+        index.purge_events("acme", ["e1", "e2"])
+        index.purge_events("globex", ["e1"])
+        index.compact()
+        assert files_holding(root, marker) == []
+        assert files_holding(root, "Joao reste à Braga")
+        index.upsert([pt("acme", "e4", "after the compaction", unit(3))])
+        assert index.count("acme") == 3
+    finally:
+        index.close()
+    reopened = EdgeVectorIndex(root / "memories", "memories", DIM)
+    try:
+        assert reopened.count("acme") == 3 and reopened.count("globex") == 0
+    finally:
+        reopened.close()
+
+
+def files_holding(root: Path, text: str) -> list[Path]:
+    """The files under ``root`` whose bytes contain ``text`` (what grep -r would list)."""
+    needle = text.encode()
+    return [p for p in root.rglob("*") if p.is_file() and needle in p.read_bytes()]

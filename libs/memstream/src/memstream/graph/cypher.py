@@ -338,22 +338,29 @@ WHERE e.tenant = $tenant AND m.tenant = $tenant
 RETURN DISTINCT e.event_id AS event_id
 """
 
-# Facts about the subject (either end) and facts whose evidence is a purged event. Edge-index
+# Facts whose evidence is one of some events (``purge_events`` and the subject purge). Edge-index
 # lookups keep endpoints unlabeled: FalkorDB would label-scan every Entity otherwise.
-PURGE_FACTS = """
-MATCH (s:Entity {tenant: $tenant, key: $key})-[f:RELATES]->(:Entity)
-WHERE f.tenant = $tenant
-RETURN f.fact_id AS fact_id, s.key AS subject_key, f.predicate AS predicate
-UNION
-MATCH (s:Entity)-[f:RELATES]->(:Entity {tenant: $tenant, key: $key})
-WHERE f.tenant = $tenant
-RETURN f.fact_id AS fact_id, s.key AS subject_key, f.predicate AS predicate
-UNION
+_FACTS_OF_EVENTS = """
 UNWIND $event_ids AS id
-MATCH (s)-[f:RELATES {src_event_id: id}]->()
+MATCH (s)-[f:RELATES {src_event_id: id}]->(o)
 WHERE f.tenant = $tenant
-RETURN f.fact_id AS fact_id, s.key AS subject_key, f.predicate AS predicate
+RETURN f.fact_id AS fact_id, s.key AS subject_key, f.predicate AS predicate, o.key AS object_key
 """
+PURGE_EVENT_FACTS = _FACTS_OF_EVENTS
+
+# Facts about the subject (either end) and facts whose evidence is a purged event.
+PURGE_FACTS = (
+    """
+MATCH (s:Entity {tenant: $tenant, key: $key})-[f:RELATES]->(o:Entity)
+WHERE f.tenant = $tenant
+RETURN f.fact_id AS fact_id, s.key AS subject_key, f.predicate AS predicate, o.key AS object_key
+UNION
+MATCH (s:Entity)-[f:RELATES]->(o:Entity {tenant: $tenant, key: $key})
+WHERE f.tenant = $tenant
+RETURN f.fact_id AS fact_id, s.key AS subject_key, f.predicate AS predicate, o.key AS object_key
+UNION"""
+    + _FACTS_OF_EVENTS
+)
 
 # DELETE stays the last clause: FalkorDB silently skips a DELETE whose rows a later WITH
 # filters away, so value nodes go in their own query (DETACH takes their edge along).
@@ -384,6 +391,60 @@ DELETE_ENTITY = """
 MATCH (x:Entity {tenant: $tenant, key: $key})
 DETACH DELETE x
 RETURN count(x) AS entities
+"""
+
+# The entities some events mention: the only ones their removal can leave orphaned.
+PURGE_MENTIONED = """
+UNWIND $event_ids AS id
+MATCH (e:Event {tenant: $tenant, event_id: id})-[m:MENTIONS]->(x:Entity)
+RETURN DISTINCT x.key AS key
+"""
+
+# Artifacts derived from a purged event go whole (their summaries hold its text), stale or not.
+DELETE_DERIVED_LATENTS = """
+UNWIND $event_ids AS id
+MATCH (l:Latent)-[:DERIVED_FROM]->(e:Event {tenant: $tenant, event_id: id})
+WHERE l.tenant = $tenant
+WITH DISTINCT l
+DETACH DELETE l
+RETURN count(l) AS latents
+"""
+
+DELETE_EVENT_FEEDBACK = """
+MATCH (b:Feedback)
+WHERE b.tenant = $tenant AND b.event_id IN $event_ids
+DELETE b
+"""
+
+# Of the entities a purge touched, those left with no mention and no fact.
+DELETE_ORPHANS = """
+UNWIND $keys AS k
+MATCH (x:Entity {tenant: $tenant, key: k})
+WHERE NOT ()-[:MENTIONS]->(x) AND NOT (x)-[:RELATES]-()
+DELETE x
+RETURN count(x) AS entities
+"""
+
+LATENT_SOURCES = """
+UNWIND $ids AS id
+MATCH (l:Latent {tenant: $tenant, artifact_id: id})-[:DERIVED_FROM]->(e:Event)
+RETURN DISTINCT e.event_id AS event_id
+"""
+
+# Artifacts deleted by id (a latent deletion record), with their edges.
+DELETE_LATENTS = """
+UNWIND $ids AS id
+MATCH (l:Latent {tenant: $tenant, artifact_id: id})
+DETACH DELETE l
+RETURN count(l) AS latents
+"""
+
+# Event stubs (no ``seq``: made by a DERIVED_FROM before the entry arrived) nothing derives from.
+DELETE_LOOSE_STUBS = """
+UNWIND $event_ids AS id
+MATCH (e:Event {tenant: $tenant, event_id: id})
+WHERE e.seq IS NULL AND NOT ()-[:DERIVED_FROM]->(e)
+DELETE e
 """
 
 # Batched so a large namespace does not need one huge transaction (Neo4j's drop).

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -14,6 +15,7 @@ from memstream.graph.port import GraphUnavailable
 from memstream.graph.store import CypherGraphStore, Row, Run
 
 _T = TypeVar("_T")
+REWRITE_TIMEOUT_S = 300.0
 
 # FalkorDB range indexes are per attribute (a multi-attribute CREATE INDEX fails as a whole
 # when one attribute is already indexed), so the shim creates them one by one. ``tenant`` is
@@ -62,6 +64,28 @@ class FalkorGraphStore(CypherGraphStore):
             if "empty key" not in str(exc):
                 raise
 
+    def compact(self) -> None:
+        """Rewrite the append-only file from the graph as it is now and wait for it.
+
+        Deleted nodes stay in the AOF (it logs every write) until a rewrite replaces it with
+        the current state. The embedded server has RDB snapshots off (``--save ""``), so the
+        AOF is the only file holding graph data. A rewrite already running (another purge)
+        started before our deletes: wait for it, then start ours.
+        """
+        conn = self.client.connection
+        _wait_rewrite(conn)
+        try:
+            conn.bgrewriteaof()
+        except ResponseError as exc:
+            if "already in progress" not in str(exc):
+                raise
+            _wait_rewrite(conn)
+            conn.bgrewriteaof()
+        _wait_rewrite(conn)
+        status = conn.info("persistence").get("aof_last_bgrewrite_status")
+        if status != "ok":
+            raise RuntimeError(f"FalkorDB AOF rewrite failed: {status}")
+
     def _read(self, query: str, params: dict[str, Any]) -> list[Row]:
         try:
             return _rows(self._graph.ro_query(query, params))
@@ -78,6 +102,18 @@ class FalkorGraphStore(CypherGraphStore):
 
     def _transact(self, work: Callable[[Run], _T]) -> _T:
         return work(self._run)
+
+
+def _wait_rewrite(conn: Any, timeout_s: float = REWRITE_TIMEOUT_S) -> None:
+    """Until no AOF rewrite is running or scheduled (a scheduled one waits for a child)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        info = conn.info("persistence")
+        if not info.get("aof_rewrite_in_progress") and not info.get("aof_rewrite_scheduled"):
+            return
+        if time.monotonic() > deadline:
+            raise GraphUnavailable(f"FalkorDB AOF rewrite still running after {timeout_s} s")
+        time.sleep(0.05)
 
 
 def _rows(result: Any) -> list[Row]:

@@ -72,6 +72,11 @@ class Neo4jGraphStore(CypherGraphStore):
             if not rows or int(rows[0]["deleted"]) == 0:
                 return
 
+    def compact(self) -> None:
+        """Nothing to do from here: Neo4j reuses deleted records' space and prunes old
+        transaction logs by ``db.tx_log.rotation.retention_policy``, a server setting (keep
+        it short where purges must leave no trace in the logs)."""
+
     def _read(self, query: str, params: dict[str, Any]) -> list[Row]:
         try:
             records, _, _ = self.driver.execute_query(

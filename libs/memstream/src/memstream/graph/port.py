@@ -138,5 +138,18 @@ class GraphStore(Protocol):
         fact, or its name ``spelled`` in any case in the text) and the facts and latent
         artifacts derived from them; reads only."""
 
+    def purge_events(self, tenant: str, event_ids: list[str]) -> dict[str, int]:
+        """Obey a purge tombstone: delete the events, the facts drawn from them (re-closing
+        the fact groups left behind), their mentions, the artifacts derived from them and the
+        entities they leave with no mention and no fact. Counts removed per kind
+        (``events, facts, entities, mentions, latents``); idempotent."""
+
+    def delete_latents(self, tenant: str, artifact_ids: list[str]) -> int:
+        """Delete artifacts by id (a latent deletion record) with their edges; count removed."""
+
+    def compact(self) -> None:
+        """Rewrite the backend's files so deleted data no longer lies in them (after a purge;
+        slow: never on the path of ordinary writes)."""
+
     def drop(self) -> None:
         """Delete the whole namespace."""

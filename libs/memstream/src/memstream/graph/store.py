@@ -13,9 +13,14 @@ from memstream.events.payloads import QuestionFamily
 from memstream.graph.cypher import (
     CHAIN,
     COUNTS,
+    DELETE_DERIVED_LATENTS,
     DELETE_ENTITY,
+    DELETE_EVENT_FEEDBACK,
     DELETE_EVENTS,
     DELETE_FACTS,
+    DELETE_LATENTS,
+    DELETE_LOOSE_STUBS,
+    DELETE_ORPHANS,
     DELETE_VALUE_NODES,
     ENTITIES,
     EVENT,
@@ -26,6 +31,7 @@ from memstream.graph.cypher import (
     FACTS_FROM_EVENTS,
     FEEDBACK,
     IMPLICIT_ENTITY_KIND,
+    LATENT_SOURCES,
     LATENTS,
     LATENTS_BY_ID,
     LINK_LATENT_SOURCES,
@@ -41,8 +47,10 @@ from memstream.graph.cypher import (
     MERGE_LATENTS,
     MERGE_MENTIONS,
     NEIGHBOURHOOD,
+    PURGE_EVENT_FACTS,
     PURGE_EVENT_IDS,
     PURGE_FACTS,
+    PURGE_MENTIONED,
     PURGE_SCOPE_DERIVED,
     PURGE_SCOPE_EVENTS,
     PURGE_SCOPE_TEXT,
@@ -68,6 +76,8 @@ from memstream.projection.names import name_forms, names_in
 from memstream.times import as_utc, iso_z, utc_z
 
 Row = dict[str, Any]
+# What ``purge_events`` counts.
+PURGE_KINDS = ("events", "facts", "entities", "mentions", "latents")
 Run = Callable[[str, dict[str, Any]], list[Row]]
 _T = TypeVar("_T")
 
@@ -556,23 +566,102 @@ class CypherGraphStore(ABC):
         those events (a citation must never dangle); re-close the fact groups left behind."""
         return self._transact(lambda run: _purge(run, tenant, entity_key))
 
+    def purge_events(self, tenant: str, event_ids: list[str]) -> dict[str, int]:
+        """Delete the events (and their stubs), the facts drawn from them with their value
+        nodes, their mentions and feedback, the artifacts derived from them, and the entities
+        they touched that are left with no mention and no fact; re-close the fact groups left
+        behind. Counts removed per kind; a second call removes nothing."""
+        ids = sorted(set(event_ids))
+        if not ids:
+            return dict.fromkeys(PURGE_KINDS, 0)
+        return self._transact(lambda run: _purge_events(run, tenant, ids))
+
+    def delete_latents(self, tenant: str, artifact_ids: list[str]) -> int:
+        """Delete artifacts by id with their edges, and the event stubs only they pointed at."""
+        if not artifact_ids:
+            return 0
+        ids = sorted(set(artifact_ids))
+
+        def work(run: Run) -> int:
+            sources = run(LATENT_SOURCES, {"tenant": tenant, "ids": ids})
+            removed = _delete_latents(run, tenant, ids)
+            stubs = sorted({str(r["event_id"]) for r in sources})
+            if stubs:
+                run(DELETE_LOOSE_STUBS, {"tenant": tenant, "event_ids": stubs})
+            return removed
+
+        return self._transact(work)
+
+    @abstractmethod
+    def compact(self) -> None:
+        """Make deleted data leave the backend's files (after a purge; slow)."""
+
+
+def _count(rows: list[Row], column: str) -> int:
+    return int(rows[0][column] or 0) if rows else 0
+
+
+def _remove_facts(run: Run, tenant: str, facts: list[Row], purged_subject: str = "") -> int:
+    """Delete the facts and their value nodes; re-close the fact groups they leave behind
+    (the purged subject's own groups are gone whole)."""
+    fact_ids = sorted({str(r["fact_id"]) for r in facts})
+    if not fact_ids:
+        return 0
+    value_keys = [VALUE_KEY_PREFIX + fact_id for fact_id in fact_ids]
+    run(DELETE_VALUE_NODES, {"tenant": tenant, "keys": value_keys})
+    run(DELETE_FACTS, {"tenant": tenant, "fact_ids": fact_ids})
+    groups = {
+        (tenant, r["subject_key"], r["predicate"])
+        for r in facts
+        if r["subject_key"] != purged_subject
+    }
+    if groups:
+        run(SUPERSEDE, {"rows": _group_rows(groups)})
+    return len(fact_ids)
+
+
+def _remove_events(run: Run, tenant: str, event_ids: list[str]) -> tuple[int, int]:
+    """Delete the events (stubs too) with their edges: (events, mentions) removed."""
+    if not event_ids:
+        return 0, 0
+    rows = run(DELETE_EVENTS, {"tenant": tenant, "event_ids": event_ids})
+    return _count(rows, "events"), _count(rows, "mentions")
+
 
 def _purge(run: Run, tenant: str, key: str) -> dict[str, int]:
     base = {"tenant": tenant, "key": key}
     event_ids = sorted({str(r["event_id"]) for r in run(PURGE_EVENT_IDS, base)})
     facts = run(PURGE_FACTS, {**base, "event_ids": event_ids})
-    fact_ids = sorted({str(r["fact_id"]) for r in facts})
-    # Groups of other subjects that lost a fact need their validity chain re-closed.
-    groups = {(tenant, r["subject_key"], r["predicate"]) for r in facts if r["subject_key"] != key}
-    if fact_ids:
-        value_keys = [VALUE_KEY_PREFIX + fact_id for fact_id in fact_ids]
-        run(DELETE_VALUE_NODES, {"tenant": tenant, "keys": value_keys})
-        run(DELETE_FACTS, {"tenant": tenant, "fact_ids": fact_ids})
-    events = mentions = 0
-    if event_ids:
-        row = run(DELETE_EVENTS, {"tenant": tenant, "event_ids": event_ids})[0]
-        events, mentions = int(row["events"]), int(row["mentions"] or 0)
+    removed = _remove_facts(run, tenant, facts, purged_subject=key)
+    events, mentions = _remove_events(run, tenant, event_ids)
     entities = int(run(DELETE_ENTITY, base)[0]["entities"])
-    if groups:
-        run(SUPERSEDE, {"rows": _group_rows(groups)})
-    return {"events": events, "entities": entities, "facts": len(fact_ids), "mentions": mentions}
+    return {"events": events, "entities": entities, "facts": removed, "mentions": mentions}
+
+
+def _purge_events(run: Run, tenant: str, event_ids: list[str]) -> dict[str, int]:
+    """See :meth:`CypherGraphStore.purge_events`; every step is idempotent."""
+    base = {"tenant": tenant, "event_ids": event_ids}
+    touched = {str(r["key"]) for r in run(PURGE_MENTIONED, base)}
+    facts = run(PURGE_EVENT_FACTS, base)
+    touched |= {str(r[k]) for r in facts for k in ("subject_key", "object_key") if r[k]}
+    # Before the events go: the artifacts are found through their DERIVED_FROM edges.
+    latents = _count(run(DELETE_DERIVED_LATENTS, base), "latents")
+    removed = _remove_facts(run, tenant, facts)
+    run(DELETE_EVENT_FEEDBACK, base)
+    events, mentions = _remove_events(run, tenant, event_ids)
+    keys = sorted(k for k in touched if not k.startswith(VALUE_KEY_PREFIX))
+    entities = 0
+    if keys:
+        entities = _count(run(DELETE_ORPHANS, {"tenant": tenant, "keys": keys}), "entities")
+    return {
+        "events": events,
+        "facts": removed,
+        "entities": entities,
+        "mentions": mentions,
+        "latents": latents,
+    }
+
+
+def _delete_latents(run: Run, tenant: str, artifact_ids: list[str]) -> int:
+    rows = run(DELETE_LATENTS, {"tenant": tenant, "ids": artifact_ids})
+    return _count(rows, "latents")

@@ -163,6 +163,24 @@ class LatentArtifact(_M):
         return self.tenant
 
 
+class LatentDeletion(_M):
+    """An artifact withdrawn because a purge removed one of its sources: consumers delete it
+    whole (node, point, summary). Ids only: it holds nothing of what it deletes."""
+
+    artifact_id: str
+    tenant: str
+    deleted_by: str  # the memory.purge tombstone's event id
+    deleted_at: AwareDatetime
+
+    @property
+    def key(self) -> str:
+        """Kafka key: the tenant, like the artifact's, so it follows the artifact's records."""
+        return self.tenant
+
+
+LatentRecord = LatentArtifact | LatentDeletion
+
+
 def input_fingerprint(parts: list[str]) -> str:
     """SHA-256 over the inputs' content fingerprints, in the order given (sequence)."""
     h = hashlib.sha256()

@@ -16,6 +16,8 @@ from memstream.embed.port import Embedder
 from memstream.latent.model import (
     EpisodeDetails,
     LatentArtifact,
+    LatentDeletion,
+    LatentRecord,
     PolicyDetails,
     PreferenceDetails,
     TaskDetails,
@@ -26,13 +28,17 @@ from memstream.times import as_utc, utc_z
 CENTROID_REF_PREFIX = "centroid:"  # payload_ref of a centroid: "centroid:<embedder name>"
 LATENT_KIND = "latent"  # the payload ``kind`` of artifacts' points (events' is "event")
 _WORD = re.compile(r"\w+")
+# Only a deletion has this key (artifacts forbid unknown fields): a cheap way to tell them.
+DELETION_MARK = b'"deleted_by"'
 
 
-def decode_artifact(raw: bytes | None) -> LatentArtifact | str:
-    """The record's artifact, or why it is not one (a dead letter's reason)."""
+def decode_artifact(raw: bytes | None) -> LatentRecord | str:
+    """The record's artifact or deletion, or why it is neither (a dead letter's reason)."""
     if raw is None:
         return "empty record (no value)"
     try:
+        if DELETION_MARK in raw:
+            return LatentDeletion.model_validate_json(raw)
         return LatentArtifact.model_validate_json(raw)
     except ValidationError as exc:
         problems = "; ".join(
@@ -42,12 +48,19 @@ def decode_artifact(raw: bytes | None) -> LatentArtifact | str:
         return f"not a latent artifact ({exc.error_count()} error(s)): {problems}"
 
 
+def split_records(records: list[LatentRecord]) -> tuple[list[LatentArtifact], list[LatentDeletion]]:
+    """(artifacts to upsert, deletions) of a batch: the last record of an id decides."""
+    last = {(r.tenant, r.artifact_id): r for r in records}
+    artifacts = [r for r in last.values() if isinstance(r, LatentArtifact)]
+    return artifacts, [r for r in last.values() if isinstance(r, LatentDeletion)]
+
+
 def latest(artifacts: list[LatentArtifact]) -> list[LatentArtifact]:
     """One record per artifact: the last one received (records of an id are upserts)."""
     return list({(a.tenant, a.artifact_id): a for a in artifacts}.values())
 
 
-def point_key(a: LatentArtifact) -> str:
+def point_key(a: LatentRecord) -> str:
     return f"latent:{a.tenant}:{a.artifact_id}"
 
 

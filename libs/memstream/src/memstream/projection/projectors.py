@@ -17,10 +17,12 @@ from memstream.embed.port import Embedder
 from memstream.graph.port import GraphStore
 from memstream.kafka.dlq import DeadLetterWriter
 from memstream.kafka.topics import LATENTS, LEDGER
-from memstream.latent.model import LatentArtifact
+from memstream.latent.model import LatentDeletion, LatentRecord
 from memstream.ledger.entry import decode_entry
-from memstream.projection.extract import extract, graph_batch
-from memstream.projection.latents import decode_artifact, latent_changes
+from memstream.metrics import PURGE_APPLIED_AT, PURGE_ITEMS_REMOVED, PURGES_APPLIED
+from memstream.projection.extract import graph_batch
+from memstream.projection.latents import decode_artifact, latent_changes, split_records
+from memstream.projection.latents import point_key as latent_point_key
 from memstream.projection.metrics import (
     FRESHNESS,
     OPTIMIZING,
@@ -31,16 +33,18 @@ from memstream.projection.metrics import (
 )
 from memstream.projection.model import Extraction, VectorPoint
 from memstream.projection.names import entity_key
+from memstream.projection.purge import Decoded, PurgeOrder, Read, read_entry
 from memstream.projection.text import descriptive_metadata
 from memstream.times import epoch_seconds
-from memstream.vectors.port import VectorIndex
+from memstream.vectors.port import VectorIndex, event_point_key
 
 log = logging.getLogger(__name__)
+GRAPH, VECTORS = "graph", "vectors"  # the ``store`` label of the purge metrics
 
 
-def _extract(raw: bytes | None, light: bool) -> Extraction | str:
-    """The record's extraction, or why the record itself cannot be projected."""
-    return decode_entry(raw, lambda entry: extract(entry, light=light))
+def _read(raw: bytes | None, light: bool) -> Read | str:
+    """What the record gives a projector, or why the record itself cannot be projected."""
+    return decode_entry(raw, lambda entry: read_entry(entry, light))
 
 
 class _Base:
@@ -58,31 +62,48 @@ class _Base:
         PROJECTED.labels(self.component, self.kind, version)
         PROJECTED_LATENTS.labels(self.component, self.kind, version)
 
-    def decode(self, msgs: list[Message], light: bool) -> list[Extraction]:
-        """Extractions of the records; bad ones are dead-lettered and flushed before returning."""
-        out: list[Extraction] = []
+    def decode(self, msgs: list[Message], light: bool) -> Decoded:
+        """Extractions and purges of the records; purged entries are skipped, bad ones are
+        dead-lettered and flushed before returning."""
+        out = Decoded()
         now = datetime.now(UTC)
         for m in msgs:
-            found = _extract(m.value(), light)
-            if isinstance(found, Extraction):
-                out.append(found)
-            else:
+            found = _read(m.value(), light)
+            if isinstance(found, str):
                 reason = f"{self.component} {self.version}: {found}"[:500]
                 self.dead_letters.write(m, reason, now)
+                continue
+            if found.extraction is not None:
+                out.extractions.append(found.extraction)
+            else:
+                out.skipped += 1
+            if found.purge is not None:
+                out.purges.append(found.purge)
         self.dead_letters.flush()
         return out
 
-    def decode_latents(self, msgs: list[Message]) -> list[LatentArtifact]:
-        """The artifacts of ``memory.latents`` records; bad ones are dead-lettered (flushed).
+    def purged(self, store: str, order: PurgeOrder | None, removed: dict[str, int]) -> None:
+        """Count one applied tombstone (or latent deletions: ``order`` None); ids only in logs."""
+        if order is not None:
+            PURGES_APPLIED.labels(self.component, store).inc()
+            log.info("%s %s applied purge %s: %s", self.component, self.version,
+                     order.tombstone_id, removed)  # fmt: skip
+        for kind, n in removed.items():
+            PURGE_ITEMS_REMOVED.labels(self.component, store, kind).inc(n)
+        PURGE_APPLIED_AT.labels(self.component, store).set(time.time())
+
+    def decode_latents(self, msgs: list[Message]) -> list[LatentRecord]:
+        """The artifacts and deletions of ``memory.latents`` records; bad ones are
+        dead-lettered (flushed).
 
         Only validation can fail here, and only because of the record, so every failure is
         a dead letter; what the projector does with an artifact afterwards may still raise.
         """
-        out: list[LatentArtifact] = []
+        out: list[LatentRecord] = []
         now = datetime.now(UTC)
         for m in msgs:
             found = decode_artifact(m.value())
-            if isinstance(found, LatentArtifact):
+            if not isinstance(found, str):
                 out.append(found)
             else:
                 reason = f"{self.component} {self.version}: {found}"[:500]
@@ -120,18 +141,28 @@ class GraphProjector(_Base):
         store.ensure_schema()
 
     def process(self, msgs: list[Message]) -> None:
+        """Write the batch, then obey its tombstones and latent deletions (both come after
+        what they remove); after any of them, compact the store's files."""
         ledger, latent_records = by_topic(msgs)
-        extractions = self.decode(ledger, light=False)
-        artifacts = self.decode_latents(latent_records)
-        if extractions:
-            batch = graph_batch(extractions)
+        decoded = self.decode(ledger, light=False)
+        records = self.decode_latents(latent_records)
+        artifacts, deletions = split_records(records)
+        if decoded.extractions:
+            batch = graph_batch(decoded.extractions)
             if not self.feedback:
                 batch = batch.model_copy(update={"feedback": []})
             self.store.write(batch)
-            self.observe(extractions)
+            self.observe(decoded.extractions)
         if artifacts:
             self.store.write_latents(artifacts)
-            PROJECTED_LATENTS.labels(self.component, self.kind, self.version).inc(len(artifacts))
+        if records:
+            PROJECTED_LATENTS.labels(self.component, self.kind, self.version).inc(len(records))
+        for order in decoded.purges:
+            self.purged(GRAPH, order, self.store.purge_events(order.tenant, list(order.event_ids)))
+        for tenant, ids in _by_tenant(deletions).items():
+            self.purged(GRAPH, None, {"latents": self.store.delete_latents(tenant, ids)})
+        if decoded.purges or deletions:
+            self.store.compact()
 
     def close(self) -> None:
         self.producer.flush(10)
@@ -140,11 +171,18 @@ class GraphProjector(_Base):
         self.store.drop()
 
 
+def _by_tenant(deletions: list[LatentDeletion]) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for d in deletions:
+        out.setdefault(d.tenant, []).append(d.artifact_id)
+    return out
+
+
 def event_point(x: Extraction) -> VectorPoint:
     """One point per event (so counts match the ledger); payload per DESIGN.md §3.3."""
     e = x.event
     return VectorPoint(
-        point_key=f"event:{e.tenant}:{e.event_id}",
+        point_key=event_point_key(e.tenant, e.event_id),
         dense=[],
         text=" ".join(
             part
@@ -257,19 +295,30 @@ class VectorProjector(_Base):
         )
 
     def process(self, msgs: list[Message]) -> None:
+        """Write the batch, then obey its tombstones and latent deletions; after any of
+        them, compact the index so deleted points leave its files."""
         ledger, latent_records = by_topic(msgs)
-        extractions = self.decode(ledger, light=True)
-        artifacts = self.decode_latents(latent_records)
-        points = vector_points(extractions, self.embedder)
-        if artifacts:
+        decoded = self.decode(ledger, light=True)
+        records = self.decode_latents(latent_records)
+        artifacts, deletions = split_records(records)
+        points = vector_points(decoded.extractions, self.embedder)
+        if records:
             changes = latent_changes(artifacts, self.embedder)
             points += changes.upserts
-            self.index.delete(changes.deletes)
-            PROJECTED_LATENTS.labels(self.component, self.kind, self.version).inc(len(artifacts))
+            self.index.delete(changes.deletes + [latent_point_key(d) for d in deletions])
+            PROJECTED_LATENTS.labels(self.component, self.kind, self.version).inc(len(records))
         if points:
             self.index.upsert(points)
             self.optimizer.wrote(len(points))
-        self.observe(extractions)
+        self.observe(decoded.extractions)
+        for order in decoded.purges:
+            self.purged(
+                VECTORS, order, self.index.purge_events(order.tenant, list(order.event_ids))
+            )
+        if deletions:
+            self.purged(VECTORS, None, {"latents": len(deletions)})
+        if decoded.purges or deletions:
+            self.index.compact()
         POINTS.labels(self.component, self.version).set(self.index.count(kinds=["event"]))
 
     def close(self) -> None:

@@ -16,6 +16,7 @@ from memstream.vectors.port import (
     TIME_FIELD,
     Mode,
     check_query,
+    event_point_key,
     keyword_filters,
     time_bound,
 )
@@ -40,6 +41,10 @@ def _sparse(vec: SparseVec) -> qe.SparseVector:
 
 def _match(key: str, value: str) -> qe.FieldCondition:
     return qe.FieldCondition(key, match=qe.MatchValue(value))
+
+
+def _any(key: str, values: list[str]) -> qe.FieldCondition:
+    return qe.FieldCondition(key, match=qe.MatchAny(values))
 
 
 class EdgeVectorIndex:
@@ -187,6 +192,61 @@ class EdgeVectorIndex:
         ids: list[qe.PointId] = [point_id(k) for k in point_keys]
         with self._lock:
             shard.update(qe.UpdateOperation.delete_points(ids))
+
+    def purge_events(self, tenant: str, event_ids: list[str]) -> dict[str, int]:
+        """See :meth:`memstream.vectors.port.VectorIndex.purge_events`."""
+        shard = self._open(create=False)
+        ids = sorted(set(event_ids))
+        if shard is None or not ids:
+            return {"points": 0, "latents": 0}
+        events = qe.Filter(must=[_match("tenant", tenant), _any("event_id", ids)])
+        derived = qe.Filter(must=[_match("tenant", tenant), _any("source_ids", ids)])
+        with self._lock:
+            points = shard.count(qe.CountRequest(exact=True, filter=events))
+            latents = shard.count(qe.CountRequest(exact=True, filter=derived))
+            keys: list[qe.PointId] = [point_id(event_point_key(tenant, i)) for i in ids]
+            shard.update(qe.UpdateOperation.delete_points(keys))
+            shard.update(qe.UpdateOperation.delete_points_by_filter(derived))
+        return {"points": points, "latents": latents}
+
+    def compact(self) -> None:
+        """Copy the live points into a fresh shard that replaces this one.
+
+        A deleted point stays in its segment until a vacuum, which Edge runs only past a
+        deleted fraction (0.2 of at least 1000 vectors by default), and in the WAL until
+        the WAL rotates; ``optimize`` does not remove it either. A fresh shard holds only
+        what is live. Queries wait on nothing: the swap holds the write lock only.
+        """
+        with self._optimize_lock, self._lock:
+            shard = self._open(create=False)
+            if shard is None:
+                return
+            fresh_path = self.path.with_name(self.path.name + ".compacting")
+            shutil.rmtree(fresh_path, ignore_errors=True)
+            fresh = qe.EdgeShard.create(str(fresh_path), self._config())
+            self._index_payload(fresh)
+            self._copy(shard, fresh)
+            fresh.flush()
+            fresh.close()
+            shard.close()
+            old_path = self.path.with_name(self.path.name + ".old")
+            self.path.rename(old_path)
+            fresh_path.rename(self.path)
+            shutil.rmtree(old_path)
+            self._shard = qe.EdgeShard.load(str(self.path), self._config())
+
+    def _copy(self, source: qe.EdgeShard, target: qe.EdgeShard) -> None:
+        offset: qe.PointId | None = None
+        while True:
+            request = qe.ScrollRequest(
+                offset=offset, limit=self.batch_size, with_payload=True, with_vector=True
+            )
+            records, offset = source.scroll(request)
+            points = [qe.Point(r.id, r.vector or {}, r.payload) for r in records]
+            if points:
+                target.update(qe.UpdateOperation.upsert_points(points))
+            if offset is None:
+                return
 
     # -- reads -----------------------------------------------------------------------------
 

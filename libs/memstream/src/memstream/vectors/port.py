@@ -52,6 +52,11 @@ def keyword_filters(
     return {KEYWORD_FILTERS[name]: v for name, v in given.items() if v}
 
 
+def event_point_key(tenant: str, event_id: str) -> str:
+    """The point of one ledger event (see ``projection.projectors.event_point``)."""
+    return f"event:{tenant}:{event_id}"
+
+
 def check_query(mode: Mode, dense: list[float] | None, text: str | None, dim: int) -> None:
     """The argument rules every adapter's ``query`` shares (raises ValueError)."""
     if mode == "dense" and dense is None:
@@ -106,6 +111,15 @@ class VectorIndex(Protocol):
 
     def delete(self, point_keys: list[str]) -> None:
         """Delete the points with these keys (keys without a point are ignored)."""
+
+    def purge_events(self, tenant: str, event_ids: list[str]) -> dict[str, int]:
+        """Obey a purge tombstone: delete the tenant's event points of ``event_ids`` and the
+        latent points derived from any of them (payload ``source_ids``). Counts removed
+        (``points``, ``latents``); idempotent."""
+
+    def compact(self) -> None:
+        """Rewrite the index's files so deleted points no longer lie in them (after a purge;
+        slow: never on the path of ordinary writes)."""
 
     def drop(self) -> None: ...
 

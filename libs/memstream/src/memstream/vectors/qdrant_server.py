@@ -17,6 +17,7 @@ from memstream.vectors.port import (
     TIME_FIELD,
     Mode,
     check_query,
+    event_point_key,
     keyword_filters,
     time_bound,
 )
@@ -41,6 +42,10 @@ def _sparse(vec: SparseVec) -> models.SparseVector:
 
 def _match(key: str, value: str) -> models.FieldCondition:
     return models.FieldCondition(key=key, match=models.MatchValue(value=value))
+
+
+def _any(key: str, values: list[str]) -> models.FieldCondition:
+    return models.FieldCondition(key=key, match=models.MatchAny(any=values))
 
 
 class QdrantVectorIndex:
@@ -174,6 +179,29 @@ class QdrantVectorIndex:
         with self._lock:
             selector = models.PointIdsList(points=ids)
             self.client.delete(self.collection, points_selector=selector, wait=True)
+
+    def purge_events(self, tenant: str, event_ids: list[str]) -> dict[str, int]:
+        """See :meth:`memstream.vectors.port.VectorIndex.purge_events`."""
+        ids = sorted(set(event_ids))
+        if not ids or not self._exists():
+            return {"points": 0, "latents": 0}
+        events = models.Filter(must=[_match("tenant", tenant), _any("event_id", ids)])
+        derived = models.Filter(must=[_match("tenant", tenant), _any("source_ids", ids)])
+        with self._lock:
+            points = self.client.count(self.collection, count_filter=events, exact=True).count
+            latents = self.client.count(self.collection, count_filter=derived, exact=True).count
+            keys: list[models.ExtendedPointId] = [point_id(event_point_key(tenant, i)) for i in ids]
+            self.client.delete(
+                self.collection, points_selector=models.PointIdsList(points=keys), wait=True
+            )
+            selector = models.FilterSelector(filter=derived)
+            self.client.delete(self.collection, points_selector=selector, wait=True)
+        return {"points": points, "latents": latents}
+
+    def compact(self) -> None:
+        """Nothing to do from here: the server's optimizer vacuums segments whose deleted
+        fraction passes the collection's ``deleted_threshold``, and its WAL rotates by size;
+        where purged points must leave the disk at once, lower those on the server."""
 
     # -- reads -----------------------------------------------------------------------------
 
