@@ -26,8 +26,9 @@ from memstream.archive.segments import read_archive
 from memstream.archive.verify import verify_archive
 from memstream.kafka.clients import make_producer
 from memstream.kafka.topics import LEDGER, ensure_topics
-from memstream.ledger.purge import is_purged
+from memstream.ledger.purge import is_purged, purged_form
 from memstream.ledger.sequencing import Duplicate, RawRecord, Sequenced, SequencerState, sequence
+from memstream.ledger.stats import count_entries
 from memstream.ledger.verify import verify_entries
 from memstream.settings import Settings
 from memstream.stack.net import free_port
@@ -251,3 +252,15 @@ def test_a_restart_restores_the_purged_ledger_and_the_chain_continues(
         assert verify_entries((e, "x") for e in [*by_stream, nxt.entry]) is None
     finally:
         server.stop()
+
+
+def test_ledger_stats_count_purged_entries_as_chain_positions() -> None:
+    records = [(o.key.encode(), o.value) for o in ledger()]
+    a3 = orjson.dumps(purged_form(orjson.loads(records[2][1]), "purge-1"))
+    records[2] = (records[2][0], a3)
+    chatter = orjson.dumps({"payload": {"text": '"purged":{"by":"x"}'}})
+    counted = count_entries([*records, (b"t2/s", chatter), (None, b"{}")])
+    assert counted == {
+        "t1": {"events": 5, "streams": 3, "purged": 1},
+        "t2": {"events": 1, "streams": 1, "purged": 0},
+    }

@@ -16,14 +16,14 @@ ledger_app = typer.Typer(help="The authoritative ledger.", no_args_is_help=True)
 
 @ledger_app.command("stats")
 def stats(data_dir: DataDir = None, json_out: JsonFlag = False) -> None:
-    """Events and streams per tenant, and the DLQ size."""
+    """Events, streams and purged entries per tenant, and the DLQ size."""
     doc = ledger_stats(endpoints(settings_for(data_dir)).kafka_bootstrap)
     if json_out:
         print_json(doc)
         return
-    table = Table("tenant", "events", "streams")
+    table = Table("tenant", "events", "streams", "purged")
     for tenant, row in doc["tenants"].items():
-        table.add_row(tenant, str(row["events"]), str(row["streams"]))
+        table.add_row(tenant, str(row["events"]), str(row["streams"]), str(row["purged"]))
     out.print(table)
     out.print(f"DLQ: {doc['dlq']} records")
 
