@@ -34,8 +34,9 @@ from memstream.learning.retrospective import (
     read_trace,
 )
 from memstream.learning.trace import CheckoutTrace
-from memstream.ledger.canonical import GENESIS_HASH
+from memstream.ledger.canonical import GENESIS_HASH, canonical_json
 from memstream.ledger.entry import build_entry
+from memstream.ledger.purge import purged_form
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 TENANT = "acme"
@@ -418,6 +419,14 @@ def test_reading_ledger_entries() -> None:
         payload=MemoryInvalidatePayload(target_ids=["x"], reason="wrong", review_status="proposed"),
     )  # fmt: skip
     assert isinstance(read_entry(ledger_bytes(invalidate), 0, 0), LedgerRecord)
+
+
+def test_a_purged_outcome_is_skipped_not_dead_lettered() -> None:
+    """After a restart the restored ledger holds purged entries: no content, type kept."""
+    purged = purged_form(orjson.loads(ledger_bytes(outcome("o-1", "t-1", "success"))), "p-1")
+    assert purged["type"] == "task.outcome" and "payload" not in purged
+    assert read_entry(orjson.dumps(purged), 0, 0) is None
+    assert read_entry(canonical_json(purged), 0, 0) is None
 
 
 def test_reading_checkout_traces() -> None:

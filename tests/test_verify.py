@@ -1,10 +1,11 @@
-"""Chain verification names the first broken link."""
+"""Chain verification names the first broken link and tells purged from tampered."""
 
 from __future__ import annotations
 
 import orjson
+from memstream.ledger.purge import is_purged, purged_form
 from memstream.ledger.sequencing import RawRecord, Sequenced, SequencerState, sequence
-from memstream.ledger.verify import verify_entries
+from memstream.ledger.verify import UNCOVERED, ChainWalker, verify_entries
 
 
 def chain(n: int) -> list[dict[str, object]]:
@@ -52,3 +53,69 @@ def test_relinked_entry_breaks_prev_hash() -> None:
     entries[2]["prev_hash"] = "f" * 64
     broken = verify_entries((e, "x") for e in entries)
     assert broken is not None and broken.seq == 3 and "prev_hash" in broken.reason
+
+
+def tombstone(ids: list[str], stream: str = "purges") -> dict[str, object]:
+    """A ``memory.purge`` entry of tenant t, sequenced in its own stream."""
+    value = orjson.dumps(
+        {
+            "id": "purge-1",
+            "tenant": "t",
+            "stream": stream,
+            "agent": "api",
+            "type": "memory.purge",
+            "occurred_at": "2026-01-03T00:00:00Z",
+            "payload": {"subject": "sha256:" + "ab" * 32, "event_ids": ids},
+        }
+    )
+    o = sequence(RawRecord(value, 1, 0, "raw"), SequencerState(), "2026-01-03T00:00:00Z")
+    assert isinstance(o, Sequenced)
+    return o.entry
+
+
+def purged_chain(covered: bool) -> list[dict[str, object]]:
+    """Five entries, the second and third purged; a later tombstone of another stream."""
+    entries = chain(5)
+    entries[1] = purged_form(entries[1], "purge-1")
+    entries[2] = purged_form(entries[2], "purge-1")
+    return [*entries, tombstone(["e1", "e2"] if covered else ["e9"])]
+
+
+def test_purged_entries_covered_by_a_later_tombstone_verify() -> None:
+    entries = purged_chain(covered=True)
+    assert "payload" not in entries[1] and is_purged(entries[1])
+    walker = ChainWalker()
+    assert all(walker.check(e, "x") is None for e in entries)
+    assert walker.finish() is None
+    assert (walker.purged, len(walker.tombstones), walker.entries) == (2, 1, 6)
+
+
+def test_purged_entry_without_a_tombstone_is_broken() -> None:
+    broken = verify_entries((e, f"line {i}") for i, e in enumerate(purged_chain(covered=False)))
+    assert broken is not None
+    assert (broken.seq, broken.where, broken.reason) == (2, "line 1", UNCOVERED)
+
+
+def test_purged_entry_with_an_altered_hash_breaks_the_next_link() -> None:
+    entries = purged_chain(covered=True)
+    entries[2]["hash"] = "f" * 64
+    broken = verify_entries((e, "x") for e in entries)
+    assert broken is not None and broken.seq == 4 and "prev_hash" in broken.reason
+
+
+def test_purged_form_does_not_hide_tampering_of_a_kept_entry() -> None:
+    entries = purged_chain(covered=True)
+    entries[3]["payload"] = {"text": "rewritten history"}
+    broken = verify_entries((e, "x") for e in entries)
+    assert broken is not None and broken.seq == 4 and "content" in broken.reason
+
+
+def test_an_altered_tombstone_covers_nothing() -> None:
+    entries = purged_chain(covered=True)
+    walker = ChainWalker()
+    for e in entries[:-1]:
+        assert walker.check(e, "x") is None
+    forged = dict(entries[-1], payload={"subject": "sha256:x", "event_ids": ["e1", "e2", "e3"]})
+    walker.note_tombstone(forged)  # as a walk filtered to another stream would see it
+    broken = walker.finish()
+    assert broken is not None and broken.reason == UNCOVERED and broken.seq == 2

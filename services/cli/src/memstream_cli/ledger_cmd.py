@@ -16,14 +16,14 @@ ledger_app = typer.Typer(help="The authoritative ledger.", no_args_is_help=True)
 
 @ledger_app.command("stats")
 def stats(data_dir: DataDir = None, json_out: JsonFlag = False) -> None:
-    """Events and streams per tenant, and the DLQ size."""
+    """Events, streams and purged entries per tenant, and the DLQ size."""
     doc = ledger_stats(endpoints(settings_for(data_dir)).kafka_bootstrap)
     if json_out:
         print_json(doc)
         return
-    table = Table("tenant", "events", "streams")
+    table = Table("tenant", "events", "streams", "purged")
     for tenant, row in doc["tenants"].items():
-        table.add_row(tenant, str(row["events"]), str(row["streams"]))
+        table.add_row(tenant, str(row["events"]), str(row["streams"]), str(row["purged"]))
     out.print(table)
     out.print(f"DLQ: {doc['dlq']} records")
 
@@ -34,7 +34,10 @@ def verify(
     stream: Annotated[str | None, typer.Option(help="only this stream")] = None,
     json_out: JsonFlag = False,
 ) -> None:
-    """Walk the archived hash chains; exit 1 naming the first broken link."""
+    """Walk the archived hash chains; exit 1 naming the first broken link.
+
+    A purged entry passes when a purge tombstone covers it; without one it is broken.
+    """
     settings = settings_for(data_dir)
     archive = settings.archive_dir
     if tenant is not None and not (archive / tenant).is_dir():
@@ -46,11 +49,18 @@ def verify(
                 "ok": report.broken is None,
                 "entries": report.entries,
                 "streams": report.streams,
+                "purged": report.purged,
+                "tombstones": report.tombstones,
                 "broken": str(report.broken) if report.broken else None,
             }
         )
     elif report.broken is None:
         out.print(f"ok: {report.entries} entries in {report.streams} streams, every link holds")
+        if report.purged:
+            out.print(
+                f"{report.purged} entries purged (content removed, chain kept) "
+                f"by {report.tombstones} purge tombstones"
+            )
     else:
         out.print(f"[red]broken link:[/red] {report.broken}")
     if report.broken is not None:

@@ -14,17 +14,30 @@ class VerifyReport:
     entries: int
     streams: int
     broken: BrokenLink | None
+    purged: int = 0  # entries whose content a tombstone removed (their links still hold)
+    tombstones: int = 0  # memory.purge tombstones walked
 
 
 def verify_archive(
     archive: Path, tenant: str | None = None, stream: str | None = None
 ) -> VerifyReport:
-    """Check seq continuity, prev_hash links and every entry hash; stop at the first break."""
+    """Check seq continuity, prev_hash links, every entry hash, and that every purged entry
+    is covered by a tombstone; stop at the first break."""
     walker = ChainWalker()
+    broken: BrokenLink | None = None
     for entry, where in read_archive(archive, tenant):
         if stream is not None and entry.get("stream") != stream:
+            walker.note_tombstone(entry)  # it may cover a purged entry of the stream checked
             continue
         broken = walker.check(entry, where)
         if broken is not None:
-            return VerifyReport(walker.entries, len(walker.heads), broken)
-    return VerifyReport(walker.entries, len(walker.heads), None)
+            break
+    if broken is None:
+        broken = walker.finish()
+    return VerifyReport(
+        walker.entries,
+        len(walker.heads),
+        broken,
+        walker.purged,
+        len(walker.tombstones),
+    )

@@ -51,6 +51,7 @@ from memstream.events.payloads import (
 )
 from memstream.learning.trace import CheckoutTrace
 from memstream.ledger.entry import CHAIN_FIELDS, validation_reason
+from memstream.ledger.purge import is_purged
 from memstream.times import as_utc, to_datetime
 
 STREAM = "retrospective"  # one stream per tenant holds everything the pass writes
@@ -139,7 +140,8 @@ def event_id(tenant: str, *parts: str) -> str:
 
 
 def read_entry(value: bytes | None, partition: int, offset: int) -> LedgerRecord | str | None:
-    """The record the pass reads, None for an entry of another type, or why it is malformed.
+    """The record the pass reads, None for an entry of another type or a purged one, or why
+    it is malformed.
 
     Entries of other types (and empty records) are skipped on a byte search, unparsed: the
     pass reads the whole ledger, and the projectors already dead-letter a malformed entry
@@ -154,7 +156,8 @@ def read_entry(value: bytes | None, partition: int, offset: int) -> LedgerRecord
         return f"undecodable: {exc}"
     if not isinstance(doc, dict):
         return f"not a JSON object but {type(doc).__name__}"
-    if doc.get("type") not in _WATCHED_TYPES:
+    # A purged entry has no content to read: it is skipped, never dead-lettered.
+    if doc.get("type") not in _WATCHED_TYPES or is_purged(doc):
         return None
     try:
         event = EventAdapter.validate_python(

@@ -1,12 +1,22 @@
-"""Walk a stream's entries and report the first broken link."""
+"""Walk a stream's entries and report the first broken link.
+
+A purged entry (see :mod:`memstream.ledger.purge`) is checked for its place in the chain
+(seq, ``prev_hash``, and the next entry's ``prev_hash`` against its kept ``hash``) but its
+content hash cannot be recomputed: it is accepted only when a ``memory.purge`` tombstone of
+its tenant lists its id. The tombstone comes later and may sit in another stream, so that
+coverage is checked after the walk (:meth:`ChainWalker.finish`).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from memstream.ledger.canonical import GENESIS_HASH, entry_hash
+from memstream.ledger.purge import is_purged
+
+UNCOVERED = "content removed without a purge tombstone"
 
 
 @dataclass(frozen=True)
@@ -21,15 +31,26 @@ class BrokenLink:
         return f"{self.tenant}/{self.stream} seq {self.seq} ({self.where}): {self.reason}"
 
 
+def tombstone_ids(entry: dict[str, Any]) -> list[str] | None:
+    """The ids a ``memory.purge`` entry purges, or None when it is not an intact tombstone."""
+    if entry.get("type") != "memory.purge" or is_purged(entry):
+        return None
+    payload = entry.get("payload")
+    ids = payload.get("event_ids") if isinstance(payload, dict) else None
+    return [i for i in ids if isinstance(i, str)] if isinstance(ids, list) else None
+
+
 @dataclass
 class ChainWalker:
     """Feeds entries of many streams in order; remembers each stream's head."""
 
-    heads: dict[str, tuple[int, str]]
-
-    def __init__(self) -> None:
-        self.heads = {}
-        self.entries = 0
+    heads: dict[str, tuple[int, str]] = field(default_factory=dict)
+    entries: int = 0
+    # Purged entries waiting for a tombstone: (tenant, id) -> where it would break.
+    uncovered: dict[tuple[str, str], BrokenLink] = field(default_factory=dict)
+    covered: set[tuple[str, str]] = field(default_factory=set)
+    purged: int = 0
+    tombstones: set[tuple[str, str]] = field(default_factory=set)
 
     def check(self, entry: dict[str, Any], where: str) -> BrokenLink | None:
         tenant, stream = str(entry.get("tenant")), str(entry.get("stream"))
@@ -43,10 +64,35 @@ class ChainWalker:
             return BrokenLink(tenant, stream, seq, where, f"seq gap: expected {last_seq + 1}")
         if entry.get("prev_hash") != last_hash:
             return BrokenLink(tenant, stream, seq, where, "prev_hash does not match previous hash")
-        if entry_hash(entry) != entry.get("hash"):
+        if is_purged(entry):
+            self.purged += 1
+            eid = (tenant, str(entry.get("id")))
+            if eid not in self.covered:
+                self.uncovered[eid] = BrokenLink(tenant, stream, seq, where, UNCOVERED)
+        elif entry_hash(entry) != entry.get("hash"):
             return BrokenLink(tenant, stream, seq, where, "hash does not match entry content")
-        self.heads[key] = (seq, str(entry["hash"]))
+        else:
+            self.note_tombstone(entry)
+        self.heads[key] = (seq, str(entry.get("hash")))
         return None
+
+    def note_tombstone(self, entry: dict[str, Any]) -> None:
+        """Count what a tombstone covers; only an intact one (its hash holds) covers anything.
+
+        Also called for tombstones of streams a filtered walk does not check.
+        """
+        ids = tombstone_ids(entry)
+        if ids is None or entry_hash(entry) != entry.get("hash"):
+            return
+        tenant = str(entry.get("tenant"))
+        self.tombstones.add((tenant, str(entry.get("id"))))
+        for eid in ids:
+            self.covered.add((tenant, eid))
+            self.uncovered.pop((tenant, eid), None)
+
+    def finish(self) -> BrokenLink | None:
+        """After the walk: the first purged entry no tombstone covers, or None."""
+        return next(iter(self.uncovered.values()), None)
 
 
 def verify_entries(entries: Iterable[tuple[dict[str, Any], str]]) -> BrokenLink | None:
@@ -56,4 +102,4 @@ def verify_entries(entries: Iterable[tuple[dict[str, Any], str]]) -> BrokenLink 
         broken = walker.check(entry, where)
         if broken is not None:
             return broken
-    return None
+    return walker.finish()

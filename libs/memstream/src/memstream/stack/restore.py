@@ -6,11 +6,13 @@ from pathlib import Path
 
 import orjson
 
-from memstream.archive.segments import read_archive
+from memstream.archive.purge import load_purged
+from memstream.archive.segments import read_archive, tenant_dirs
 from memstream.kafka.clients import make_producer
 from memstream.kafka.produce import DeliveryReports, flush_or_raise, produce_with_backpressure
 from memstream.kafka.reading import high_watermarks
 from memstream.kafka.topics import LEDGER
+from memstream.ledger.purge import is_purged, purged_form
 
 
 def ledger_is_empty(bootstrap: str) -> bool:
@@ -21,12 +23,19 @@ def restore_ledger(bootstrap: str, archive: Path) -> int:
     """Produce every archived entry to the ledger, keyed as the sequencer keys them.
 
     Only valid on an empty ledger topic (a fresh broker); returns the number restored.
-    Raises DeliveryFailed naming the entries Kafka did not acknowledge.
+    Purged entries are restored as they are: they keep their chain positions, so the
+    sequencer's heads continue from them. An entry a recorded purge names but whose segment
+    a crash left unrewritten is restored purged all the same (the archiver finishes the
+    rewrite when it starts). Raises DeliveryFailed naming the entries Kafka did not acknowledge.
     """
     producer = make_producer(bootstrap, **{"linger.ms": 20})
     reports = DeliveryReports()
     count = 0
+    purged = {t.name: load_purged(t) for t in tenant_dirs(archive)}
     for entry, _where in read_archive(archive):
+        by = purged.get(str(entry.get("tenant")), {}).get(str(entry.get("id")))
+        if by is not None and not is_purged(entry):
+            entry = purged_form(entry, by)
         key = f"{entry['tenant']}/{entry['stream']}"
         headers: list[tuple[str, str | bytes | None]] = [
             ("event_id", str(entry["id"]).encode()),
