@@ -11,6 +11,12 @@ Groups and when they are built:
 A group whose inputs changed gets a new artifact that ``supersedes`` the current one, which
 is sent again with ``stale_at`` (when its successor's newest input happened). Equal inputs
 give equal ids, so re-reading the ledger (a restart, a replay) re-creates nothing.
+
+A ``memory.purge`` tombstone withdraws every current artifact citing a purged event (a
+``LatentDeletion``, never a stale re-send: the summary itself holds the purged content) and
+drops the purged events from the open groups, which are built again from what remains.
+Closed episodes and finished task runs keep no inputs: the shell folds the ledger again
+after a tombstone (see ``after_purge``), skipping purged events, to rebuild them.
 """
 
 from __future__ import annotations
@@ -22,12 +28,18 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from memstream.events.payloads import TaskOutcomePayload, TaskStartedPayload
+from memstream.events.payloads import (
+    MemoryPurgePayload,
+    TaskOutcomePayload,
+    TaskStartedPayload,
+)
 from memstream.latent import groups as g
 from memstream.latent.model import (
     ArtifactType,
     Details,
     LatentArtifact,
+    LatentDeletion,
+    LatentRecord,
     Purpose,
     ReviewStatus,
     TaskRun,
@@ -35,6 +47,7 @@ from memstream.latent.model import (
     input_fingerprint,
 )
 from memstream.ledger.canonical import canonical_json
+from memstream.ledger.purge import is_purged
 from memstream.projection.extract import extract
 from memstream.projection.model import Extraction, FactRecord, SourceRef
 from memstream.times import to_datetime
@@ -64,20 +77,28 @@ class BuilderConfig(BaseModel):
 
 @dataclass(frozen=True)
 class LatentInput:
-    """One ledger entry as the builder reads it: its extraction, and a task's payload."""
+    """One ledger entry as the builder reads it: its extraction, a task's payload, and the
+    event ids a ``memory.purge`` tombstone names."""
 
     extraction: Extraction
     task: TaskStartedPayload | TaskOutcomePayload | None = None
+    purge: tuple[str, ...] = ()
 
 
-def latent_input(entry: dict[str, Any]) -> LatentInput:
-    """A ledger entry (decoded JSON) as the builder reads it; raises like ``extract``."""
+def latent_input(entry: dict[str, Any]) -> LatentInput | None:
+    """A ledger entry (decoded JSON) as the builder reads it, None for a purged entry
+    (nothing left to read, nothing wrong with it); raises like ``extract``."""
+    if is_purged(entry):
+        return None
     x = extract(entry)
     payload = entry.get("payload") or {}
     if x.event.type == "task.started":
         return LatentInput(x, TaskStartedPayload.model_validate(payload))
     if x.event.type == "task.outcome":
         return LatentInput(x, TaskOutcomePayload.model_validate(payload))
+    if x.event.type == "memory.purge":
+        ids = MemoryPurgePayload.model_validate(payload).event_ids
+        return LatentInput(x, purge=tuple(dict.fromkeys(ids)))
     return LatentInput(x)
 
 
@@ -87,6 +108,10 @@ class Built:
 
     artifact: LatentArtifact
     texts: tuple[str, ...] = ()
+
+
+# What the builder gives the shell to send, in order.
+Output = Built | LatentDeletion
 
 
 @dataclass(frozen=True)
@@ -120,33 +145,59 @@ class LatentBuilder:
     task_groups: dict[tuple[str, str], g.TaskGroup] = field(default_factory=dict)
     policies: dict[tuple[str, str], g.Policy] = field(default_factory=dict)
     dirty: set[tuple[str, str, str]] = field(default_factory=set)
+    purged: set[tuple[str, str]] = field(default_factory=set)  # (tenant, event id)
+    deleted: set[tuple[str, str]] = field(default_factory=set)  # (tenant, artifact id)
 
-    def remember(self, artifact: LatentArtifact) -> None:
-        """An artifact already on ``memory.latents`` (read on start, in topic order)."""
-        key = (artifact.tenant, artifact.group_key)
-        if artifact.stale_at is None:
-            self.current[key] = artifact
-        elif (known := self.current.get(key)) and known.artifact_id == artifact.artifact_id:
+    def remember(self, record: LatentRecord) -> None:
+        """A record already on ``memory.latents`` (read on start, in topic order)."""
+        if isinstance(record, LatentDeletion):
+            self._forget(record.tenant, record.artifact_id)
+            return
+        key = (record.tenant, record.group_key)
+        if (record.tenant, record.artifact_id) in self.deleted:
+            return
+        if record.stale_at is None:
+            self.current[key] = record
+        elif (known := self.current.get(key)) and known.artifact_id == record.artifact_id:
             del self.current[key]
+
+    def note_purge(self, tenant: str, event_ids: tuple[str, ...] | list[str]) -> None:
+        """Purged events known before the ledger is folded (the shell's pre-scan of
+        tombstones): the broker may still hold their content, they are never folded in."""
+        self.purged.update((tenant, i) for i in event_ids)
+
+    def after_purge(self) -> LatentBuilder:
+        """An empty builder that knows what this one sent and what was purged: folding the
+        ledger into it rebuilds every group from what remains (closed ones included)."""
+        fresh = LatentBuilder(self.config, dict(self.current))
+        fresh.purged, fresh.deleted = set(self.purged), set(self.deleted)
+        return fresh
 
     def seen(self, item: LatentInput) -> bool:
         """The entry was folded in already (ledger seqs grow per tenant and stream)."""
         e = item.extraction.event
         return e.seq <= self.last_seq.get((e.tenant, e.stream), 0)
 
-    def observe(self, item: LatentInput, now: datetime) -> list[Built]:
+    def observe(self, item: LatentInput | None, now: datetime) -> list[Output]:
         """Fold one entry in; what it completes is built now. Entries already seen (the
-        shell re-reads the ledger after a restart) change nothing."""
+        shell re-reads the ledger after a restart) and purged ones (None, or named by a
+        tombstone) change nothing."""
+        if item is None:
+            return []
         e = item.extraction.event
         if self.seen(item):
             return []
         self.last_seq[(e.tenant, e.stream)] = e.seq
+        if (e.tenant, e.event_id) in self.purged:
+            return []
+        if e.type == "memory.purge":
+            return self._purge(e.tenant, e.event_id, item.purge, now)
         if e.type == "memory.feedback":
             self._feedback(item.extraction)
             return []
         if e.type in _CONTROL:
             return []
-        out = self._episode(item.extraction, now)
+        out: list[Output] = [*self._episode(item.extraction, now)]
         for f in item.extraction.facts:
             if f.kind == "preference":
                 self._preference(f)
@@ -323,6 +374,79 @@ class LatentBuilder:
             now,
         )
 
+    # -- purge ----------------------------------------------------------------------------------
+
+    def _purge(
+        self, tenant: str, tombstone: str, event_ids: tuple[str, ...], now: datetime
+    ) -> list[Output]:
+        """Withdraw the artifacts citing ``event_ids``, drop them from the open groups.
+
+        A repeated tombstone finds nothing left to withdraw: it sends nothing.
+        """
+        ids = set(event_ids)
+        self.note_purge(tenant, event_ids)
+        out: list[Output] = []
+        for key in sorted(self.current):
+            a = self.current[key]
+            if a.tenant == tenant and ids & set(a.source_ids):
+                out.append(LatentDeletion(artifact_id=a.artifact_id, tenant=tenant,
+                                          deleted_by=tombstone, deleted_at=now))  # fmt: skip
+                self._forget(tenant, a.artifact_id)
+        self._purge_open(tenant, ids)
+        self._purge_tasks(tenant, ids)
+        return out
+
+    def _forget(self, tenant: str, aid: str) -> None:
+        """The artifact is deleted: not current, never built or sent again."""
+        self.deleted.add((tenant, aid))
+        for key, a in list(self.current.items()):
+            if a.tenant == tenant and a.artifact_id == aid:
+                del self.current[key]
+
+    def _purge_open(self, tenant: str, ids: set[str]) -> None:
+        """Open episodes and preferences folded again without ``ids``; they are built at the
+        next ``flush`` (their withdrawn artifact is no longer current, so nothing is stale)."""
+        for (t, stream), ep in list(self.episodes.items()):
+            if t == tenant and ids & {r.event_id for r in ep.refs}:
+                kept = ep.without(ids)
+                if kept is None:
+                    del self.episodes[(t, stream)]
+                    self.dirty.discard(("episode", t, stream))
+                else:
+                    self.episodes[(t, stream)] = kept
+                    self.dirty.add(("episode", t, stream))
+        for (t, subject), prefs in list(self.preferences.items()):
+            if t == tenant and ids & {f.source.event_id for f in prefs.history}:
+                left = prefs.without(ids)
+                if left is None:
+                    del self.preferences[(t, subject)]
+                    self.dirty.discard(("preference", t, subject))
+                else:
+                    self.preferences[(t, subject)] = left
+                    self.dirty.add(("preference", t, subject))
+
+    def _purge_tasks(self, tenant: str, ids: set[str]) -> None:
+        """Running tasks lose purged steps (a purged start: the whole task, its goal was in
+        it). Finished runs and feedback keep no per-event inputs, so a group citing a purged
+        event is dropped; ``after_purge`` rebuilds it from the ledger without the purge."""
+        for (t, task_id), task in list(self.tasks.items()):
+            if t != tenant:
+                continue
+            if task.started is not None and task.started.event_id in ids:
+                del self.tasks[(t, task_id)]
+                running = self.running.get((t, task.stream), [])
+                if task_id in running:
+                    running.remove(task_id)
+            else:
+                task.drop(ids)
+        for key, group in list(self.task_groups.items()):
+            if key[0] == tenant and ids & {r.event_id for r in group.refs}:
+                del self.task_groups[key]
+        for key, policy in list(self.policies.items()):
+            if key[0] == tenant and ids & {r.event_id for r in policy.refs}:
+                del self.policies[key]
+                self.dirty.discard(("policy", *key))
+
     # -- one artifact ---------------------------------------------------------------------------
 
     def _emit(
@@ -344,7 +468,7 @@ class LatentBuilder:
         fingerprint = input_fingerprint(parts)
         aid = artifact_id(self.config.config_hash, spec.artifact_type, group_key, fingerprint)
         old = self.current.get((tenant, group_key))
-        if old is not None and old.artifact_id == aid:
+        if (old is not None and old.artifact_id == aid) or (tenant, aid) in self.deleted:
             return []
         valid_from, valid_to, changed = times
         new = LatentArtifact(

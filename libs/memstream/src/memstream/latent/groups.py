@@ -47,6 +47,8 @@ class Episode:
     surface: dict[str, Counter[str]] = field(default_factory=dict)
     values: list[str] = field(default_factory=list)
     first_seen: dict[str, int] = field(default_factory=dict)
+    # What was folded in, so a purge can fold the segment again without the purged events.
+    inputs: list[tuple[Extraction, datetime]] = field(default_factory=list)
 
     @property
     def group_key(self) -> str:
@@ -55,6 +57,7 @@ class Episode:
 
     def add(self, x: Extraction, at: datetime) -> None:
         n = len(self.refs)
+        self.inputs.append((x, at))
         self.refs.append(x.event.ref)
         self.times.append(at)
         self.texts.append(x.event.text)
@@ -79,6 +82,14 @@ class Episode:
 
     def fingerprint_parts(self) -> list[str]:
         return [r.hash for r in self.refs]
+
+    def without(self, event_ids: set[str]) -> Episode | None:
+        """The segment folded again without ``event_ids`` (None when nothing remains)."""
+        kept = Episode(self.tenant, self.stream)
+        for x, at in self.inputs:
+            if x.event.event_id not in event_ids:
+                kept.add(x, at)
+        return kept if kept.refs else None
 
     def details(self, key_terms: int, key_entities: int, values: int) -> EpisodeDetails:
         first = {k[2:]: v for k, v in self.first_seen.items()}
@@ -116,6 +127,9 @@ class Preferences:
     tenant: str
     subject: str
     current: dict[str, FactRecord] = field(default_factory=dict)
+    # Every fact taken, superseded ones too: a purge of the newest value brings the one
+    # before it back.
+    history: list[FactRecord] = field(default_factory=list)
 
     @property
     def group_key(self) -> str:
@@ -123,6 +137,7 @@ class Preferences:
 
     def add(self, fact: FactRecord) -> bool:
         """Take a preference fact; False when an equally new or newer one already holds."""
+        self.history.append(fact)
         known = self.current.get(fact.predicate)
         if known is not None and (known.valid_from, known.source.seq) >= (
             fact.valid_from,
@@ -134,6 +149,14 @@ class Preferences:
 
     def facts(self) -> list[FactRecord]:
         return [self.current[k] for k in sorted(self.current)]
+
+    def without(self, event_ids: set[str]) -> Preferences | None:
+        """The subject's preferences taken again without ``event_ids`` (None: none left)."""
+        kept = Preferences(self.tenant, self.subject)
+        for f in self.history:
+            if f.source.event_id not in event_ids:
+                kept.add(f)
+        return kept if kept.current else None
 
     def details(self) -> PreferenceDetails:
         return PreferenceDetails(
@@ -165,6 +188,13 @@ class Task:
     started: SourceRef | None = None
     steps: list[str] = field(default_factory=list)
     refs: list[SourceRef] = field(default_factory=list)
+
+    def drop(self, event_ids: set[str]) -> None:
+        """Forget the steps of ``event_ids`` (``refs`` is the start, then one per step)."""
+        steps = zip(self.steps, self.refs[1:], strict=True)
+        pairs = [(s, r) for s, r in steps if r.event_id not in event_ids]
+        self.steps = [s for s, _ in pairs]
+        self.refs = self.refs[:1] + [r for _, r in pairs]
 
 
 def goal_terms(goal: str) -> list[str]:
