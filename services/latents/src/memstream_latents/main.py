@@ -6,12 +6,19 @@ learns the current artifacts from memory.latents and re-reads the ledger from th
 is new. Then one consumer group reads the ledger; an entry already folded in is skipped by
 its seq. Artifacts are produced keyed by tenant and flushed before offsets are committed.
 An episode's centroid is the mean of its turns' vectors under the live version's embedder.
+
+Purges: before folding the ledger on start, every tombstone's event ids are collected, so a
+purged event is skipped even while the broker still holds its content. A live tombstone
+sends a ``LatentDeletion`` (keyed by tenant, like the artifacts) for every artifact citing a
+purged event, then the ledger is folded again without the purged events, so the groups they
+were part of (closed episodes, finished runs) come back from what remains.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -26,17 +33,26 @@ from memstream.kafka.produce import DeliveryReports, flush_or_raise, produce_wit
 from memstream.kafka.reading import read_to_end
 from memstream.kafka.topics import LATENTS, LATENTS_GROUP, LEDGER
 from memstream.kafka.worker import start_worker
-from memstream.latent.builder import Built, LatentBuilder, latent_input
+from memstream.latent.builder import Built, LatentBuilder, LatentInput, Output, latent_input
 from memstream.latent.metrics import BUILT, CURRENT, ENTRIES, LAG, STALE, init_latents
-from memstream.latent.model import LatentArtifact
+from memstream.latent.model import ARTIFACT_TYPES, LatentArtifact, LatentDeletion
 from memstream.ledger.entry import decode_entry
-from memstream.metrics import EVENTS_PRODUCED
+from memstream.metrics import (
+    EVENTS_PRODUCED,
+    PURGE_APPLIED_AT,
+    PURGE_ITEMS_REMOVED,
+    PURGES_APPLIED,
+)
+from memstream.projection.latents import decode_artifact
+from memstream.projection.purge import PURGE_TYPE
 from memstream.projection.versions import FileProjectionRegistry, registry_path
 from memstream.settings import Settings
 from memstream.times import to_datetime
-from pydantic import ValidationError
 
 COMPONENT = "latent-builder"
+STORE = "latents"  # the purge metrics' store label
+# Canonical JSON has no spaces: only a tombstone's record holds this (see ``_note_purges``).
+PURGE_MARK = b'"type":"memory.purge"'
 MAX_OPEN_S = 5.0
 log = logging.getLogger(COMPONENT)
 
@@ -61,43 +77,76 @@ class LatentWorker:
         self.pending: list[datetime] = []  # ingest times of entries folded in, not yet built
         init_latents(COMPONENT)
         EVENTS_PRODUCED.labels(COMPONENT, LATENTS)
+        PURGES_APPLIED.labels(COMPONENT, STORE)
+        PURGE_ITEMS_REMOVED.labels(COMPONENT, STORE, "artifacts")
 
     def restore(self) -> None:
-        """Current artifacts from memory.latents, then the whole ledger folded in again."""
+        """Current artifacts (and deletions) from memory.latents, the purged event ids, then
+        the whole ledger folded in again."""
         known = 0
         for m in read_to_end(self.bootstrap, LATENTS):
-            try:
-                self.builder.remember(LatentArtifact.model_validate_json(m.value() or b""))
-                known += 1
-            except ValidationError:
+            found = decode_artifact(m.value())
+            if isinstance(found, str):
                 log.warning("skipping malformed record %s:%s", m.partition(), m.offset())
-        built: list[Built] = []
+                continue
+            self.builder.remember(found)
+            known += 1
+        self._note_purges()
         now = self.clock()
+        out = self._fold(now)
+        log.info("restored %d artifact records; re-read the ledger", known)
+        self._send([*out, *self.builder.flush(now)])
+
+    def _note_purges(self) -> None:
+        """Every tombstone's event ids, before the fold: tombstones come after what they
+        purge, and the broker may still hold the purged entries' content."""
+        for m in read_to_end(self.bootstrap, LEDGER):
+            raw = m.value()
+            if raw is None or PURGE_MARK not in raw:
+                continue
+            item = decode_entry(raw, latent_input)
+            if isinstance(item, LatentInput) and item.purge:
+                self.builder.note_purge(item.extraction.event.tenant, item.purge)
+
+    def _fold(self, now: datetime) -> list[Output]:
+        """The whole ledger folded into the builder (entries it has seen change nothing)."""
+        out: list[Output] = []
         for m in read_to_end(self.bootstrap, LEDGER):
             item = decode_entry(m.value(), latent_input)
             if not isinstance(item, str):  # a bad one is dead-lettered when the loop reads it
-                built += self.builder.observe(item, now)
-        log.info("restored %d artifact records; re-read the ledger", known)
-        self._send([*built, *self.builder.flush(now)])
+                out += self.builder.observe(item, now)
+        return out
 
     def process(self, msgs: list[Message]) -> None:
         now = self.clock()
-        built: list[Built] = []
+        out: list[Output] = []
+        tombstones = 0
         for m in msgs:
             item = decode_entry(m.value(), latent_input)
             if isinstance(item, str):
                 self.dead_letters.write(m, f"{COMPONENT}: {item}"[:500], now)
                 continue
-            if self.builder.seen(item):
+            if item is None or self.builder.seen(item):  # None: purged, nothing to read
                 continue
             ENTRIES.labels(COMPONENT).inc()
             self.pending.append(to_datetime(item.extraction.event.ingested_at))
-            built += self.builder.observe(item, now)
+            out += self.builder.observe(item, now)
+            tombstones += item.extraction.event.type == PURGE_TYPE
         self.dead_letters.flush()
         # Under steady load the ledger is never idle: open groups are built at least this often.
         if self.pending and (now - min(self.pending)).total_seconds() > MAX_OPEN_S:
-            built += self._flush(now)
-        self._send(built)
+            out += self._flush(now)
+        self._send(out)
+        if tombstones:
+            self._refold(now, tombstones)
+
+    def _refold(self, now: datetime, tombstones: int) -> None:
+        """After a tombstone: the ledger folded again into a builder that knows the purge,
+        so closed episodes and finished runs come back without the purged events."""
+        self.builder = self.builder.after_purge()
+        self._send([*self._fold(now), *self._flush(now)])
+        PURGES_APPLIED.labels(COMPONENT, STORE).inc(tombstones)
+        PURGE_APPLIED_AT.labels(COMPONENT, STORE).set(time.time())
 
     def idle(self) -> None:
         """The ledger is quiet: build the groups that changed (open sessions, preferences)."""
@@ -111,25 +160,36 @@ class LatentWorker:
         self.pending = []
         return built
 
-    def _send(self, built: list[Built]) -> None:
+    def _send(self, out: Sequence[Output]) -> None:
         """Produce, wait for Kafka (raises: nothing is committed), then count."""
-        for b in built:
-            a = self._with_centroid(b)
+        for o in out:
+            record = o if isinstance(o, LatentDeletion) else self._with_centroid(o)
             produce_with_backpressure(
                 self.producer,
                 LATENTS,
-                a.model_dump_json().encode(),
-                key=a.key,
+                record.model_dump_json().encode(),
+                key=record.key,
                 on_delivery=self.reports,
-                record_id=a.artifact_id,
+                record_id=record.artifact_id,
             )
-        if built:
+        if out:
             flush_or_raise(self.producer, 30, self.reports, f"{COMPONENT} artifacts to {LATENTS}")
-        EVENTS_PRODUCED.labels(COMPONENT, LATENTS).inc(len(built))
-        for b in built:
-            kind = STALE if b.artifact.stale_at is not None else BUILT
-            kind.labels(COMPONENT, b.artifact.artifact_type).inc()
-        counts: dict[str, int] = {}
+        EVENTS_PRODUCED.labels(COMPONENT, LATENTS).inc(len(out))
+        self._count(out)
+
+    def _count(self, out: Sequence[Output]) -> None:
+        deleted = 0
+        for o in out:
+            if isinstance(o, LatentDeletion):
+                deleted += 1
+                continue
+            kind = STALE if o.artifact.stale_at is not None else BUILT
+            kind.labels(COMPONENT, o.artifact.artifact_type).inc()
+        if deleted:
+            PURGE_ITEMS_REMOVED.labels(COMPONENT, STORE, "artifacts").inc(deleted)
+            PURGE_APPLIED_AT.labels(COMPONENT, STORE).set(time.time())
+        # Every type is set, so a type whose last artifact was deleted reads 0.
+        counts: dict[str, int] = {t: 0 for t in ARTIFACT_TYPES if t != "memory_weave"}
         for a in self.builder.current.values():
             counts[a.artifact_type] = counts.get(a.artifact_type, 0) + 1
         for t, n in counts.items():
