@@ -94,6 +94,14 @@ def files_holding(data_dir: Path, needles: tuple[str, ...]) -> dict[str, list[st
     return found
 
 
+def no_file_holds_hers(data_dir: Path, timeout: float = 60) -> None:
+    """Wait for the stores' rewrites; on timeout, name the files still holding her text."""
+    try:
+        wait_until(lambda: not files_holding(data_dir, HERS), timeout, "her text gone from files")
+    except AssertionError:
+        assert files_holding(data_dir, HERS) == {}
+
+
 def archive_digest(stack: RunningStack) -> str:
     h = hashlib.sha256()
     for path in sorted((stack.data_dir / "archive").rglob("*.jsonl")):
@@ -180,7 +188,7 @@ def test_no_file_in_the_data_dir_holds_her_text(
 ) -> None:
     # The graph server's append-only file and the vector segments are rewritten after the
     # stores applied the tombstone: give them the time they take.
-    wait_until(lambda: not files_holding(stack.data_dir, HERS), 60, "her text gone from files")
+    no_file_holds_hers(stack.data_dir)
 
 
 def test_someone_else_is_intact(purged: dict[str, Any], client: MemoryHttpClient) -> None:
@@ -217,7 +225,7 @@ def test_a_replayed_version_does_not_bring_her_back(
     memstream("projections", "promote", "after-purge", data_dir=stack.data_dir)
     wait_until(lambda: _served(client), 60, "the replayed version serving")
     assert leaks(client) == []
-    wait_until(lambda: not files_holding(stack.data_dir, HERS), 60, "her text gone from files")
+    no_file_holds_hers(stack.data_dir)
 
 
 def _caught_up(stack: RunningStack, version: str) -> bool:
@@ -250,7 +258,7 @@ def test_a_restarted_stack_does_not_bring_her_back(tmp_path: Path) -> None:
         with MemoryHttpClient(second.api_url, key, timeout=150) as c:
             wait_until(lambda: _served(c), 120, "the restarted stack serving")
             assert leaks(c) == []
-        wait_until(lambda: not files_holding(data, HERS), 60, "her text gone from files")
+        no_file_holds_hers(data)
         out = memstream("verify", data_dir=data, check=False)
         assert out.returncode == 0, out.stdout + out.stderr
     finally:

@@ -165,20 +165,21 @@ class EdgeVectorIndex:
         """Idempotent by ``point_key``; written in batches of ``batch_size``."""
         if not points:
             return
-        shard = self._open(create=True)
-        assert shard is not None
+        # Writers take the shard under the lock: a compaction swaps it under the same lock.
         for start in range(0, len(points), self.batch_size):
             batch = [self._point(p) for p in points[start : start + self.batch_size]]
             with self._lock:
+                shard = self._open(create=True)
+                assert shard is not None
                 shard.update(qe.UpdateOperation.upsert_points(batch))
 
     def delete_where(self, tenant: str, key: str, value: str) -> int:
         """Delete the tenant's points whose payload ``key`` equals (or, for lists, contains)."""
-        shard = self._open(create=False)
-        if shard is None:
-            return 0
         flt = qe.Filter(must=[_match("tenant", tenant), _match(key, value)])
         with self._lock:
+            shard = self._open(create=False)
+            if shard is None:
+                return 0
             n = shard.count(qe.CountRequest(exact=True, filter=flt))
             if n:
                 shard.update(qe.UpdateOperation.delete_points_by_filter(flt))
@@ -186,22 +187,22 @@ class EdgeVectorIndex:
 
     def delete(self, point_keys: list[str]) -> None:
         """Delete the points with these keys (keys without a point are ignored)."""
-        shard = self._open(create=False)
-        if shard is None or not point_keys:
-            return
         ids: list[qe.PointId] = [point_id(k) for k in point_keys]
         with self._lock:
+            shard = self._open(create=False)
+            if shard is None or not ids:
+                return
             shard.update(qe.UpdateOperation.delete_points(ids))
 
     def purge_events(self, tenant: str, event_ids: list[str]) -> dict[str, int]:
         """See :meth:`memstream.vectors.port.VectorIndex.purge_events`."""
-        shard = self._open(create=False)
         ids = sorted(set(event_ids))
-        if shard is None or not ids:
-            return {"points": 0, "latents": 0}
         events = qe.Filter(must=[_match("tenant", tenant), _any("event_id", ids)])
         derived = qe.Filter(must=[_match("tenant", tenant), _any("source_ids", ids)])
         with self._lock:
+            shard = self._open(create=False)
+            if shard is None or not ids:
+                return {"points": 0, "latents": 0}
             points = shard.count(qe.CountRequest(exact=True, filter=events))
             latents = shard.count(qe.CountRequest(exact=True, filter=derived))
             keys: list[qe.PointId] = [point_id(event_point_key(tenant, i)) for i in ids]
@@ -228,6 +229,9 @@ class EdgeVectorIndex:
             self._copy(shard, fresh)
             fresh.flush()
             fresh.close()
+            # Readers that come now wait on the lock in _open for the fresh shard; one that
+            # took the old shard just before is retried by query (see _query_once).
+            self._shard = None
             shard.close()
             old_path = self.path.with_name(self.path.name + ".old")
             self.path.rename(old_path)
@@ -321,7 +325,16 @@ class EdgeVectorIndex:
                 filter=flt,
                 with_payload=True,
             )
-        return [_hit(sp) for sp in shard.query(request)]
+        try:
+            found = shard.query(request)
+        except Exception as exc:  # qdrant_edge raises a plain Exception
+            # A compaction closed this shard between our _open and the query: ask the fresh
+            # one. Any other failure, or one on the current shard, is not ours to hide.
+            if shard is self._shard or "not initialized" not in str(exc):
+                raise
+            fresh = self._open(create=False)
+            found = fresh.query(request) if fresh is not None else []
+        return [_hit(sp) for sp in found]
 
 
 def _hit(sp: qe.ScoredPoint) -> VectorHit:
