@@ -73,6 +73,11 @@ class FalkorGraphStore(CypherGraphStore):
         started before our deletes: wait for it, then start ours.
         """
         conn = self.client.connection
+        # Query telemetry (CMD_INFO, off in the embedded server) keeps recent queries with
+        # their parameters, event text included, in a key of its own: drop it first.
+        telemetry = list(conn.scan_iter(match="telemetry{*}"))
+        if telemetry:
+            conn.delete(*telemetry)
         _wait_rewrite(conn)
         try:
             conn.bgrewriteaof()

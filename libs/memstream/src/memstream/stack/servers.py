@@ -101,6 +101,10 @@ def start_falkordb(port: int, data_dir: Path, log_dir: Path, timeout: float = 30
             "no",
             "--loadmodule",
             module,
+            # No query telemetry: FalkorDB would keep recent queries with their parameters
+            # (event text) in a key of its own, which lands in the files and survives purges.
+            "CMD_INFO",
+            "no",
         ],
         log,
     )
