@@ -100,10 +100,11 @@ def _follow(
             total = c["ledger_events"]
             progress.update(graph, total=total, completed=c["graph_events"])
             progress.update(vector, total=total, completed=c["vector_points"])
-            done = (
-                v["lag"]["total"] == 0
-                and c["graph_events"] >= total
-                and c["vector_points"] >= total
+            # Groups commit only after their writes, so no lag means built. Counts cannot say
+            # it: a purge leaves fewer events projected than the ledger holds. They only show
+            # that the groups have started (a group not yet seen reads as no lag).
+            done = v["lag"]["total"] == 0 and (
+                total == 0 or (c["graph_events"] > 0 and c["vector_points"] > 0)
             )
             if done:
                 return v
