@@ -243,3 +243,17 @@ def test_names_are_key_entities_not_key_terms() -> None:
     assert "basil" in ep.details.key_terms
     assert not {"zoe", "zoé", "dubois", "martin"} & set(ep.details.key_terms)
     assert "zoe dubois-martin" in ep.details.key_entities
+
+
+def test_a_long_session_without_pauses_closes_at_the_size_bound() -> None:
+    ledger = Ledger()
+    for i in range(25):  # one turn a minute: never a pause
+        ledger.say(f"Turn {i} of the marathon planning call with Zoë.", T0 + timedelta(minutes=i))
+    builder = LatentBuilder(BuilderConfig(episode_max_events=10))
+    eps = [
+        a
+        for a in current(run(ledger.entries, builder)).values()
+        if a.artifact_type == "episode_latent"
+    ]
+    sizes = sorted((a.valid_from, len(a.source_event_refs)) for a in eps)
+    assert [n for _, n in sizes] == [10, 10, 5]

@@ -1,7 +1,8 @@
 """The deterministic latent builder: ledger entries in, artifacts out (pure; clock passed in).
 
 Groups and when they are built:
-- ``episode_latent``: a stream's events until a pause longer than ``episode_gap_s``; built
+- ``episode_latent``: a stream's events until a pause longer than ``episode_gap_s`` (or
+  ``episode_max_events`` events); built
   when the next segment opens, and at ``flush`` (the shell calls it when the ledger is idle).
 - ``preference_latent``: a subject's current preferences; built at ``flush``.
 - ``procedure_latent`` / ``failure_latent``: finished runs of one goal that worked / failed;
@@ -65,6 +66,9 @@ class BuilderConfig(BaseModel):
     model_config = ConfigDict(frozen=True)
     version: str = BUILDER_VERSION
     episode_gap_s: float = 7200.0
+    # A segment also closes at this many events: an artifact cites every event, and one
+    # record must stay far below the broker's message size (about 250 bytes a citation).
+    episode_max_events: int = 500
     key_terms: int = 12
     key_entities: int = 8
     values: int = 12
@@ -225,7 +229,10 @@ class LatentBuilder:
         key = (e.tenant, e.stream)
         out: list[Built] = []
         ep = self.episodes.get(key)
-        if ep is not None and at - ep.times[-1] > timedelta(seconds=self.config.episode_gap_s):
+        gap = timedelta(seconds=self.config.episode_gap_s)
+        if ep is not None and (
+            at - ep.times[-1] > gap or len(ep.refs) >= self.config.episode_max_events
+        ):
             out = self._build_episode(ep, now)
             self.dirty.discard(("episode", e.tenant, e.stream))
             ep = None
