@@ -933,20 +933,19 @@ def test_facts_from_events_are_those_valid_then(store: CypherGraphStore) -> None
     assert all(f.source.tenant == B for f in store.facts_from(B, ["chat-3"]))
 
 
-def test_purge_scope_covers_mentions_facts_and_the_name_in_any_case(store: GraphStore) -> None:
+def test_purge_scope_covers_mentions_facts_and_named_events(store: GraphStore) -> None:
     key = "ines øverland-quist"
     said = [
         ev(1, text="Lunch with Ines Øverland-Quist."),  # linked by a mention
         ev(2, text="Her passport is in the drawer."),  # the fact below is drawn from it
         ev(3, text="ines øverland-quist prefers window seats"),  # named, never linked
-        ev(4, text="INES ØVERLAND-QUIST called."),  # named in capitals
-        ev(5, text="The guidelines øverland-quisted nothing."),  # not her: no word boundary
-        ev(6, text="Bartholomew fixed the lamp."),
+        ev(4, text="Bartholomew fixed the lamp."),
     ]
-    other = ev(1, tenant=B, text="ines øverland-quist of tenant B")
+    other = ev(1, tenant=B, text="Ines Øverland-Quist of tenant B")
     store.write(GraphBatch(events=[*said, other], mentions=[mention(said[0], key)]))
+    store.write(GraphBatch(mentions=[mention(other, key)]))
     store.write(GraphBatch(facts=[fact("f-pass", key, "keeps", JAN, "drawer", seq=2)]))
-    scope = store.purge_scope(A, key, "Ines Øverland-Quist")
-    assert scope.event_ids == ["chat-1", "chat-2", "chat-3", "chat-4"]
+    scope = store.purge_scope(A, key, ["chat-3"])
+    assert scope.event_ids == ["chat-1", "chat-2", "chat-3"]
     assert scope.fact_ids == ["f-pass"] and scope.latent_ids == []
-    assert store.purge_scope(A, "nobody here", "Nobody Here") == PurgeScope([], [], [])
+    assert store.purge_scope(A, "nobody here", []) == PurgeScope([], [], [])

@@ -19,12 +19,12 @@ from fastapi import APIRouter, HTTPException, Query, Request, status
 from fastapi import Path as PathParam
 from fastapi.responses import Response
 from memstream.archive.segments import read_archive
-from memstream.checkout.service import NoProjection
+from memstream.checkout.service import NoProjection, RecallRequest
 from memstream.forget.metrics import PURGES, PendingPurges
 from memstream.forget.purge import PurgeReport, is_complete, planned, tombstone
 from memstream.graph.port import GraphStore, PurgeScope
 from memstream.ledger.purge import is_purged
-from memstream.projection.names import entity_key
+from memstream.projection.names import entity_key, name_forms, names_in
 from memstream.summarize.cache import SummaryCache
 from starlette.concurrency import run_in_threadpool
 
@@ -35,6 +35,7 @@ from memstream_api.ingest import COMPONENT, DeliveryErrorBody, deliver
 
 router = APIRouter(tags=["forget"])
 POLL_S = 0.25
+NAMED_CANDIDATES = 200  # the most a recall returns
 BACKGROUND_WATCH_S = 3600.0  # after an hour the purge is left to the alert, not this thread
 
 Subject = Annotated[
@@ -54,6 +55,17 @@ def converged(graph: GraphStore, archive: Path, tenant: str, scope: PurgeScope) 
         entries = read_archive(archive, tenant)
         done["archive"] = all(is_purged(e) for e, _ in entries if e.get("id") in ids)
     return done
+
+
+def named_events(request: Request, tenant: str, subject: str, key: str) -> list[str]:
+    """Events whose text names the subject without the extractor linking them (written in
+    lower case, say): the best sparse matches, kept when they name it as whole words. A
+    bounded search, not a scan: the dry run shows what it found."""
+    forms = name_forms(subject, key)
+    found = checkout_service(request).recall(
+        tenant, RecallRequest(query=subject, k=NAMED_CANDIDATES, mode="sparse")
+    )
+    return sorted({c.ref.event_id for c in found if names_in(c.text, forms)})
 
 
 def watch(check: Check, seconds: float) -> dict[str, bool]:
@@ -131,7 +143,8 @@ async def purge_subject(
         )
     try:
         graph = await run_in_threadpool(checkout_service(request).live_graph)
-        scope = await run_in_threadpool(graph.purge_scope, tenant, key, subject)
+        named = await run_in_threadpool(named_events, request, tenant, subject, key)
+        scope = await run_in_threadpool(graph.purge_scope, tenant, key, named)
     except NoProjection as exc:
         raise unavailable_error(exc) from exc
     removed = planned(scope)

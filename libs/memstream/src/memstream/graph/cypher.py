@@ -473,15 +473,6 @@ WHERE f.tenant = $tenant
 RETURN DISTINCT f.src_event_id AS event_id
 """
 
-# Events whose text names the subject without the extractor linking it (lower case, say):
-# a cheap CONTAINS prefilter; the caller checks word boundaries.
-PURGE_SCOPE_TEXT = """
-MATCH (e:Event)
-WHERE e.tenant = $tenant AND e.seq IS NOT NULL
-  AND any(n IN $needles WHERE toLower(e.text) CONTAINS n)
-RETURN e.event_id AS event_id, e.text AS text
-"""
-
 # What is derived from those events: facts drawn from them, artifacts built from them.
 PURGE_SCOPE_DERIVED = """
 UNWIND $event_ids AS id

@@ -133,10 +133,10 @@ class GraphStore(Protocol):
     def purge_tenant_subject(self, tenant: str, entity_key: str) -> dict[str, int]:
         """Delete an entity, its facts and the events mentioning it; counts removed."""
 
-    def purge_scope(self, tenant: str, entity_key: str, spelled: str) -> PurgeScope:
+    def purge_scope(self, tenant: str, entity_key: str, named: list[str]) -> PurgeScope:
         """The events a purge of ``entity_key`` covers (mentioned, speaking, either end of a
-        fact, or its name ``spelled`` in any case in the text) and the facts and latent
-        artifacts derived from them; reads only."""
+        fact, or among ``named``: events whose text names it, found by the caller) and the
+        facts and latent artifacts derived from them; reads only."""
 
     def purge_events(self, tenant: str, event_ids: list[str]) -> dict[str, int]:
         """Obey a purge tombstone: delete the events, the facts drawn from them (re-closing

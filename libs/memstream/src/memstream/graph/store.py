@@ -53,7 +53,6 @@ from memstream.graph.cypher import (
     PURGE_MENTIONED,
     PURGE_SCOPE_DERIVED,
     PURGE_SCOPE_EVENTS,
-    PURGE_SCOPE_TEXT,
     RECENT,
     RECENT_FACTS_FOR_SUBJECT,
     SUPERSEDE,
@@ -72,7 +71,6 @@ from memstream.projection.model import (
     GraphBatch,
     SourceRef,
 )
-from memstream.projection.names import name_forms, names_in
 from memstream.times import as_utc, iso_z, utc_z
 
 Row = dict[str, Any]
@@ -542,15 +540,13 @@ class CypherGraphStore(ABC):
         row = rows[0] if rows else {}
         return {k: int(row.get(k) or 0) for k in ("events", "entities", "facts", "mentions")}
 
-    def purge_scope(self, tenant: str, entity_key: str, spelled: str) -> PurgeScope:
-        """The events a purge of ``entity_key`` covers and what was derived from them."""
+    def purge_scope(self, tenant: str, entity_key: str, named: list[str]) -> PurgeScope:
+        """The events a purge of ``entity_key`` covers (linked to it, or among ``named``:
+        events found to name it in text) and what was derived from them."""
         base = {"tenant": tenant, "key": entity_key}
         rows = self._read(PURGE_SCOPE_EVENTS, base)
         linked = {str(r["event_id"]) for r in rows if r["event_id"] is not None}
-        needles = name_forms(spelled, entity_key)
-        texts = self._read(PURGE_SCOPE_TEXT, {"tenant": tenant, "needles": sorted(needles)})
-        named = {str(r["event_id"]) for r in texts if names_in(str(r["text"] or ""), needles)}
-        event_ids = sorted(linked | named)
+        event_ids = sorted(linked | set(named))
         if not event_ids:
             return PurgeScope([], [], [])
         derived = self._read(PURGE_SCOPE_DERIVED, {"tenant": tenant, "event_ids": event_ids})
