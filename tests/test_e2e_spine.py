@@ -74,7 +74,7 @@ def test_http_batches_land_exactly_once_even_when_resent(stack: RunningStack) ->
         )
         wait_until(lambda: drained(stack), 60, "the sequencer to drain")
     doc = stats(stack)["tenants"]
-    assert doc["alpha"] == {"events": 500, "streams": 7}
+    assert doc["alpha"] == {"events": 500, "streams": 7, "purged": 0}
     assert doc["beta"] == {"events": 200, "streams": 3}
     ids = Counter(e["id"] for e in stack.ledger() if e["tenant"] in ("alpha", "beta"))
     assert len(ids) == 700 and max(ids.values()) == 1
@@ -197,7 +197,7 @@ def test_full_restart_keeps_events_and_extends_chains(tmp_path: Path) -> None:
 
     second = start_stack(data)
     try:
-        assert stats(second)["tenants"]["delta"] == {"events": 300, "streams": 3}
+        assert stats(second)["tenants"]["delta"] == {"events": 300, "streams": 3, "purged": 0}
         with MemoryClient(second.bootstrap, "delta") as client:
             client.emit("s0", "message.user", {"text": "after restart"}, id="d-after")
             client.emit("s0", "message.user", {"text": "resent"}, id="d-0")  # a known id
