@@ -234,7 +234,9 @@ def test_state_survives_a_restart_of_the_retrospective(
     assert metric("memstream_retrospective_outcomes_total", result="late") == 0
     ids = [e["id"] for e in ledger(stack)]
     assert len(ids) == len(set(ids))
-    assert len([e for e in ledger(stack) if e["type"] == "memory.invalidate"]) == 1
+    proposals = [e for e in ledger(stack) if e["type"] == "memory.invalidate"
+                 and e["payload"]["review_status"] == "proposed"]  # fmt: skip
+    assert len(proposals) == 1
 
 
 def test_feedback_from_the_command_line_and_its_refusals(
@@ -315,3 +317,96 @@ def test_an_outcome_waiting_for_its_trace_holds_the_ledger_commit(
         30,
         "the commit to move past it",
     )
+
+
+def exclusions(packet: dict[str, Any]) -> set[tuple[str, str]]:
+    return {
+        (e["item_id"].split("#", 1)[0], e["reason"])
+        for a in packet["answer_candidates"]
+        for e in a["excluded_ids"]
+    }
+
+
+def test_a_proposal_changes_nothing_until_accepted(
+    stack: RunningStack, client: MemoryHttpClient, learned: dict[str, Any]
+) -> None:
+    """The retrospective's proposal is listed open and leaves checkout alone; accepted (from
+    the command line), the memory it names is left out as invalidated, and stays in the
+    ledger; a second decision is refused."""
+    [proposal] = client.invalidations("proposed")
+    assert (proposal["target_ids"], proposal["decisions"]) == ([WRONG], [])
+    packet = client.checkout(QUESTION)
+    assert not any(reason == "invalidated" for _, reason in exclusions(packet))
+    args = ("--tenant", TENANT, "--reason", "the code changed back", "--json")
+    result = memstream("invalidations", "accept", proposal["id"], *args, data_dir=stack.data_dir)
+    decision = json.loads(result.stdout)
+    assert decision["status"] == "accepted"
+
+    def left_out() -> bool:
+        return (WRONG, "invalidated") in exclusions(client.checkout(QUESTION))
+
+    wait_until(left_out, 60, "the accepted proposal projected")
+    packet = client.checkout(QUESTION)
+    assert top_support(packet) == [RIGHT] and "9052" in packet["answer_candidates"][0]["answer"]
+    assert WRONG not in [s["item_id"] for s in packet["snippets"]]
+    assert any(w["kind"] == "invalidated" and WRONG in w["ids"] for w in packet["warnings"])
+    [entry] = [e for e in ledger(stack) if e["id"] == decision["id"]]
+    assert entry["payload"]["proposal_id"] == proposal["id"]
+    assert entry["payload"]["target_ids"] == [WRONG] and entry["caused_by"] == [proposal["id"]]
+    assert client.lineage(WRONG)["events"][0]["text"].endswith("4417.")  # never deleted
+    [listed] = client.invalidations("proposed")
+    assert listed["decisions"] == [f"{decision['id']} accepted"]
+    again = memstream("invalidations", "reject", proposal["id"], "--tenant", TENANT,
+                      data_dir=stack.data_dir, check=False)  # fmt: skip
+    assert again.returncode != 0 and "already decided" in again.stderr + again.stdout
+    url = f"{stack.api_url}/v1/invalidations/no-such-proposal/accept"
+    key = {"Authorization": f"Bearer {stack.dev_key}"}
+    assert httpx.post(url, json={}, headers=key).status_code == 404
+
+
+AMARA = "amara ọ̀kàfor-lindqvist"  # accented, hyphenated, written in lower case
+
+
+def test_invalidating_a_fact_closes_it_and_reopens_the_one_before(
+    stack: RunningStack, client: MemoryHttpClient
+) -> None:
+    facts = [
+        {"id": "amara-city-1", "stream": "crm", "type": "fact.asserted",
+         "occurred_at": "2025-04-01T00:00:00Z",
+         "payload": {"subject": AMARA, "predicate": "lives_in", "object": "Bergen",
+                     "valid_from": "2025-04-01T00:00:00Z"}},
+        {"id": "amara-city-2", "stream": "crm", "type": "fact.asserted",
+         "occurred_at": "2026-01-15T00:00:00Z",
+         "payload": {"subject": AMARA, "predicate": "lives_in", "object": "Kraków",
+                     "valid_from": "2026-01-15T00:00:00Z"}},
+    ]  # fmt: skip
+    client.emit(facts)
+    question = "Where does Amara Ọ̀kàfor-Lindqvist live now?"
+
+    def answer() -> str:
+        found = client.checkout(question)["answer_candidates"]
+        return str(found[0]["answer"]) if found else ""
+
+    wait_until(lambda: "Kraków" in answer(), 60, "the newer fact current")
+    event_id = client.invalidate(["amara-city-2"], "mistyped: she never moved")
+    wait_until(lambda: "Bergen" in answer(), 60, "the invalidation projected")
+    packet = client.checkout(question)
+    assert ("amara-city-2", "invalidated") in exclusions(packet), packet["answer_candidates"]
+    [wrong] = [
+        e for a in packet["answer_candidates"] for e in a["excluded_ids"]
+        if e["item_id"].startswith("amara-city-2")
+    ]  # fmt: skip
+    assert wrong["detail"] == "mistyped: she never moved"
+    assert all("Kraków" not in f["value_text"] for f in packet["facts"])
+    # as of before the invalidation (made now), memory held the newer fact
+    then = client.checkout(question, as_of="2026-02-01T00:00:00Z")
+    assert "Kraków" in then["answer_candidates"][0]["answer"]
+    listed = client.invalidations("accepted")
+    assert any(v["id"] == event_id and v["target_ids"] == ["amara-city-2"] for v in listed)
+    key = {"Authorization": f"Bearer {stack.dev_key}"}
+    url = f"{stack.api_url}/v1/invalidate"
+    for body in ({"target_ids": [], "reason": "x"}, {"target_ids": ["x"]},
+                 {"target_ids": ["x"], "reason": ""}):  # fmt: skip
+        resp = httpx.post(url, json=body, headers=key)
+        assert resp.status_code == 422 and resp.json()["detail"], resp.text
+    assert httpx.post(url, json={"target_ids": ["x"], "reason": "y"}).status_code == 401

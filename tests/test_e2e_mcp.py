@@ -25,7 +25,10 @@ from stackproc import BIN, RunningStack, memstream, wait_until
 
 TENANT = "atelier-7"
 OTHER = "voisins.2"
-SEVEN = {"checkout", "recall", "summarize_recall", "remember", "feedback", "lineage", "search"}
+TOOLS = {
+    "checkout", "recall", "summarize_recall", "remember", "feedback", "invalidate", "lineage",
+    "search",
+}  # fmt: skip
 FACT = "Séverine Okonkwo-Bah keeps the spare keys of the workshop in the blue teapot."
 QUESTION = "where does séverine okonkwo-bah keep the spare keys?"
 
@@ -102,14 +105,14 @@ def remembered(stack: RunningStack, keys: dict[str, str]) -> Iterator[str]:
     yield event_id
 
 
-def test_stdio_lists_the_seven_tools_each_described_for_a_model(
+def test_stdio_lists_every_tool_each_described_for_a_model(
     stack: RunningStack, keys: dict[str, str]
 ) -> None:
     async def tools(session: ClientSession) -> Any:
         return (await session.list_tools()).tools
 
     listed = run(lambda: stdio_session(stack, keys[TENANT]), tools)
-    assert {t.name for t in listed} == SEVEN
+    assert {t.name for t in listed} == TOOLS
     by_name = {t.name: t for t in listed}
     for tool in listed:
         assert tool.description and len(tool.description) > 80, tool.name
@@ -176,14 +179,22 @@ def test_stdio_search_lineage_recall_and_feedback(
 def test_a_tool_error_carries_the_api_reason(
     stack: RunningStack, keys: dict[str, str], remembered: str
 ) -> None:
-    async def calls(session: ClientSession) -> tuple[CallToolResult, CallToolResult]:
+    async def calls(
+        session: ClientSession,
+    ) -> tuple[CallToolResult, CallToolResult, CallToolResult]:
         unknown = await session.call_tool("lineage", {"item_id": "no-such-memory-id"})
         summary = await session.call_tool("summarize_recall", {"query": QUESTION})
-        return unknown, summary
+        wrong = await session.call_tool(
+            "invalidate", {"target_ids": [remembered, "no-such-fact#3"], "reason": "typo"}
+        )
+        return unknown, summary, wrong
 
-    unknown, summary = run(lambda: stdio_session(stack, keys[TENANT]), calls)
+    unknown, summary, wrong = run(lambda: stdio_session(stack, keys[TENANT]), calls)
     assert unknown.is_error and "404" in text_of(unknown)
     assert "no-such-memory-id" in text_of(unknown)
+    # one unknown target refuses the whole invalidation, naming it
+    assert wrong.is_error and "no-such-fact#3" in text_of(wrong)
+    assert remembered not in text_of(wrong).split("yet):", 1)[-1]
     # This stack runs without a model key: summarize_recall says so, never a silent fallback.
     assert summary.is_error and "ANTHROPIC_API_KEY" in text_of(summary)
 
@@ -211,7 +222,7 @@ def test_http_mcp_serves_the_same_tools_under_the_bearer_key(
         return names, await session.call_tool("checkout", {"query": QUESTION, "format": "json"})
 
     names, checkout = run(lambda: http_session(stack, keys[TENANT]), calls)
-    assert names == SEVEN
+    assert names == TOOLS
     assert remembered in json.loads(text_of(checkout))["answer_candidates"][0]["support_ids"]
 
 

@@ -175,7 +175,7 @@ def test_a_dry_run_reports_and_changes_nothing(dry_run: dict[str, Any]) -> None:
 
 def test_the_purge_completes_in_every_store(purged: dict[str, Any]) -> None:
     assert purged["complete"] is True, purged
-    assert set(purged["completed"]) >= {"graph", "latents", "archive"}
+    assert set(purged["completed"]) >= {"graph", "latents", "archive", "vectors"}
     assert purged["removed"]["events"] == len(HER_IDS)
 
 

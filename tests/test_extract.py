@@ -104,6 +104,12 @@ def test_extraction_is_deterministic_and_batches_dedupe_entities() -> None:
     assert len(batch.mentions) == 4
 
 
+def test_names_keep_their_combining_marks() -> None:
+    text = "Adébáyọ̀ Ọ̀kàfor-Lindqvist met Ngũgĩ in Hà Nội."
+    assert name_candidates(text) == ["Adébáyọ̀ Ọ̀kàfor-Lindqvist", "Ngũgĩ", "Hà Nội"]
+    assert entity_key("Adébáyọ̀ Ọ̀kàfor-Lindqvist") == "adebayo okafor-lindqvist"
+
+
 def test_entity_keys_and_name_candidates() -> None:
     assert entity_key("  Maria's ") == "maria"
     assert entity_key("New   York!") == "new york"

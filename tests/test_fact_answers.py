@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from memstream.checkout.model import Candidate, SynthesisResult
+from memstream.checkout.packet import assemble_packet
 from memstream.checkout.plan import plan_query
 from memstream.checkout.plan.entities import Lexicon
 from memstream.checkout.plan.focus import focus_words
@@ -15,11 +16,11 @@ from memstream.checkout.retrieve.candidates import event_candidate, fact_candida
 from memstream.checkout.retrieve.facts import (
     PREDICATE_MATCH,
     PredicateRanker,
-    known_at,
     predicate_words,
 )
 from memstream.checkout.synthesis import synthesize
 from memstream.embed.registry import get_embedder
+from memstream.graph.validity import known_at
 from memstream.projection.model import EntityView, EventRecord, FactView, SourceRef
 from memstream.projection.names import entity_key
 from memstream.text.words import STOPWORDS, fold_accents
@@ -248,3 +249,73 @@ def test_any_subject_written_any_way_gets_its_current_value(
     assert ("p1#0", "superseded") in {(e.item_id, e.reason) for e in top.excluded_ids}
     then = answer(query, facts, lex, as_of="2022-06-01T00:00:00+00:00")
     assert old in then.answer_candidates[0].answer, (query, then)
+
+
+# -- invalidation ----------------------------------------------------------------------------
+
+
+def _invalidated(c: Candidate, by: str = "inv-1", reason: str = "a typo") -> Candidate:
+    """``c`` as checkout marks it when an accepted memory.invalidate names it."""
+    return c.model_copy(update={"invalidated_by": by, "invalidation_reason": reason})
+
+
+# What the graph holds after "Zoë Håkansson-Bright moved to Tromsø" (wrong) was invalidated
+# on 2025-02-01: the wrong fact closed then, out of the chain; the Oslo fact current again.
+WRONG_MOVE = [
+    fact_view("z1#0", "Zoë Håkansson-Bright", "lives_in", "Oslo", "2023-04-01T00:00:00Z"),
+    fact_view("z2#0", "Zoë Håkansson-Bright", "lives_in", "Tromsø", "2024-10-01T00:00:00Z",
+              valid_to="2025-02-01T00:00:00Z"),
+]  # fmt: skip
+WRONG_MOVE[1] = WRONG_MOVE[1].model_copy(
+    update={"invalidated_at": "2025-02-01T00:00:00Z", "invalidated_by": "inv-1",
+            "invalidation_reason": "she never moved"}
+)  # fmt: skip
+
+
+def test_an_invalidation_counts_only_from_when_it_was_made() -> None:
+    then = {f.fact_id: f for f in known_at(WRONG_MOVE, datetime(2024, 12, 1, tzinfo=UTC))}
+    assert then["z2#0"].invalidated_at is None and then["z2#0"].valid_to is None
+    assert (then["z1#0"].superseded_by, then["z1#0"].valid_to) == ("z2#0", "2024-10-01T00:00:00Z")
+    now = {f.fact_id: f for f in known_at(WRONG_MOVE, datetime(2025, 3, 1, tzinfo=UTC))}
+    assert now["z1#0"].valid_to is None and now["z1#0"].superseded_by is None
+    assert now["z2#0"].invalidated_by == "inv-1" and now["z2#0"].valid_to == "2025-02-01T00:00:00Z"
+
+
+def test_an_invalidated_fact_is_excluded_with_its_reason_and_never_answers() -> None:
+    lex = lexicon_of("Zoë Håkansson-Bright")
+    rank = ranker("where does zoe hakansson-bright live?", lex)
+    cands = [fact_candidate(f, rank.relevance(f.predicate)) for f in WRONG_MOVE]
+    cands[1] = _invalidated(cands[1], reason="she never moved")
+    for q in ("where does zoe hakansson-bright live?", "Where has Zoë Håkansson-Bright lived?"):
+        res = synthesize(plan_query(q, NOW, lexicon=lex), cands)
+        assert all("Tromsø" not in a.answer for a in res.answer_candidates), (q, res)
+        assert all("z2#0" not in a.support_ids for a in res.answer_candidates), (q, res)
+        excluded = {(e.item_id, e.reason, e.detail) for a in res.answer_candidates
+                    for e in a.excluded_ids}  # fmt: skip
+        assert ("z2#0", "invalidated", "she never moved") in excluded, (q, res)
+        assert any(w.kind == "invalidated" and w.ids == ["z2#0"] for w in res.warnings), q
+    current = synthesize(
+        plan_query("where does zoe hakansson-bright live?", NOW, lexicon=lex), cands
+    )
+    assert "Oslo" in current.answer_candidates[0].answer
+
+
+def test_an_invalidated_event_is_left_out_of_the_answer_and_the_packet() -> None:
+    lex = lexicon_of("the user", user="sam")
+    wrong = message("m1", "sam", "My locker code is 4471", "2024-05-01T00:00:00Z")
+    right = message("m2", "sam", "My locker code is 9083", "2024-04-01T00:00:00Z")
+    plan = plan_query("what is my locker code?", NOW, lexicon=lex)
+    res = synthesize(plan, [_invalidated(wrong), right])
+    assert res.answer_candidates and all(
+        "m1" not in a.support_ids for a in res.answer_candidates
+    ), res
+    assert ("m1", "invalidated") in {
+        (e.item_id, e.reason) for a in res.answer_candidates for e in a.excluded_ids
+    }
+    packet = assemble_packet(
+        packet_id="p", tenant="t", as_of=None, plan=plan, result=res,
+        candidates=[_invalidated(wrong), right], latent=[], max_tokens=2000,
+        count_tokens=get_embedder().count_tokens,
+    )  # fmt: skip
+    assert [s.item_id for s in packet.snippets] == ["m2"]
+    assert "4471" not in packet.model_dump_json().replace('"m1"', "")

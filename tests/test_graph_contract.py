@@ -33,6 +33,7 @@ from memstream.projection.model import (
     FactView,
     FeedbackRecord,
     GraphBatch,
+    InvalidationRecord,
     JsonScalar,
     MentionRecord,
     SourceRef,
@@ -485,6 +486,144 @@ def test_purge_reopens_the_fact_a_purged_fact_had_superseded(store: GraphStore) 
     assert ids(current) == ["a"] and current[0].superseded_by is None
 
 
+def invalidation(
+    event_id: str,
+    targets: list[str],
+    at: str,
+    status: str = "accepted",
+    reason: str = "wrong",
+    proposal_id: str | None = None,
+    tenant: str = A,
+) -> list[InvalidationRecord]:
+    return [
+        InvalidationRecord(
+            tenant=tenant,
+            invalidation_id=f"{event_id}#{i}",
+            event_id=event_id,
+            target_id=t,
+            reason=reason,
+            status=status,  # type: ignore[arg-type]
+            proposal_id=proposal_id,
+            at=at,
+        )
+        for i, t in enumerate(targets)
+    ]
+
+
+LATER = "2024-06-01T00:00:00Z"
+
+
+def test_invalidation_closes_the_fact_and_reopens_the_one_it_superseded(
+    store: GraphStore,
+) -> None:
+    store.write(
+        GraphBatch(
+            facts=[
+                fact("a", "maria", "lives_in", JAN, "lisbon", seq=1),
+                fact("b", "maria", "lives_in", FEB, "porto", seq=2),
+            ]
+        )
+    )
+    store.write(GraphBatch(invalidations=invalidation("inv-1", ["b"], LATER, reason="typo")))
+    hist = by_id(store.facts(A, include_superseded=True))
+    b = hist["b"]
+    assert (b.valid_to, b.invalidated_at, b.invalidation_reason, b.invalidated_by) == (
+        iso_z(LATER),
+        iso_z(LATER),
+        "typo",
+        "inv-1",
+    )
+    assert b.superseded_by is None  # never deleted, out of the chain
+    assert (hist["a"].valid_to, hist["a"].superseded_by) == (None, None)
+    assert ids(store.facts(A)) == ["a"]
+    # Before the invalidation, memory held "b" as current.
+    assert ids(store.facts(A, as_of="2024-03-15T00:00:00Z")) == ["b"]
+    # A newer fact arriving later supersedes "a", not the invalidated "b".
+    store.write(GraphBatch(facts=[fact("c", "maria", "lives_in", MAR, "faro", seq=3)]))
+    hist = by_id(store.facts(A, include_superseded=True))
+    assert hist["a"].superseded_by == "c" and hist["b"].valid_to == iso_z(LATER)
+
+
+def test_invalidating_an_event_closes_every_fact_drawn_from_it(store: GraphStore) -> None:
+    store.write(world())
+    store.write(GraphBatch(invalidations=invalidation("inv-2", [ev(4).event_id], LATER)))
+    facts = by_id(store.facts(A, include_superseded=True))
+    assert facts["f-acme"].invalidated_by == "inv-2"
+    assert [f for f in facts.values() if f.invalidated_at] == [facts["f-acme"]]
+    assert "f-acme" not in ids(store.facts(A))
+
+
+@pytest.mark.parametrize("status", ["proposed", "rejected"])
+def test_proposals_and_rejections_change_no_fact(store: GraphStore, status: str) -> None:
+    store.write(world())
+    store.write(GraphBatch(invalidations=invalidation("p-1", ["f-porto"], LATER, status)))
+    facts = by_id(store.facts(A, include_superseded=True))
+    assert not any(f.invalidated_at for f in facts.values())
+    assert "f-porto" in ids(store.facts(A))
+    assert [v.status for v in store.invalidations(A, ["f-porto"], status=None)] == [status]
+    assert store.invalidations(A, ["f-porto"]) == []
+
+
+def test_a_fact_arriving_after_its_invalidation_is_born_closed(store: GraphStore) -> None:
+    # The invalidation names the source event; its stream was projected first.
+    early = invalidation("inv-3", [ev(2).event_id], "2024-02-20T00:00:00Z")
+    later = invalidation("inv-4", [ev(2).event_id], LATER)
+    store.write(GraphBatch(invalidations=later))
+    store.write(GraphBatch(invalidations=early))
+    store.write(
+        GraphBatch(
+            facts=[
+                fact("a", "maria", "lives_in", JAN, "lisbon", seq=1),
+                fact("b", "maria", "lives_in", FEB, "porto", seq=2),
+            ]
+        )
+    )
+    hist = by_id(store.facts(A, include_superseded=True))
+    assert hist["b"].invalidated_by == "inv-3"  # the earliest holds, whatever the order
+    assert hist["b"].valid_to == "2024-02-20T00:00:00.000000Z"
+    assert hist["a"].superseded_by is None and ids(store.facts(A)) == ["a"]
+
+
+def test_an_invalidation_before_the_fact_was_valid_closes_it_at_once(store: GraphStore) -> None:
+    store.write(GraphBatch(facts=[fact("a", "maria", "lives_in", MAR, "lisbon")]))
+    store.write(GraphBatch(invalidations=invalidation("inv-5", ["a"], JAN)))
+    a = by_id(store.facts(A, include_superseded=True))["a"]
+    assert a.valid_to == a.valid_from == iso_z(MAR)
+
+
+def test_invalidation_entries_show_open_and_decided_proposals(store: GraphStore) -> None:
+    store.write(
+        GraphBatch(
+            invalidations=[
+                *invalidation("p-1", ["f-1", "f-2"], JAN, "proposed", "fails tasks"),
+                *invalidation("p-2", ["f-3"], FEB, "proposed"),
+                *invalidation("d-1", ["f-1", "f-2"], MAR, "accepted", "checked", "p-1"),
+                *invalidation("other", ["x"], MAR, "proposed", tenant=B),
+            ]
+        )
+    )
+    proposals = store.invalidation_entries(A, status="proposed")
+    assert [(p.event_id, p.target_ids, p.decisions) for p in proposals] == [
+        ("p-2", ["f-3"], []),
+        ("p-1", ["f-1", "f-2"], ["d-1 accepted"]),
+    ]
+    assert proposals[1].reason == "fails tasks" and proposals[1].at == iso_z(JAN)
+    accepted = store.invalidation_entries(A, status="accepted")
+    assert [(d.event_id, d.proposal_id) for d in accepted] == [("d-1", "p-1")]
+    assert len(store.invalidation_entries(A)) == 3
+
+
+def test_rewriting_invalidations_changes_nothing(store: GraphStore) -> None:
+    store.write(world())
+    batch = GraphBatch(invalidations=invalidation("inv-6", ["f-porto"], LATER))
+    store.write(batch)
+    before = by_id(store.facts(A, include_superseded=True))
+    store.write(batch)
+    store.write(world())
+    assert by_id(store.facts(A, include_superseded=True)) == before
+    assert len(store.invalidations(A, ["f-porto"])) == 1
+
+
 ELOISE = "eloise martin-duval"  # an accented, multi-word name, as the extractor keys it
 
 
@@ -546,6 +685,25 @@ def test_purge_events_removes_what_they_hold_and_nothing_else(store: CypherGraph
     assert store.counts(B) == before_b and len(store.latents(B, include_stale=True)) == 3
     assert store.purge_events(A, ["chat-1", "chat-2"]) == dict.fromkeys(report, 0)
     assert store.purge_events(A, []) == dict.fromkeys(report, 0)
+
+
+def test_purge_takes_the_invalidations_written_by_or_naming_purged_events(
+    store: CypherGraphStore,
+) -> None:
+    batch, _ = subjects_world(A)
+    store.write(batch)
+    store.write(
+        GraphBatch(
+            invalidations=[
+                *invalidation("chat-2", ["f-knows"], LATER, reason="Éloïse never met Joao"),
+                *invalidation("inv-x", ["chat-1"], LATER),
+                *invalidation("inv-y", ["f-braga"], LATER, "proposed"),
+            ]
+        )
+    )
+    store.purge_events(A, ["chat-1", "chat-2"])
+    left = store.invalidations(A, ["f-knows", "chat-1", "f-braga"], status=None)
+    assert [v.event_id for v in left] == ["inv-y"]
 
 
 def test_deleted_latents_take_their_edges_and_loose_stubs(store: CypherGraphStore) -> None:

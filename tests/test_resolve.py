@@ -72,6 +72,18 @@ def test_accented_names_by_first_or_last_name_any_case() -> None:
     assert [m.match for m in resolve_entities("Where does Zoe live?", LEX)] == ["partial"]
 
 
+def test_names_with_combining_marks_stay_whole() -> None:
+    # "Ọ̀" is O with a dot below plus a combining grave (no precomposed form)
+    lexicon = Lexicon.build([view("adébáyọ̀ ọ̀kàfor-lindqvist", subject=True)])
+    for q in (
+        "Where does Adébáyọ̀ Ọ̀kàfor-Lindqvist live?",
+        "where does adébáyọ̀ ọ̀kàfor-lindqvist live",
+        "Where does Adebayo Okafor-Lindqvist live?",
+        "what does Ọ̀kàfor-Lindqvist do",
+    ):
+        assert keys(q, lexicon) == [["adebayo okafor-lindqvist"]], q
+
+
 def test_lower_case_words_resolve_only_to_structured_entities() -> None:
     # "research" and "support group" are known only as words seen in text.
     assert keys("What did caroline research about the support group?") == [["caroline"]]

@@ -10,7 +10,9 @@ import pytest
 from jsonschema import Draft202012Validator, FormatChecker
 from memstream import schemas
 from memstream.events import EVENT_TYPES, EventAdapter, EventIn
+from memstream.events.inbound import InboundAdapter
 from memstream.ledger.sequencing import RawRecord, Sequenced, SequencerState, sequence
+from pydantic import ValidationError
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA_DIR = ROOT / "schemas"
@@ -177,3 +179,22 @@ def test_write_and_drift_roundtrip(tmp_path: Path) -> None:
     schemas.write(tmp_path)
     assert not stale.exists()
     assert schemas.main(["--check", str(tmp_path)]) == 0
+
+
+def _complete(doc: dict[str, Any]) -> Any:
+    return EventIn.model_validate(doc).complete("t")
+
+
+@pytest.mark.parametrize("validate", [EventAdapter.validate_python, _complete,
+                                      InboundAdapter.validate_python])  # fmt: skip
+def test_a_validation_error_never_spells_out_event_content(validate: Any) -> None:
+    """Its text lands in tracebacks and dead-letter reasons: the reason, not the content."""
+    secret = "Kaito Ōshiro-Varga keeps the safe code 7731 under the mat"
+    doc = {
+        "id": "e-1", "tenant": "t", "stream": "s", "agent": "a", "type": "message.user",
+        "occurred_at": "2026-01-01T00:00:00Z", "payload": {"text": secret, "extra": secret},
+    }  # fmt: skip
+    with pytest.raises(ValidationError) as err:
+        validate(doc)
+    assert "extra" in str(err.value) and secret not in str(err.value)
+    assert "Ōshiro" not in repr(err.value)

@@ -524,7 +524,10 @@ def purge_world(index: VectorIndex, marker: str) -> None:
 
 def test_purge_events_removes_their_points_and_derived_latents(index: VectorIndex) -> None:
     purge_world(index, "Éloïse Martin-Duval déménage à Lisbonne")
+    assert index.holding("acme", ["e1", "e2", "never"]) == 3
+    assert index.holding("acme", ["e3"]) == 3 and index.holding("acme", []) == 0
     assert index.purge_events("acme", ["e1", "e2", "never"]) == {"points": 2, "latents": 1}
+    assert index.holding("acme", ["e1", "e2"]) == 0 and index.holding("globex", ["e1"]) == 1
     assert sorted(keys(index.query("acme", unit(0), "Éloïse", limit=10))) == ["e3", "lat-2"]
     assert index.count("globex") == 1
     assert index.purge_events("acme", ["e1", "e2"]) == {"points": 0, "latents": 0}

@@ -130,6 +130,35 @@ class MemoryHttpClient:
         event_id: str = self._call("POST", "/v1/feedback", json=body).json()["id"]
         return event_id
 
+    def invalidate(self, target_ids: list[str], reason: str, *, stream: str | None = None) -> str:
+        """Invalidate memories (fact ids, or event ids with their facts); the event id."""
+        body: dict[str, Any] = {"target_ids": target_ids, "reason": reason}
+        if stream is not None:
+            body["stream"] = stream
+        event_id: str = self._call("POST", "/v1/invalidate", json=body).json()["id"]
+        return event_id
+
+    def invalidations(
+        self, status: Literal["proposed", "accepted", "rejected"] | None = None, limit: int = 100
+    ) -> list[dict[str, Any]]:
+        """Invalidations and proposals, newest first (``status="proposed"``: the proposals,
+        each with its ``decisions``; none = still open)."""
+        params: dict[str, str | int] = {"limit": limit}
+        if status is not None:
+            params["status"] = status
+        found: list[dict[str, Any]] = self._call("GET", "/v1/invalidations", params=params).json()[
+            "invalidations"
+        ]
+        return found
+
+    def decide(self, proposal_id: str, accept: bool, *, reason: str | None = None) -> str:
+        """Accept (its targets are invalidated) or reject a proposal; the decision's event id."""
+        verb = "accept" if accept else "reject"
+        body = {"reason": reason} if reason is not None else {}
+        path = f"/v1/invalidations/{quote(proposal_id, safe='')}/{verb}"
+        event_id: str = self._call("POST", path, json=body).json()["id"]
+        return event_id
+
     def search(
         self,
         query: str,

@@ -29,6 +29,7 @@ from memstream_api import (
     explorer,
     feedback,
     ingest,
+    invalidate_routes,
     latent_routes,
     purge_routes,
     summarize_routes,
@@ -109,9 +110,11 @@ def create_app(
     app.add_middleware(HttpMetrics, component=COMPONENT)
     ingest.init_metrics()
     feedback.init_metrics()
+    invalidate_routes.init_metrics()
     app.include_router(ingest.router)
     app.include_router(checkout_routes.router)
     app.include_router(feedback.router)
+    app.include_router(invalidate_routes.router)
     app.include_router(latent_routes.router)
     app.include_router(explorer.router)
     app.include_router(summarize_routes.router)

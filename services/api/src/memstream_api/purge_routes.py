@@ -26,6 +26,7 @@ from memstream.graph.port import GraphStore, PurgeScope
 from memstream.ledger.purge import is_purged
 from memstream.projection.names import entity_key, name_forms, names_in
 from memstream.summarize.cache import SummaryCache
+from memstream.vectors.port import VectorIndex
 from starlette.concurrency import run_in_threadpool
 
 from memstream_api.auth import Tenant
@@ -44,13 +45,17 @@ Subject = Annotated[
 Check = Callable[[], dict[str, bool]]
 
 
-def converged(graph: GraphStore, archive: Path, tenant: str, scope: PurgeScope) -> dict[str, bool]:
+def converged(
+    graph: GraphStore, index: VectorIndex | None, archive: Path, tenant: str, scope: PurgeScope
+) -> dict[str, bool]:
     """Per watched store: it no longer holds what the purge removes."""
     ids = set(scope.event_ids)
     done = {
         "graph": not graph.events(tenant, scope.event_ids),
         "latents": not graph.latents_by_id(tenant, scope.latent_ids),
     }
+    if index is not None:  # None: not open yet in this process (it holds nothing to read)
+        done["vectors"] = index.holding(tenant, scope.event_ids) == 0
     if archive.is_dir():  # the embedded stack: the archive is on this machine
         entries = read_archive(archive, tenant)
         done["archive"] = all(is_purged(e) for e, _ in entries if e.get("id") in ids)
@@ -120,6 +125,7 @@ def _follow_up(pending: PendingPurges, tombstone_id: str, check: Check) -> None:
     responses={
         **INVALID,
         **READ_RESPONSES,
+        404: {"model": ErrorBody, "description": "the subject names no entity (no letter)"},
         **unavailable(
             "memory is briefly unavailable, or the tombstone was not accepted (spool full, "
             "Kafka did not acknowledge); send it again",
@@ -138,9 +144,8 @@ async def purge_subject(
 ) -> PurgeReport | Response:
     key = entity_key(subject)
     if not key:
-        raise HTTPException(
-            status.HTTP_422_UNPROCESSABLE_ENTITY, detail=f"{subject!r} names no entity"
-        )
+        # No letter or digit (or only "the"): nothing in memory can be named so.
+        raise HTTPException(status.HTTP_404_NOT_FOUND, detail=f"{subject!r} names no entity")
     try:
         graph = await run_in_threadpool(checkout_service(request).live_graph)
         named = await run_in_threadpool(named_events, request, tenant, subject, key)
@@ -160,8 +165,10 @@ async def purge_subject(
     removed |= _in_memory(request, tenant, key, scope, apply=True)
     archive = request.app.state.settings.archive_dir
 
+    index = await run_in_threadpool(checkout_service(request).live_index)
+
     def check() -> dict[str, bool]:
-        return converged(graph, archive, tenant, scope)
+        return converged(graph, index, archive, tenant, scope)
 
     completed = await run_in_threadpool(watch, check, wait_s)
     complete = is_complete(completed)

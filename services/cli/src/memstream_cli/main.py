@@ -9,6 +9,7 @@ from memstream_cli import (
     checkout_cmd,
     emit_cmd,
     feedback_cmd,
+    invalidate_cmd,
     keys_cmd,
     latent_cmd,
     ledger_cmd,
@@ -33,6 +34,7 @@ app.command("replay")(projections_cmd.replay)
 app.command("checkout")(checkout_cmd.checkout)
 app.command("lineage")(checkout_cmd.lineage)
 app.command("feedback")(feedback_cmd.feedback)
+app.command("invalidate")(invalidate_cmd.invalidate)
 app.command("search")(latent_cmd.search)
 app.command("mcp")(mcp_cmd.mcp)
 app.command("purge")(purge_cmd.purge)
@@ -41,6 +43,7 @@ app.add_typer(ledger_cmd.ledger_app, name="ledger")
 app.add_typer(projections_cmd.projections_app, name="projections")
 app.add_typer(keys_cmd.keys_app, name="keys")
 app.add_typer(latent_cmd.latents_app, name="latents")
+app.add_typer(invalidate_cmd.invalidations_app, name="invalidations")
 app.add_typer(bench_cmd.bench_app, name="bench")
 
 if __name__ == "__main__":

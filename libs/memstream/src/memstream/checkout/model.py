@@ -28,7 +28,13 @@ Operation = Literal[
 ]
 Answerability = Literal["answer_from_memory", "refresh_recommended", "ask_user", "no_memory"]
 ExclusionReason = Literal[
-    "duplicate", "stale", "superseded", "out_of_window", "low_confidence", "unit_mismatch"
+    "duplicate",
+    "stale",
+    "superseded",
+    "out_of_window",
+    "low_confidence",
+    "unit_mismatch",
+    "invalidated",
 ]
 WarningKind = Literal[
     "contradiction",
@@ -39,6 +45,7 @@ WarningKind = Literal[
     "default_confidence",
     "misattributed",
     "failure_record",
+    "invalidated",
 ]
 
 
@@ -79,6 +86,9 @@ class Candidate(_M):
     relevance: float | None = None  # how well the predicate matches the question (0..1)
     confidence: float | None = None  # None = unknown: DEFAULT_CONFIDENCE, with a warning
     prior: float = 0.0  # bounded feedback prior (-1..1) applied to this checkout
+    # An accepted memory.invalidate names it (or, for a fact, its source event) by as_of:
+    invalidated_by: str | None = None  # that event's id
+    invalidation_reason: str | None = None
 
 
 class TimeWindow(_M):

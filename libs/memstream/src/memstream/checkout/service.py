@@ -39,7 +39,7 @@ from memstream.learning.priors import (
     relevant_ids,
 )
 from memstream.learning.trace import CheckoutTrace, family_of, trace_of
-from memstream.projection.model import EventRecord, SourceRef, VectorHit
+from memstream.projection.model import EventRecord, InvalidationRecord, SourceRef, VectorHit
 from memstream.projection.versions import FileProjectionRegistry, VersionInfo
 from memstream.times import as_utc, iso_utc
 from memstream.vectors.port import VectorIndex
@@ -158,6 +158,10 @@ class CheckoutService:
         """The live version's graph store; ``NoProjection`` before one is live."""
         return self.graph_for(self._live())
 
+    def live_index(self) -> VectorIndex | None:
+        """The live version's vector index, if this process can read it."""
+        return self.index_for(self._live())
+
     def forget_packets(self, tenant: str, ids: AbstractSet[str], subject_key: str) -> int:
         """Forget the recent packets of ``tenant`` that cite any of ``ids`` or whose question
         named ``subject_key`` (a purge); returns how many went."""
@@ -214,6 +218,7 @@ class CheckoutService:
         candidates = retriever.retrieve(
             tenant, plan, stream=req.stream, timings=lane_ms, as_of=as_of_ts, latents=hits
         )
+        candidates = self._invalidated(info, tenant, candidates, as_of)
         candidates, learned = self._learned(info, tenant, plan, candidates, as_of_ts)
         artifacts = relevant_artifacts(plan, self._artifacts(info, tenant, hits))
         t_retrieve = time.perf_counter()
@@ -304,6 +309,30 @@ class CheckoutService:
             update={"max_tokens": req.max_tokens, "used": measure(woven, embedder.count_tokens)}
         )
         return woven.model_copy(update={"budget": budget})
+
+    def _invalidated(
+        self, info: VersionInfo, tenant: str, candidates: list[Candidate], as_of: str | None
+    ) -> list[Candidate]:
+        """The pool with what accepted invalidations (made by ``as_of``) name marked: an
+        event by its id, a fact by its id or its source event's. One graph read."""
+        ids = {c.item_id for c in candidates} | {c.ref.event_id for c in candidates}
+        found = self.graph_for(info).invalidations(tenant, sorted(ids), as_of=as_of)
+        if not found:
+            return candidates
+        first: dict[str, InvalidationRecord] = {}
+        for record in found:  # oldest first: the earliest holds
+            first.setdefault(record.target_id, record)
+        out = []
+        for c in candidates:
+            v = first.get(c.item_id)
+            if v is None and c.kind == "fact":
+                v = first.get(c.ref.event_id)
+            if v is not None:
+                c = c.model_copy(
+                    update={"invalidated_by": v.event_id, "invalidation_reason": v.reason}
+                )
+            out.append(c)
+        return out
 
     def _learned(
         self,

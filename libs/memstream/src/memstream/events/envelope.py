@@ -37,7 +37,7 @@ EventId = Annotated[str, Field(pattern=ID_PATTERN)]
 class Security(BaseModel):
     """Sensitivity label and dotted payload paths redacted before hashing and storage."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, hide_input_in_errors=True)
     sensitivity: Literal["public", "internal", "confidential", "secret"] = "internal"
     redacted_paths: list[Annotated[str, Field(pattern=r"^payload(\.[A-Za-z0-9_-]+)+$")]] = Field(
         default_factory=list
@@ -47,7 +47,7 @@ class Security(BaseModel):
 class Envelope(BaseModel):
     """Fields common to every event (DESIGN.md §3.1)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, hide_input_in_errors=True)
     id: EventId
     tenant: Tenant
     stream: StreamName
@@ -154,8 +154,10 @@ EVENT_TYPES: tuple[str, ...] = (
     "memory.invalidate",
     "memory.purge",
 )
-EventAdapter: TypeAdapter[Event] = TypeAdapter(Event)
-EventListAdapter: TypeAdapter[list[Event]] = TypeAdapter(list[Event])
+# A union's error text would spell out the input the member models keep to themselves.
+_HIDE_INPUT = ConfigDict(hide_input_in_errors=True)
+EventAdapter: TypeAdapter[Event] = TypeAdapter(Event, config=_HIDE_INPUT)
+EventListAdapter: TypeAdapter[list[Event]] = TypeAdapter(list[Event], config=_HIDE_INPUT)
 
 
 def parse_event(raw: bytes | str) -> Event:
@@ -166,7 +168,7 @@ def parse_event(raw: bytes | str) -> Event:
 class EventIn(BaseModel):
     """What clients send: ``id``, ``tenant``, ``occurred_at`` and ``agent`` may be left out."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", hide_input_in_errors=True)
     id: EventId | None = None
     tenant: Tenant | None = None
     stream: StreamName

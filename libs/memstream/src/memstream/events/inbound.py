@@ -46,7 +46,7 @@ class InboundEnvelope(BaseModel):
     """Envelope fields as clients send them: ``id``, ``tenant``, ``agent`` and ``occurred_at``
     may be left out (an empty ``agent`` counts as left out)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, hide_input_in_errors=True)
     id: EventId | None = Field(default=None, description="idempotency key; generated if absent")
     tenant: Tenant | None = Field(default=None, description="must be the API key's tenant")
     stream: StreamName
@@ -134,7 +134,9 @@ InboundEvent = Annotated[
     # No memory.purge: a tombstone is planned and written by DELETE /v1/subjects/{subject}.
     Field(discriminator="type"),
 ]
-InboundAdapter: TypeAdapter[InboundEvent] = TypeAdapter(InboundEvent)
+InboundAdapter: TypeAdapter[InboundEvent] = TypeAdapter(
+    InboundEvent, config=ConfigDict(hide_input_in_errors=True)
+)
 
 
 def parse_inbound(raw: bytes | str) -> InboundEvent:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from memstream.wire import RfcTimestamp
 
@@ -12,7 +12,9 @@ JsonScalar = str | int | float | bool | None
 
 
 class _Payload(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # hide_input_in_errors: a validation error's text (a traceback, a DLQ reason) must not
+    # carry event content into logs; ``errors()`` still has the input for HTTP answers.
+    model_config = ConfigDict(extra="forbid", frozen=True, hide_input_in_errors=True)
 
 
 class MessagePayload(_Payload):
@@ -113,12 +115,27 @@ class MemoryFeedbackPayload(_Payload):
 
 
 class MemoryInvalidatePayload(_Payload):
+    """Facts or events that are wrong: an accepted invalidation closes the facts (``valid_to``
+    and the reason; never deleted) and checkout leaves them out; a proposal changes nothing
+    until a decision (``proposal_id`` = the proposal's event id) accepts it."""
+
     target_ids: list[str] = Field(min_length=1, max_length=200)
     reason: str = Field(min_length=1, max_length=2000)
     review_status: Literal["proposed", "accepted", "rejected"] = Field(
         default="accepted",
         description="proposals (from the retrospective pass) change nothing until accepted",
     )
+    proposal_id: str | None = Field(
+        default=None,
+        max_length=200,
+        description="the proposal this accepts or rejects (its memory.invalidate event id)",
+    )
+
+    @model_validator(mode="after")
+    def _decision_names_a_proposal(self) -> MemoryInvalidatePayload:
+        if self.proposal_id is not None and self.review_status == "proposed":
+            raise ValueError("a proposal cannot decide another proposal (proposal_id)")
+        return self
 
 
 class MemoryPurgePayload(_Payload):

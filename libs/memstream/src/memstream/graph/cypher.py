@@ -95,11 +95,12 @@ ON CREATE SET f.predicate = r.predicate, f.value_json = r.value_json,
 
 # Recomputes one (tenant, subject, predicate) group from scratch, so the result does not
 # depend on arrival order: sorted by (valid_from, fact_id), each fact is closed by the next.
-# Only edges whose validity actually changes are written.
+# Only edges whose validity actually changes are written. An invalidated fact is no link of
+# the chain (it closes nothing; its own valid_to is the invalidation's).
 SUPERSEDE = """
 UNWIND $rows AS r
 MATCH (s:Entity {tenant: r.tenant, key: r.subject_key})-[f:RELATES]->(:Entity)
-WHERE f.tenant = r.tenant AND f.predicate = r.predicate
+WHERE f.tenant = r.tenant AND f.predicate = r.predicate AND f.invalidated_at IS NULL
 WITH r.tenant AS tenant, r.subject_key AS subject_key, r.predicate AS predicate, f
 ORDER BY f.valid_from, f.fact_id
 WITH tenant, subject_key, predicate, collect(f) AS fs
@@ -123,6 +124,57 @@ ON CREATE SET b.event_id = r.event_id, b.target_id = r.target_id, b.signal = r.s
   b.certainty = r.certainty, b.source = r.source, b.task_id = r.task_id, b.outcome = r.outcome,
   b.family_json = r.family_json, b.at = r.at
 """
+
+# Every target of a memory.invalidate entry (DESIGN §3.7): proposals, decisions, acceptances.
+MERGE_INVALIDATIONS = """
+UNWIND $rows AS r
+MERGE (v:Invalidation {tenant: r.tenant, invalidation_id: r.invalidation_id})
+ON CREATE SET v.event_id = r.event_id, v.target_id = r.target_id, v.reason = r.reason,
+  v.status = r.status, v.proposal_id = r.proposal_id, v.at = r.at
+"""
+
+# How an accepted invalidation closes a fact: valid_to = its time (never before the fact's
+# valid_from), out of the supersession chain. Of several, the earliest (then lowest event id)
+# holds, whatever the arrival order. Returns the fact groups to re-chain.
+_CLOSE_INVALIDATED = """
+WHERE f.tenant = r.tenant AND (f.invalidated_at IS NULL OR r.at < f.invalidated_at
+  OR (r.at = f.invalidated_at AND r.by < f.invalidated_by))
+SET f.invalidated_at = r.at, f.invalidation_reason = r.reason, f.invalidated_by = r.by,
+  f.valid_to = CASE WHEN r.at < f.valid_from THEN f.valid_from ELSE r.at END,
+  f.superseded_by = null
+WITH DISTINCT r.tenant AS tenant, s.key AS subject_key, f.predicate AS predicate
+RETURN tenant, subject_key, predicate
+"""
+
+# Accepted invalidations arriving after their facts: the target is a fact id or the id of the
+# event the facts come from (two queries, so each can use its edge index).
+INVALIDATE_FACTS = (
+    """
+UNWIND $rows AS r
+MATCH (s:Entity)-[f:RELATES {fact_id: r.target_id}]->(:Entity)"""
+    + _CLOSE_INVALIDATED
+)
+INVALIDATE_SOURCE_FACTS = (
+    """
+UNWIND $rows AS r
+MATCH (s:Entity)-[f:RELATES {src_event_id: r.target_id}]->(:Entity)"""
+    + _CLOSE_INVALIDATED
+)
+
+# Facts arriving after an accepted invalidation of them (another stream may come first): each
+# new fact takes the earliest one naming it or its source event. Runs before SUPERSEDE.
+ADOPT_INVALIDATIONS = (
+    """
+UNWIND $rows AS q
+UNWIND [q.fact_id, q.src_event_id] AS target
+MATCH (v:Invalidation {target_id: target})
+WHERE v.tenant = q.tenant AND v.status = $accepted
+WITH q, v ORDER BY v.at, v.event_id
+WITH q, collect(v)[0] AS v
+WITH q, {tenant: q.tenant, at: v.at, reason: v.reason, by: v.event_id} AS r
+MATCH (s:Entity)-[f:RELATES {fact_id: q.fact_id}]->(:Entity)"""
+    + _CLOSE_INVALIDATED
+)
 
 # An artifact is re-sent with ``stale_at`` once a source is superseded: an upsert by id, the
 # record received last wins. ``doc`` is the whole artifact (it reads back exactly); the other
@@ -174,7 +226,9 @@ RETURN f.fact_id AS fact_id, s.key AS subject_key, f.predicate AS predicate,
   f.valid_from AS valid_from, f.valid_to AS valid_to, f.superseded_by AS superseded_by,
   f.confidence AS confidence, f.kind AS kind, f.recorded_at AS recorded_at,
   f.tenant AS tenant, f.src_stream AS src_stream,
-  f.src_seq AS src_seq, f.src_hash AS src_hash, f.src_event_id AS src_event_id
+  f.src_seq AS src_seq, f.src_hash AS src_hash, f.src_event_id AS src_event_id,
+  f.invalidated_at AS invalidated_at, f.invalidation_reason AS invalidation_reason,
+  f.invalidated_by AS invalidated_by
 ORDER BY subject_key, predicate, valid_from, fact_id
 """
 
@@ -288,6 +342,35 @@ RETURN"""
     + _EVENT_COLUMNS
     + "ORDER BY seq"
 )
+
+# Invalidations naming the targets (``$status`` null = any), oldest first.
+INVALIDATIONS = """
+UNWIND $targets AS target
+MATCH (v:Invalidation {target_id: target})
+WHERE v.tenant = $tenant AND ($status IS NULL OR v.status = $status)
+  AND ($as_of IS NULL OR v.at <= $as_of)
+RETURN v.tenant AS tenant, v.invalidation_id AS invalidation_id, v.event_id AS event_id,
+  v.target_id AS target_id, v.reason AS reason, v.status AS status,
+  v.proposal_id AS proposal_id, v.at AS at
+ORDER BY v.at, v.invalidation_id
+"""
+
+# A tenant's invalidation entries of one status, newest first, with the decisions naming them
+# (a proposal with none is still open).
+INVALIDATION_LIST = """
+MATCH (v:Invalidation)
+WHERE v.tenant = $tenant AND ($status IS NULL OR v.status = $status)
+  AND ($event_id IS NULL OR v.event_id = $event_id)
+WITH v.event_id AS event_id, collect(v) AS vs
+WITH event_id, vs, vs[0] AS v
+OPTIONAL MATCH (d:Invalidation {proposal_id: event_id})
+WHERE d.tenant = $tenant
+WITH event_id, vs, v, collect(DISTINCT d.event_id + ' ' + d.status) AS decisions
+RETURN event_id, v.reason AS reason, v.status AS status, v.proposal_id AS proposal_id,
+  v.at AS at, [x IN vs | x.target_id] AS target_ids, decisions
+ORDER BY at DESC, event_id
+LIMIT $limit
+"""
 
 # ``$tenant`` null counts every tenant (the operator view).
 FEEDBACK = """
@@ -414,6 +497,13 @@ DELETE_EVENT_FEEDBACK = """
 MATCH (b:Feedback)
 WHERE b.tenant = $tenant AND b.event_id IN $event_ids
 DELETE b
+"""
+
+# Invalidations written by purged events (their reason may hold its text) or naming them.
+DELETE_EVENT_INVALIDATIONS = """
+MATCH (v:Invalidation)
+WHERE v.tenant = $tenant AND (v.event_id IN $event_ids OR v.target_id IN $event_ids)
+DELETE v
 """
 
 # Of the entities a purge touched, those left with no mention and no fact.

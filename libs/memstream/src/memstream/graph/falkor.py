@@ -32,6 +32,9 @@ FALKOR_DDL: tuple[str, ...] = (
     "CREATE INDEX FOR (n:Feedback) ON (n.feedback_id)",
     "CREATE INDEX FOR (n:Feedback) ON (n.target_id)",
     "CREATE INDEX FOR (n:Latent) ON (n.artifact_id)",
+    "CREATE INDEX FOR (n:Invalidation) ON (n.invalidation_id)",
+    "CREATE INDEX FOR (n:Invalidation) ON (n.target_id)",
+    "CREATE INDEX FOR (n:Invalidation) ON (n.proposal_id)",
 )
 
 

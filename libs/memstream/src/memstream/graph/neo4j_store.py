@@ -31,6 +31,12 @@ NEO4J_DDL: tuple[str, ...] = (
     "CREATE INDEX memstream_feedback_target IF NOT EXISTS FOR (n:Feedback) ON (n.target_id)",
     "CREATE CONSTRAINT memstream_latent_key IF NOT EXISTS "
     "FOR (n:Latent) REQUIRE (n.tenant, n.artifact_id) IS UNIQUE",
+    "CREATE CONSTRAINT memstream_invalidation_key IF NOT EXISTS "
+    "FOR (n:Invalidation) REQUIRE (n.tenant, n.invalidation_id) IS UNIQUE",
+    "CREATE INDEX memstream_invalidation_target IF NOT EXISTS "
+    "FOR (n:Invalidation) ON (n.target_id)",
+    "CREATE INDEX memstream_invalidation_proposal IF NOT EXISTS "
+    "FOR (n:Invalidation) ON (n.proposal_id)",
 )
 CREATE_DATABASE = "CREATE DATABASE $name IF NOT EXISTS WAIT"
 DROP_BATCH = 10_000

@@ -12,6 +12,7 @@ from memstream.projection.model import (
     FactView,
     FeedbackRecord,
     GraphBatch,
+    InvalidationRecord,
 )
 
 
@@ -27,6 +28,20 @@ class PurgeScope:
     event_ids: list[str]
     fact_ids: list[str]
     latent_ids: list[str]
+
+
+@dataclass(frozen=True)
+class InvalidationEntry:
+    """One ``memory.invalidate`` entry as projected: a proposal, a decision or an acceptance;
+    ``decisions`` = ``"<event id> <status>"`` of the entries that decide it."""
+
+    event_id: str
+    target_ids: list[str]
+    reason: str
+    status: str
+    proposal_id: str | None
+    at: str
+    decisions: list[str]
 
 
 class GraphStore(Protocol):
@@ -123,6 +138,25 @@ class GraphStore(Protocol):
         self, tenant: str, target_ids: list[str], as_of: str | None = None
     ) -> list[FeedbackRecord]:
         """Feedback about the targets (oldest first), given by ``as_of`` if set."""
+
+    def invalidations(
+        self,
+        tenant: str,
+        target_ids: list[str],
+        status: str | None = "accepted",
+        as_of: str | None = None,
+    ) -> list[InvalidationRecord]:
+        """Invalidations naming the targets (of ``status``, None = any; made by ``as_of``)."""
+
+    def invalidation_entries(
+        self,
+        tenant: str,
+        status: str | None = None,
+        limit: int = 100,
+        event_id: str | None = None,
+    ) -> list[InvalidationEntry]:
+        """The tenant's memory.invalidate entries (of ``status``; the one ``event_id``),
+        newest first, with their decisions."""
 
     def entities(self, tenant: str, limit: int = 100_000) -> list[EntityView]:
         """The tenant's entities with their role flags (for query-time resolution)."""

@@ -11,11 +11,13 @@ import orjson
 
 from memstream.events.payloads import QuestionFamily
 from memstream.graph.cypher import (
+    ADOPT_INVALIDATIONS,
     CHAIN,
     COUNTS,
     DELETE_DERIVED_LATENTS,
     DELETE_ENTITY,
     DELETE_EVENT_FEEDBACK,
+    DELETE_EVENT_INVALIDATIONS,
     DELETE_EVENTS,
     DELETE_FACTS,
     DELETE_LATENTS,
@@ -31,6 +33,10 @@ from memstream.graph.cypher import (
     FACTS_FROM_EVENTS,
     FEEDBACK,
     IMPLICIT_ENTITY_KIND,
+    INVALIDATE_FACTS,
+    INVALIDATE_SOURCE_FACTS,
+    INVALIDATION_LIST,
+    INVALIDATIONS,
     LATENT_SOURCES,
     LATENTS,
     LATENTS_BY_ID,
@@ -44,6 +50,7 @@ from memstream.graph.cypher import (
     MERGE_EVENTS,
     MERGE_FACTS,
     MERGE_FEEDBACK,
+    MERGE_INVALIDATIONS,
     MERGE_LATENTS,
     MERGE_MENTIONS,
     NEIGHBOURHOOD,
@@ -59,7 +66,8 @@ from memstream.graph.cypher import (
     VALUE_KEY_PREFIX,
     VALUE_KIND,
 )
-from memstream.graph.port import PurgeScope
+from memstream.graph.port import InvalidationEntry, PurgeScope
+from memstream.graph.validity import known_at, valid_at
 from memstream.latent.model import LatentArtifact
 from memstream.projection.model import (
     EntityRecord,
@@ -69,9 +77,10 @@ from memstream.projection.model import (
     FactView,
     FeedbackRecord,
     GraphBatch,
+    InvalidationRecord,
     SourceRef,
 )
-from memstream.times import as_utc, iso_z, utc_z
+from memstream.times import as_utc, iso_z, to_datetime, utc_z
 
 Row = dict[str, Any]
 # What ``purge_events`` counts.
@@ -192,6 +201,65 @@ def _feedback_record(r: Row) -> FeedbackRecord:
     )
 
 
+def _invalidation_row(v: InvalidationRecord) -> Row:
+    return {
+        "tenant": v.tenant,
+        "invalidation_id": v.invalidation_id,
+        "event_id": v.event_id,
+        "target_id": v.target_id,
+        "reason": v.reason,
+        "status": v.status,
+        "proposal_id": v.proposal_id,
+        "at": iso_z(v.at),
+    }
+
+
+def _invalidation_record(r: Row) -> InvalidationRecord:
+    return InvalidationRecord(
+        tenant=r["tenant"],
+        invalidation_id=r["invalidation_id"],
+        event_id=r["event_id"],
+        target_id=r["target_id"],
+        reason=r["reason"],
+        status=r["status"],
+        proposal_id=r["proposal_id"],
+        at=r["at"],
+    )
+
+
+def _closing_rows(invalidations: list[InvalidationRecord]) -> list[Row]:
+    """One row per accepted target: its earliest invalidation (then lowest event id)."""
+    first: dict[tuple[str, str], InvalidationRecord] = {}
+    for v in sorted(invalidations, key=lambda v: (iso_z(v.at), v.event_id)):
+        if v.status == "accepted":
+            first.setdefault((v.tenant, v.target_id), v)
+    return [
+        {
+            "tenant": v.tenant,
+            "target_id": v.target_id,
+            "at": iso_z(v.at),
+            "reason": v.reason,
+            "by": v.event_id,
+        }
+        for v in first.values()
+    ]
+
+
+def close_invalidated(run: Run, invalidations: list[InvalidationRecord]) -> None:
+    """Close the facts accepted invalidations name (by fact id or source event id) and
+    re-chain their groups: the fact an invalidated one had superseded is current again."""
+    rows = _closing_rows(invalidations)
+    if not rows:
+        return
+    groups = {
+        (str(g["tenant"]), str(g["subject_key"]), str(g["predicate"]))
+        for query in (INVALIDATE_FACTS, INVALIDATE_SOURCE_FACTS)
+        for g in run(query, {"rows": rows})
+    }
+    if groups:
+        run(SUPERSEDE, {"rows": _group_rows(groups)})
+
+
 def batch_steps(batch: GraphBatch) -> list[tuple[str, dict[str, Any]]]:
     """The queries (one per record kind) that write ``batch``, in dependency order."""
     steps: list[tuple[str, dict[str, Any]]] = []
@@ -209,9 +277,17 @@ def batch_steps(batch: GraphBatch) -> list[tuple[str, dict[str, Any]]]:
             for m in batch.mentions
         ]
         steps.append((MERGE_MENTIONS, {"rows": rows, "implicit_kind": IMPLICIT_ENTITY_KIND}))
+    if batch.invalidations:
+        rows = [_invalidation_row(v) for v in batch.invalidations]
+        steps.append((MERGE_INVALIDATIONS, {"rows": rows}))
     if batch.facts:
         rows = [_fact_row(f) for f in batch.facts]
         steps.append((MERGE_FACTS, {"rows": rows, "implicit_kind": IMPLICIT_ENTITY_KIND}))
+        adopt = [
+            {"tenant": f.tenant, "fact_id": f.fact_id, "src_event_id": f.source.event_id}
+            for f in batch.facts
+        ]
+        steps.append((ADOPT_INVALIDATIONS, {"rows": adopt, "accepted": "accepted"}))
         groups = {(f.tenant, f.subject_key, f.predicate) for f in batch.facts}
         steps.append((SUPERSEDE, {"rows": _group_rows(groups)}))
     if batch.feedback:
@@ -290,6 +366,9 @@ def _fact_view(r: Row) -> FactView:
         ),
         kind=r["kind"],
         recorded_at=r.get("recorded_at"),
+        invalidated_at=r.get("invalidated_at"),
+        invalidation_reason=r.get("invalidation_reason"),
+        invalidated_by=r.get("invalidated_by"),
     )
 
 
@@ -341,10 +420,17 @@ class CypherGraphStore(ABC):
         """Run ``work`` with a query runner, in one transaction where the backend has them."""
 
     def write(self, batch: GraphBatch) -> None:
-        """MERGE events (+NEXT), entities, mentions, facts; then recompute touched fact groups."""
+        """MERGE events (+NEXT), entities, mentions, invalidations, facts; then recompute
+        touched fact groups and close what accepted invalidations name."""
         steps = batch_steps(batch)
+
+        def work(run: Run) -> None:
+            for query, params in steps:
+                run(query, params)
+            close_invalidated(run, batch.invalidations)
+
         if steps:
-            self._transact(lambda run: [run(q, p) for q, p in steps])
+            self._transact(work)
 
     def write_latents(self, artifacts: list[LatentArtifact]) -> None:
         """Upsert latent artifacts by id with their DERIVED_FROM and SUPERSEDES edges."""
@@ -413,19 +499,26 @@ class CypherGraphStore(ABC):
         """Facts valid at ``as_of`` (None = current ones, ``valid_to`` null).
 
         ``include_superseded`` drops the ``valid_to`` condition: the whole history, or the
-        history asserted up to ``as_of`` when it is given.
+        history asserted up to ``as_of`` when it is given. With ``as_of``, validity is as
+        memory knew it then (``graph.validity``): an invalidation made later does not count.
         """
         params: dict[str, Any] = {
             "tenant": tenant,
             "as_of": _optional_z(as_of),
             "predicate": predicate,
-            "include_superseded": include_superseded,
+            # as_of: the history known by then, re-chained below as it stood then
+            "include_superseded": include_superseded or as_of is not None,
         }
         if subject_key is None:
             rows = self._read(FACTS, params)
         else:
             rows = self._read(FACTS_FOR_SUBJECT, {**params, "subject_key": subject_key})
-        return [_fact_view(r) for r in rows]
+        views = [_fact_view(r) for r in rows]
+        if as_of is None or include_superseded:
+            return views
+        at = to_datetime(iso_z(as_of))
+        then = {f.fact_id: f for f in known_at(views, at) if valid_at(f, at)}
+        return [then[f.fact_id] for f in views if f.fact_id in then]
 
     def recent_facts(
         self,
@@ -517,6 +610,49 @@ class CypherGraphStore(ABC):
         targets = list(dict.fromkeys(target_ids))
         params = {"tenant": tenant, "targets": targets, "as_of": _optional_z(as_of)}
         return [_feedback_record(r) for r in self._read(FEEDBACK, params)]
+
+    def invalidations(
+        self,
+        tenant: str,
+        target_ids: list[str],
+        status: str | None = "accepted",
+        as_of: str | None = None,
+    ) -> list[InvalidationRecord]:
+        """Invalidations naming the targets (of ``status``; None = any), oldest first; with
+        ``as_of``, only those made by then."""
+        if not target_ids:
+            return []
+        params = {
+            "tenant": tenant,
+            "targets": list(dict.fromkeys(target_ids)),
+            "status": status,
+            "as_of": _optional_z(as_of),
+        }
+        return [_invalidation_record(r) for r in self._read(INVALIDATIONS, params)]
+
+    def invalidation_entries(
+        self,
+        tenant: str,
+        status: str | None = None,
+        limit: int = 100,
+        event_id: str | None = None,
+    ) -> list[InvalidationEntry]:
+        """The tenant's memory.invalidate entries (of ``status``; the one ``event_id``),
+        newest first, each with the decisions that name it (an open proposal has none)."""
+        params = {"tenant": tenant, "status": status, "limit": limit, "event_id": event_id}
+        rows = self._read(INVALIDATION_LIST, params)
+        return [
+            InvalidationEntry(
+                event_id=str(r["event_id"]),
+                target_ids=sorted(str(t) for t in r["target_ids"]),
+                reason=str(r["reason"]),
+                status=r["status"],
+                proposal_id=r["proposal_id"],
+                at=str(r["at"]),
+                decisions=sorted(str(d) for d in r["decisions"] or []),
+            )
+            for r in rows
+        ]
 
     def entities(self, tenant: str, limit: int = 100_000) -> list[EntityView]:
         """The tenant's entities (value nodes left out), by key, at most ``limit``."""
@@ -644,6 +780,7 @@ def _purge_events(run: Run, tenant: str, event_ids: list[str]) -> dict[str, int]
     latents = _count(run(DELETE_DERIVED_LATENTS, base), "latents")
     removed = _remove_facts(run, tenant, facts)
     run(DELETE_EVENT_FEEDBACK, base)
+    run(DELETE_EVENT_INVALIDATIONS, base)
     events, mentions = _remove_events(run, tenant, event_ids)
     keys = sorted(k for k in touched if not k.startswith(VALUE_KEY_PREFIX))
     entities = 0

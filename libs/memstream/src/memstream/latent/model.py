@@ -37,7 +37,7 @@ ARTIFACT_ID_PREFIX = "lat-"
 
 
 class _M(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", hide_input_in_errors=True)
 
 
 class EpisodeDetails(_M):

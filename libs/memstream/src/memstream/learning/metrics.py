@@ -37,6 +37,12 @@ PROPOSALS = Counter(
     "memory.invalidate proposals (review_status proposed) for memories that keep failing",
     ["component"],
 )
+INVALIDATIONS = Counter(
+    "memstream_invalidations_total",
+    "memory.invalidate events appended by the API: accepted (POST /v1/invalidate or a "
+    "proposal accepted) or rejected (a proposal rejected)",
+    ["component", "status"],
+)
 LAG = Histogram(
     "memstream_retrospective_lag_seconds",
     "From an outcome's ledger append to the pass settling it (includes waiting for traces)",

@@ -233,3 +233,21 @@ def _write_tools(server: MCPServer, backend_for: BackendFor) -> None:
         async with backend_for(ctx) as memory:
             result: dict[str, Any] = await memory.post("/v1/feedback", body)
             return result
+
+    @server.tool(annotations=WRITE)
+    async def invalidate(
+        target_ids: Annotated[
+            list[str],
+            Field(min_length=1, description="fact ids, or event ids (the event and its facts)"),
+        ],
+        reason: Annotated[str, Field(min_length=1, max_length=2000, description="why wrong")],
+        ctx: Context,
+    ) -> dict[str, Any]:
+        """Say memories are wrong (not merely unhelpful: use feedback for that). Facts are
+        closed with the reason, never deleted; checkouts leave them out from then on.
+        Returns the invalidation event's id."""
+        async with backend_for(ctx) as memory:
+            result: dict[str, Any] = await memory.post(
+                "/v1/invalidate", {"target_ids": target_ids, "reason": reason}
+            )
+            return result

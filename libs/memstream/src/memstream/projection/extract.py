@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from memstream.events.payloads import MemoryFeedbackPayload
+from memstream.events.payloads import MemoryFeedbackPayload, MemoryInvalidatePayload
 from memstream.projection.dates import dates
 from memstream.projection.model import (
     EntityRecord,
@@ -13,6 +13,7 @@ from memstream.projection.model import (
     FactRecord,
     FeedbackRecord,
     GraphBatch,
+    InvalidationRecord,
     MentionRecord,
     Side,
     SourceRef,
@@ -27,7 +28,8 @@ from memstream.times import z_suffix
 # det-3: accent-folded keys without a leading "the"; entity flags; facts carry recorded_at
 # det-4: feedback records
 # det-5: names may begin with any capital letter, not only A-Z ("Éloïse", "Łukasz")
-EXTRACTOR_VERSION = "det-5"
+# det-6: invalidation records; names may hold combining marks ("Ọ̀kàfor")
+EXTRACTOR_VERSION = "det-6"
 _SCALAR_META = (str, int, float, bool)
 # Whose side of the conversation an event's actor speaks for.
 _SIDES: dict[str, Side] = {"message.user": "user", "message.assistant": "assistant"}
@@ -113,6 +115,26 @@ def _feedback(entry: dict[str, Any]) -> list[FeedbackRecord]:
     ]
 
 
+def _invalidations(entry: dict[str, Any]) -> list[InvalidationRecord]:
+    """One record per target of a ``memory.invalidate`` entry (proposals and decisions too)."""
+    if entry["type"] != "memory.invalidate":
+        return []
+    p = MemoryInvalidatePayload.model_validate(entry.get("payload") or {})
+    return [
+        InvalidationRecord(
+            tenant=entry["tenant"],
+            invalidation_id=f"{entry['id']}#{i}",
+            event_id=entry["id"],
+            target_id=target,
+            reason=p.reason,
+            status=p.review_status,
+            proposal_id=p.proposal_id,
+            at=z_suffix(entry["occurred_at"]),
+        )
+        for i, target in enumerate(dict.fromkeys(p.target_ids))
+    ]
+
+
 def extract(entry: dict[str, Any], light: bool = False) -> Extraction:
     """Entities (the agent always; names in text), facts, quantities and dates of one entry.
 
@@ -161,6 +183,7 @@ def extract(entry: dict[str, Any], light: bool = False) -> Extraction:
         mentions=list(mentions.values()),
         facts=facts,
         feedback=[] if light else _feedback(entry),
+        invalidations=[] if light else _invalidations(entry),
         quantities=[] if light else quantities(event.text),
         dates=[] if light else dates(event.text, event.occurred_at),
     )
@@ -179,4 +202,5 @@ def graph_batch(extractions: list[Extraction]) -> GraphBatch:
         mentions=[m for x in extractions for m in x.mentions],
         facts=[f for x in extractions for f in x.facts],
         feedback=[b for x in extractions for b in x.feedback],
+        invalidations=[v for x in extractions for v in x.invalidations],
     )

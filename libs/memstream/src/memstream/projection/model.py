@@ -12,7 +12,7 @@ JsonScalar = str | int | float | bool | None
 
 
 class _Record(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", hide_input_in_errors=True)
 
 
 class SourceRef(_Record):
@@ -147,6 +147,24 @@ class FeedbackRecord(_Record):
     at: str  # when it was given: the entry's occurred_at (ISO, UTC)
 
 
+class InvalidationRecord(_Record):
+    """One target of a ``memory.invalidate`` entry (DESIGN.md §3.7).
+
+    ``invalidation_id`` = ``<event_id>#<target index>``. Only ``accepted`` ones close facts
+    and leave memories out of checkout; ``proposed`` ones wait for a decision, which names
+    them by ``proposal_id``.
+    """
+
+    tenant: str
+    invalidation_id: str
+    event_id: str
+    target_id: str  # a fact id, or an event id (its facts too)
+    reason: str
+    status: Literal["proposed", "accepted", "rejected"]
+    proposal_id: str | None = None
+    at: str  # the entry's occurred_at (ISO, UTC)
+
+
 class QuantityRecord(_Record):
     """A number with its unit/currency found in event text (evidence for sums, counts)."""
 
@@ -171,6 +189,7 @@ class Extraction(_Record):
     mentions: list[MentionRecord] = Field(default_factory=list)
     facts: list[FactRecord] = Field(default_factory=list)
     feedback: list[FeedbackRecord] = Field(default_factory=list)
+    invalidations: list[InvalidationRecord] = Field(default_factory=list)
     quantities: list[QuantityRecord] = Field(default_factory=list)
     dates: list[DateRecord] = Field(default_factory=list)
 
@@ -183,6 +202,7 @@ class GraphBatch(_Record):
     mentions: list[MentionRecord] = Field(default_factory=list)
     facts: list[FactRecord] = Field(default_factory=list)
     feedback: list[FeedbackRecord] = Field(default_factory=list)
+    invalidations: list[InvalidationRecord] = Field(default_factory=list)
 
 
 class FactView(_Record):
@@ -202,6 +222,10 @@ class FactView(_Record):
     source: SourceRef
     kind: str
     recorded_at: str | None = None  # None: projected before it was recorded
+    # An accepted invalidation closed it (valid_to = then, not before valid_from); never deleted.
+    invalidated_at: str | None = None
+    invalidation_reason: str | None = None
+    invalidated_by: str | None = None  # the memory.invalidate event
 
 
 class VectorPoint(_Record):

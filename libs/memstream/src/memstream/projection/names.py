@@ -28,7 +28,11 @@ _UPPER = "".join(
     re.escape(chr(c)) for c in range(0x10000) if unicodedata.category(chr(c)) in ("Lu", "Lt")
 )
 _CAP = f"[{_UPPER}]"
-_WORD = re.compile(rf"{_CAP}[\w'’-]*(?:\s+(?:{_CAP}[\w'’-]*|of|de|la|van|von|the))*")
+# What a name's letters may be: ``\w`` leaves out combining marks, and some names need them
+# ("Ọ̀kàfor": O with a dot below, then a combining grave; no precomposed form exists).
+MARKS = "\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f"
+_REST = f"[\\w{MARKS}'’-]*"
+_WORD = re.compile(rf"{_CAP}{_REST}(?:\s+(?:{_CAP}{_REST}|of|de|la|van|von|the))*")
 _POSSESSIVE = re.compile(r"['’]s$")
 _KEY_PUNCT = frozenset(":.@/- ")
 # Words that open a direct address: "Hey Noor", "Thanks, Noor".

@@ -210,6 +210,18 @@ class EdgeVectorIndex:
             shard.update(qe.UpdateOperation.delete_points_by_filter(derived))
         return {"points": points, "latents": latents}
 
+    def holding(self, tenant: str, event_ids: list[str]) -> int:
+        """See :meth:`memstream.vectors.port.VectorIndex.holding`."""
+        ids = sorted(set(event_ids))
+        shard = self._open(create=False)
+        if shard is None or not ids:
+            return 0
+        flt = qe.Filter(
+            must=[_match("tenant", tenant)],
+            should=[_any("event_id", ids), _any("source_ids", ids)],
+        )
+        return shard.count(qe.CountRequest(exact=True, filter=flt))
+
     def compact(self) -> None:
         """Copy the live points into a fresh shard that replaces this one.
 

@@ -117,6 +117,10 @@ class VectorIndex(Protocol):
         latent points derived from any of them (payload ``source_ids``). Counts removed
         (``points``, ``latents``); idempotent."""
 
+    def holding(self, tenant: str, event_ids: list[str]) -> int:
+        """Points of the tenant that a purge of ``event_ids`` removes (their event points and
+        latent points derived from them): 0 once the purge is applied."""
+
     def compact(self) -> None:
         """Rewrite the index's files so deleted points no longer lie in them (after a purge;
         slow: never on the path of ordinary writes)."""

@@ -198,6 +198,17 @@ class QdrantVectorIndex:
             self.client.delete(self.collection, points_selector=selector, wait=True)
         return {"points": points, "latents": latents}
 
+    def holding(self, tenant: str, event_ids: list[str]) -> int:
+        """See :meth:`memstream.vectors.port.VectorIndex.holding`."""
+        ids = sorted(set(event_ids))
+        if not ids or not self._exists():
+            return 0
+        flt = models.Filter(
+            must=[_match("tenant", tenant)],
+            should=[_any("event_id", ids), _any("source_ids", ids)],
+        )
+        return self.client.count(self.collection, count_filter=flt, exact=True).count
+
     def compact(self) -> None:
         """Nothing to do from here: the server's optimizer vacuums segments whose deleted
         fraction passes the collection's ``deleted_threshold``, and its WAL rotates by size;

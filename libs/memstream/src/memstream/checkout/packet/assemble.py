@@ -105,8 +105,9 @@ def _by_rank(
         tier = 0 if i in support else 3 if i in excluded else 1 if i in in_evidence else 2
         return tier, -c.score, position[i]
 
-    facts = sorted((c for c in unique if c.kind == "fact" and is_current(c, as_of)), key=rank)
-    events = sorted((c for c in unique if c.kind == "event"), key=rank)
+    shown = [c for c in unique if c.invalidated_by is None]  # excluded, with a warning
+    facts = sorted((c for c in shown if c.kind == "fact" and is_current(c, as_of)), key=rank)
+    events = sorted((c for c in shown if c.kind == "event"), key=rank)
     return facts, events
 
 

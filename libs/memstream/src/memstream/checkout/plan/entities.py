@@ -23,7 +23,7 @@ from rapidfuzz import fuzz, process
 
 from memstream.checkout.model import EntityMention
 from memstream.projection.model import EntityView
-from memstream.projection.names import entity_key, name_candidates
+from memstream.projection.names import MARKS, entity_key, name_candidates
 from memstream.text.words import STOPWORDS
 
 MAX_NGRAM = 5
@@ -41,7 +41,8 @@ _USER_PRONOUNS = frozenset({"i", "me", "my", "mine", "myself", "i'm", "i've", "i
 _ASKER_ME = re.compile(
     r"\b(?:tell|remind|show|give|let|help|ask|send|get|find|bring)\s+me\b", re.IGNORECASE
 )
-_TOKEN = re.compile(r"\w+(?:['’.@/-]\w+)*", re.UNICODE)
+_LETTERS = rf"[\w{MARKS}]+"  # combining marks too ("Ọ̀kàfor")
+_TOKEN = re.compile(rf"{_LETTERS}(?:['’.@/-]{_LETTERS})*", re.UNICODE)
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""The fact lane's two rules: facts as memory knew them at a time, ranked by predicate.
+"""How the fact lane ranks facts by predicate (what memory knew when: ``graph.validity``).
 
 Relevance of a predicate to a question: the question's focus words against the predicate's
 words ("lives_in", "prefers:beverage"): a shared stem counts fully; otherwise the best cosine
@@ -10,18 +10,13 @@ as a whole is less like "beverage" than "drink" is.
 from __future__ import annotations
 
 import re
-from collections import defaultdict
-from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import datetime
 
 import numpy as np
 import numpy.typing as npt
 
 from memstream.embed.port import Embedder
-from memstream.projection.model import FactView
 from memstream.text.words import content_stems
-from memstream.times import parse_ts
 
 # Cosine of focus words and predicate words above which a predicate answers the question;
 # with the static embedder "live" ~ "lives in" scores about .6, "job" ~ "works at" about .45,
@@ -72,32 +67,3 @@ def _vector(embedder: Embedder, text: str) -> npt.NDArray[np.float32]:
             _VECTORS.clear()
         vec = _VECTORS[key] = embedder.embed([text])[0]
     return vec
-
-
-def known_at(facts: Iterable[FactView], as_of: datetime) -> list[FactView]:
-    """Facts as memory knew them at ``as_of``: recorded and valid by then, each closed only
-    by the next fact of its subject and predicate that was also known then.
-
-    A fact recorded later cannot supersede anything yet, even when it is back-dated.
-    """
-    known = [f for f in facts if _seen_by(f, as_of)]
-    chains: dict[tuple[str, str], list[FactView]] = defaultdict(list)
-    for f in known:
-        chains[(f.subject_key, f.predicate)].append(f)
-    ids = {f.fact_id for f in known}
-    out: list[FactView] = []
-    for chain in chains.values():
-        chain.sort(key=lambda f: (f.valid_from, f.fact_id))
-        for f, nxt in zip(chain, [*chain[1:], None], strict=True):
-            if nxt is not None:
-                f = f.model_copy(update={"valid_to": nxt.valid_from, "superseded_by": nxt.fact_id})
-            elif f.superseded_by is not None and f.superseded_by not in ids:
-                f = f.model_copy(update={"valid_to": None, "superseded_by": None})
-            out.append(f)
-    return out
-
-
-def _seen_by(f: FactView, as_of: datetime) -> bool:
-    recorded = parse_ts(f.recorded_at or f.valid_from)
-    valid = parse_ts(f.valid_from)
-    return (recorded is None or recorded <= as_of) and (valid is None or valid <= as_of)

@@ -23,9 +23,10 @@ from memstream.checkout.retrieve.candidates import (
     hit_candidate,
     known_by,
 )
-from memstream.checkout.retrieve.facts import PredicateRanker, known_at
+from memstream.checkout.retrieve.facts import PredicateRanker
 from memstream.embed.port import Embedder
 from memstream.graph.port import GraphStore
+from memstream.graph.validity import known_at
 from memstream.projection.model import FactView, VectorHit
 from memstream.times import iso_utc
 from memstream.vectors.port import Mode, VectorIndex

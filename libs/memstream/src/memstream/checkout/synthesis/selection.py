@@ -199,10 +199,10 @@ def screen(
 ) -> tuple[list[EvidenceRow], list[Exclusion]]:
     """Keep rows valid ``as_of`` and inside the time window; say why the others are out.
 
-    Facts must be valid at the evaluation time (``as_of``, or the window's last instant);
-    operations over history (count, list, order, interval, absence) also use facts that
-    were valid earlier. Events after ``as_of`` do not exist yet. An item is excluded once
-    per reason, however many of its rows go.
+    An invalidated memory is always out. Facts must be valid at the evaluation time
+    (``as_of``, or the window's last instant); operations over history (count, list, order,
+    interval, absence) also use facts that were valid earlier. Events after ``as_of`` do not
+    exist yet. An item is excluded once per reason, however many of its rows go.
     """
     t = _times(plan)
     kept: list[EvidenceRow] = []
@@ -210,7 +210,9 @@ def screen(
     for row in rows:
         c = by_id[row.support_id]
         verdict: Verdict
-        if confidence_of(c) < min_confidence:
+        if c.invalidated_by is not None:
+            verdict = "invalidated", c.invalidation_reason or ""
+        elif confidence_of(c) < min_confidence:
             verdict = "low_confidence", f"confidence {confidence_of(c):.2f}"
         elif c.kind == "fact":
             verdict = _fact_verdict(c, t)

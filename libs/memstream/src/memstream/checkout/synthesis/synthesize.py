@@ -155,6 +155,8 @@ def _screening_warnings(
     if unknown:
         msg = f"confidence unknown, taken as {DEFAULT_CONFIDENCE:.2f}"
         warnings.append(_warn("default_confidence", msg, unknown))
+    if wrong := [e.item_id for e in excluded if e.reason == "invalidated"]:
+        warnings.append(_warn("invalidated", "invalidated memories were left out", wrong))
     if old := [e.item_id for e in excluded if e.reason == "superseded"]:
         warnings.append(_warn("superseded", "superseded facts were left out", old))
     if low := [e.item_id for e in excluded if e.reason == "low_confidence"]:
