@@ -401,6 +401,12 @@ def test_invalidating_a_fact_closes_it_and_reopens_the_one_before(
     # as of before the invalidation (made now), memory held the newer fact
     then = client.checkout(question, as_of="2026-02-01T00:00:00Z")
     assert "Kraków" in then["answer_candidates"][0]["answer"]
+    # recall stays raw: the invalidated event is still found, marked with who closed it
+    for mode in ("fused", "sparse"):
+        found = {i["item_id"]: i for i in client.recall("Amara Kraków", k=10, mode=mode)}
+        assert found["amara-city-2"]["invalidated_by"] == event_id, (mode, found)
+        assert found["amara-city-2"]["invalidation_reason"] == "mistyped: she never moved"
+        assert found.get("amara-city-1", {}).get("invalidated_by") is None
     listed = client.invalidations("accepted")
     assert any(v["id"] == event_id and v["target_ids"] == ["amara-city-2"] for v in listed)
     key = {"Authorization": f"Bearer {stack.dev_key}"}

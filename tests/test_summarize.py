@@ -285,6 +285,16 @@ def test_nothing_recalled_is_answered_without_a_call(standin: MessagesStandin) -
     assert standin.requests == []
 
 
+def test_an_invalidated_memory_is_neither_sent_nor_cited(standin: MessagesStandin) -> None:
+    wrong = CANDIDATES[0].model_copy(
+        update={"invalidated_by": "inv-1", "invalidation_reason": "moved again"}
+    )
+    got = ask(summarizer(standin, FixedRecall([wrong, *CANDIDATES[1:]]), Clock()))
+    (sent,) = standin.requests
+    assert wrong.text not in prompt_text(sent) and f"[{wrong.item_id}]" not in prompt_text(sent)
+    assert wrong.item_id not in [c["memory_id"] for c in got["citations"]]
+
+
 def test_the_prompt_lists_the_candidates_and_asks_for_checked_citations(
     standin: MessagesStandin,
 ) -> None:

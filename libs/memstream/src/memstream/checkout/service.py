@@ -384,17 +384,19 @@ class CheckoutService:
         )
 
     def recall(self, tenant: str, req: RecallRequest) -> list[Candidate]:
-        """The raw fused top-k (no synthesis), for comparison and simple clients."""
+        """The raw fused top-k (no synthesis), for comparison and simple clients; what an
+        accepted invalidation names is kept but marked (``invalidated_by``, the reason)."""
         info = self._live()
         retriever, _ = self._retriever(info, pool=max(20, req.k))
         as_of = as_utc(req.as_of) if req.as_of is not None else None
+        as_of_text = iso_utc(as_of) if as_of else None
         if req.mode != "fused":
-            return retriever.lane(tenant, req.query, req.mode, req.k, req.stream, as_of)
-        now = iso_utc(self.clock().astimezone(UTC))
-        plan = plan_query(
-            req.query, now, iso_utc(as_of) if as_of else None, self.lexicon(info, tenant)
-        )
-        return retriever.retrieve(tenant, plan, stream=req.stream, as_of=as_of)[: req.k]
+            found = retriever.lane(tenant, req.query, req.mode, req.k, req.stream, as_of)
+        else:
+            now = iso_utc(self.clock().astimezone(UTC))
+            plan = plan_query(req.query, now, as_of_text, self.lexicon(info, tenant))
+            found = retriever.retrieve(tenant, plan, stream=req.stream, as_of=as_of)[: req.k]
+        return self._invalidated(info, tenant, found, as_of_text)
 
     def count_tokens(self, text: str) -> int:
         """Tokens of ``text`` under the live version's tokenizer (the packet budget's)."""

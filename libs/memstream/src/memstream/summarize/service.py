@@ -80,7 +80,8 @@ class Summarizer:
     def summarize(self, tenant: str, req: SummarizeRequest) -> SummarizeResult:
         """Raises ``NoProjection`` (memory unavailable) and ``ProviderError`` (call failed)."""
         recall = RecallRequest(query=req.query, k=req.k, stream=req.stream, as_of=req.as_of)
-        candidates = self.recall(tenant, recall)
+        # Recall marks what an accepted invalidation names; a summary never rests on it.
+        candidates = [c for c in self.recall(tenant, recall) if c.invalidated_by is None]
         if not candidates:  # nothing to synthesize from: refuse without paying for a call
             model = self.provider.model
             empty = Synthesis(summary=NOTHING_RECALLED, cited=[], unsupported=[], model=model)
