@@ -16,7 +16,7 @@ from memstream.projection.model import VectorPoint
 from memstream.settings import Settings
 from memstream.vectors.edge import EdgeVectorIndex
 from memstream.vectors.factory import open_vector_index
-from memstream.vectors.port import VectorIndex
+from memstream.vectors.port import Search, VectorIndex
 from memstream.vectors.qdrant_server import QdrantVectorIndex
 from memstream.vectors.sparse import (
     AVG_DOC_LEN,
@@ -343,6 +343,70 @@ def test_entities_filter_keeps_points_naming_any_of_them(index: VectorIndex) -> 
         assert sorted(keys(got)) == ["e1", "e2"]
         assert index.query(*q, mode=mode, entities=["nobody"]) == []
         assert index.query(*q, mode=mode, entities=[]) == []
+
+
+def test_a_batch_answers_each_search_as_query_would(index: VectorIndex) -> None:
+    index.upsert(
+        [
+            pt("a", "e1", "kayak trip to lake como", unit(0), actor_key="noor",
+               entity_keys=["lake como"]),
+            pt("a", "e2", "kayak rental prices", unit(1), actor_key="idris"),
+            pt("a", "e3", "weekend kayak trip", rand_vec(3), stream="s2",
+               occurred_at="2024-07-01T00:00:00Z"),
+            pt("a", "l1", "a summer of kayak trips", unit(0), kind="latent", altitude="episode"),
+            pt("b", "e4", "kayak trip", unit(0), actor_key="noor"),
+        ]
+    )  # fmt: skip
+    searches = [
+        Search(10, "dense", kinds=["event"]),
+        Search(10, "sparse", kinds=["event"], actors=["noor"]),
+        Search(2, "hybrid", kinds=["event"], entities=["lake como"]),
+        Search(5, "hybrid", kinds=["latent"]),
+        Search(5, "hybrid", streams=["s2"]),
+        Search(5, "dense", actors=[]),  # an empty filter matches nothing
+        Search(0, "sparse"),
+    ]
+    cut = datetime(2024, 6, 1, tzinfo=UTC)
+    for as_of in (None, cut):
+        got = index.query_batch("a", unit(0), "kayak trip", searches, as_of=as_of)
+        assert len(got) == len(searches)
+        for search, hits in zip(searches, got, strict=True):
+            alone = index.query(
+                "a", unit(0), "kayak trip", limit=search.limit, mode=search.mode,
+                kinds=search.kinds, streams=search.streams, actors=search.actors,
+                entities=search.entities, as_of=as_of,
+            )  # fmt: skip
+            assert keys(hits) == keys(alone), search
+    got = index.query_batch("a", unit(0), "kayak trip", searches)
+    assert keys(got[1]) == ["e1"] and keys(got[3]) == ["l1"] and got[5] == got[6] == []
+    assert keys(index.query_batch("a", unit(0), "kayak", searches, as_of=cut)[4]) == []
+    assert index.query_batch("a", unit(0), "kayak", []) == []
+    with pytest.raises(ValueError, match="dense"):
+        index.query_batch("a", None, "kayak", [Search(3, "dense")])
+
+
+def test_recent_reads_the_newest_events_first(index: VectorIndex) -> None:
+    index.upsert(
+        [
+            pt("a", "e1", "first", rand_vec(1), occurred_at="2024-05-01T10:00:00Z"),
+            pt("a", "e2", "second", rand_vec(2), occurred_at="2024-05-01T10:00:00.500000Z"),
+            pt("a", "e3", "third", rand_vec(3), stream="s2",
+               occurred_at="2024-06-01T08:00:00+02:00"),
+            pt("a", "e4", "fourth", rand_vec(4), occurred_at="2024-07-01T00:00:00Z"),
+            pt("a", "l1", "newest latent", rand_vec(5), kind="latent",
+               occurred_at="2024-08-01T00:00:00Z"),
+            pt("b", "e5", "other tenant", rand_vec(6), occurred_at="2024-09-01T00:00:00Z"),
+        ]
+    )  # fmt: skip
+    assert keys(index.recent("a", 10)) == ["e4", "e3", "e2", "e1"]
+    assert keys(index.recent("a", 2)) == ["e4", "e3"]
+    assert keys(index.recent("a", 10, streams=["s1"])) == ["e4", "e2", "e1"]
+    cut = datetime(2024, 6, 1, 6, 0, tzinfo=UTC)  # e3 happened at 06:00 UTC
+    assert keys(index.recent("a", 10, as_of=cut)) == ["e3", "e2", "e1"]
+    assert index.recent("a", 10, streams=[]) == [] and index.recent("a", 0) == []
+    assert index.recent("nobody", 10) == []
+    [hit] = index.recent("b", 10)
+    assert hit.payload["tenant"] == "b" and "point_key" not in hit.payload
 
 
 def test_as_of_keeps_points_that_had_happened_by_then(index: VectorIndex) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import threading
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any, cast
@@ -15,6 +16,7 @@ from memstream.vectors.port import (
     KEYWORD_FIELDS,
     TIME_FIELD,
     Mode,
+    Search,
     check_query,
     event_point_key,
     keyword_filters,
@@ -294,62 +296,134 @@ class EdgeVectorIndex:
         altitudes: list[str] | None = None,
     ) -> list[VectorHit]:
         """See :meth:`memstream.vectors.port.VectorIndex.query`."""
-        check_query(mode, dense, text, self.dim)
-        filters = keyword_filters(kinds, streams, actors, entities, altitudes)
-        if filters is None or limit <= 0:
-            return []
+        search = Search(limit, mode, kinds, streams, actors, entities, altitudes)
+        return self.query_batch(tenant, dense, text, [search], as_of)[0]
+
+    def query_batch(
+        self,
+        tenant: str,
+        dense: list[float] | None,
+        text: str | None,
+        searches: list[Search],
+        as_of: datetime | None = None,
+    ) -> list[list[VectorHit]]:
+        """See :meth:`memstream.vectors.port.VectorIndex.query_batch`: one ``query_batch``
+        of the engine, so the GIL is taken and the shard planned once, not per lane."""
+        for search in searches:
+            check_query(search.mode, dense, text, self.dim)
         shard = self._open(create=False)
         if shard is None:
+            return [[] for _ in searches]
+        question = _Question.of(tenant, dense, text, as_of)
+        requests = [question.request(search) for search in searches]
+        planned = [r for r in requests if r is not None]
+        found = self._run_batch(shard, planned) if planned else []
+        answers = iter(found)
+        return [[_hit(sp) for sp in next(answers)] if r is not None else [] for r in requests]
+
+    def recent(
+        self,
+        tenant: str,
+        limit: int,
+        streams: list[str] | None = None,
+        as_of: datetime | None = None,
+    ) -> list[VectorHit]:
+        """See :meth:`memstream.vectors.port.VectorIndex.recent`."""
+        shard = self._open(create=False)
+        if shard is None or limit <= 0 or streams == []:
             return []
+        question = _Question.of(tenant, None, None, as_of)
+        keyed = [_any("kind", ["event"])] + ([_any("stream", streams)] if streams else [])
+        request = qe.ScrollRequest(
+            limit=limit,
+            filter=qe.Filter(must=[*question.must, *keyed]),
+            with_payload=True,
+            order_by=qe.OrderBy(TIME_FIELD, direction=qe.Direction.Desc),
+        )
+        records, _ = shard.scroll(request)
+        return [_hit_of(r.payload, 0.0) for r in records]
 
-        must: list[qe.ConditionType] = [_match("tenant", tenant)]
-        must += [qe.FieldCondition(k, match=qe.MatchAny(v)) for k, v in filters.items()]
-        if (bound := time_bound(as_of)) is not None:
-            must.append(qe.FieldCondition(TIME_FIELD, range=qe.RangeDateTime(lte=bound)))
-        flt = qe.Filter(must=must)
-        idf = qe.SearchParams(idf=qe.IdfParams(corpus=qe.Filter(must=[_match("tenant", tenant)])))
-
-        dense_q = qe.Query.Nearest(dense, using=DENSE) if dense is not None else None
-        sparse_vec = query_vector(text) if text is not None else SparseVec([], [])
-        sparse_q = qe.Query.Nearest(_sparse(sparse_vec), using=SPARSE) if sparse_vec else None
-
-        if mode == "dense":
-            request = qe.QueryRequest(limit=limit, query=dense_q, filter=flt, with_payload=True)
-        elif mode == "sparse":
-            if sparse_q is None:
-                return []
-            request = qe.QueryRequest(
-                limit=limit, query=sparse_q, filter=flt, params=idf, with_payload=True
-            )
-        else:
-            pool = prefetch_limit(limit)
-            prefetches = []
-            if dense_q is not None:
-                prefetches.append(qe.Prefetch(limit=pool, query=dense_q, filter=flt))
-            if sparse_q is not None:
-                prefetches.append(qe.Prefetch(limit=pool, query=sparse_q, filter=flt, params=idf))
-            if not prefetches:
-                return []
-            request = qe.QueryRequest(
-                limit=limit,
-                prefetches=prefetches,
-                query=_RRF,
-                filter=flt,
-                with_payload=True,
-            )
+    def _run_batch(
+        self, shard: qe.EdgeShard, requests: list[qe.QueryRequest]
+    ) -> list[list[qe.ScoredPoint]]:
+        batch = qe.QueryBatchRequest(requests)
         try:
-            found = shard.query(request)
+            return shard.query_batch(batch)
         except Exception as exc:  # qdrant_edge raises a plain Exception
             # A compaction closed this shard between our _open and the query: ask the fresh
             # one. Any other failure, or one on the current shard, is not ours to hide.
             if shard is self._shard or "not initialized" not in str(exc):
                 raise
             fresh = self._open(create=False)
-            found = fresh.query(request) if fresh is not None else []
-        return [_hit(sp) for sp in found]
+            return fresh.query_batch(batch) if fresh is not None else [[] for _ in requests]
+
+
+@dataclass(frozen=True)
+class _Question:
+    """What every search of one batch shares: the tenant, the query vectors, the time bound."""
+
+    tenant: str
+    dense: qe.Query | None
+    sparse: qe.Query | None
+    idf: qe.SearchParams
+    must: list[qe.ConditionType]
+
+    @classmethod
+    def of(
+        cls, tenant: str, dense: list[float] | None, text: str | None, as_of: datetime | None
+    ) -> _Question:
+        must: list[qe.ConditionType] = [_match("tenant", tenant)]
+        if (bound := time_bound(as_of)) is not None:
+            must.append(qe.FieldCondition(TIME_FIELD, range=qe.RangeDateTime(lte=bound)))
+        sparse_vec = query_vector(text) if text is not None else SparseVec([], [])
+        return cls(
+            tenant=tenant,
+            dense=qe.Query.Nearest(dense, using=DENSE) if dense is not None else None,
+            sparse=qe.Query.Nearest(_sparse(sparse_vec), using=SPARSE) if sparse_vec else None,
+            idf=qe.SearchParams(
+                idf=qe.IdfParams(corpus=qe.Filter(must=[_match("tenant", tenant)]))
+            ),
+            must=must,
+        )
+
+    def request(self, search: Search) -> qe.QueryRequest | None:
+        """The engine request of one search; None when it can match nothing."""
+        filters = keyword_filters(
+            search.kinds, search.streams, search.actors, search.entities, search.altitudes
+        )
+        if filters is None or search.limit <= 0:
+            return None
+        keyed = [qe.FieldCondition(k, match=qe.MatchAny(v)) for k, v in filters.items()]
+        flt = qe.Filter(must=[*self.must, *keyed])
+        limit = search.limit
+        if search.mode == "dense":
+            return qe.QueryRequest(limit=limit, query=self.dense, filter=flt, with_payload=True)
+        if search.mode == "sparse":
+            if self.sparse is None:
+                return None
+            return qe.QueryRequest(
+                limit=limit, query=self.sparse, filter=flt, params=self.idf, with_payload=True
+            )
+        pool = prefetch_limit(limit)
+        prefetches = []
+        if self.dense is not None:
+            prefetches.append(qe.Prefetch(limit=pool, query=self.dense, filter=flt))
+        if self.sparse is not None:
+            prefetches.append(
+                qe.Prefetch(limit=pool, query=self.sparse, filter=flt, params=self.idf)
+            )
+        if not prefetches:
+            return None
+        return qe.QueryRequest(
+            limit=limit, prefetches=prefetches, query=_RRF, filter=flt, with_payload=True
+        )
 
 
 def _hit(sp: qe.ScoredPoint) -> VectorHit:
-    payload: dict[str, Any] = dict(sp.payload or {})
+    return _hit_of(sp.payload, float(sp.score))
+
+
+def _hit_of(stored: dict[str, Any] | None, score: float) -> VectorHit:
+    payload: dict[str, Any] = dict(stored or {})
     key = cast(str, payload.pop("point_key"))
-    return VectorHit(point_key=key, score=float(sp.score), payload=payload)
+    return VectorHit(point_key=key, score=score, payload=payload)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal, Protocol
 
@@ -67,6 +68,20 @@ def check_query(mode: Mode, dense: list[float] | None, text: str | None, dim: in
         raise ValueError(f"query has {len(dense)} dims, expected {dim}")
 
 
+@dataclass(frozen=True)
+class Search:
+    """One search of a batch: the question under one mode, size and set of filters (the
+    arguments of :meth:`VectorIndex.query` that differ between a checkout's lanes)."""
+
+    limit: int
+    mode: Mode = "hybrid"
+    kinds: list[str] | None = None
+    streams: list[str] | None = None
+    actors: list[str] | None = None
+    entities: list[str] | None = None
+    altitudes: list[str] | None = None
+
+
 class VectorIndex(Protocol):
     """One collection (= one embedding model + projection version)."""
 
@@ -102,6 +117,27 @@ class VectorIndex(Protocol):
         artifacts' points) filter the hits; an empty list matches nothing.
         ``as_of`` keeps points whose ``occurred_at`` is at or before it.
         """
+
+    def query_batch(
+        self,
+        tenant: str,
+        dense: list[float] | None,
+        text: str | None,
+        searches: list[Search],
+        as_of: datetime | None = None,
+    ) -> list[list[VectorHit]]:
+        """The hits of each search, in order: what ``query`` returns for it, the searches
+        run together (one engine call where the engine has one)."""
+
+    def recent(
+        self,
+        tenant: str,
+        limit: int,
+        streams: list[str] | None = None,
+        as_of: datetime | None = None,
+    ) -> list[VectorHit]:
+        """The tenant's newest event points (of ``streams``; at or before ``as_of``), newest
+        first by ``occurred_at``: read in order from the datetime index, no scan, no score."""
 
     def count(self, tenant: str | None = None, kinds: list[str] | None = None) -> int:
         """Points (of one tenant, of some kinds); ``kinds=["event"]``: one per ledger event."""

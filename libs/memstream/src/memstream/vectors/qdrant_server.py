@@ -16,6 +16,7 @@ from memstream.vectors.port import (
     KEYWORD_FIELDS,
     TIME_FIELD,
     Mode,
+    Search,
     check_query,
     event_point_key,
     keyword_filters,
@@ -216,6 +217,34 @@ class QdrantVectorIndex:
 
     # -- reads -----------------------------------------------------------------------------
 
+    def recent(
+        self,
+        tenant: str,
+        limit: int,
+        streams: list[str] | None = None,
+        as_of: datetime | None = None,
+    ) -> list[VectorHit]:
+        """See :meth:`memstream.vectors.port.VectorIndex.recent`."""
+        if limit <= 0 or streams == [] or not self._exists():
+            return []
+        must: list[models.Condition] = [
+            _match("tenant", tenant),
+            models.FieldCondition(key="kind", match=models.MatchAny(any=["event"])),
+        ]
+        if streams:
+            must.append(models.FieldCondition(key="stream", match=models.MatchAny(any=streams)))
+        if (bound := time_bound(as_of)) is not None:
+            when = models.DatetimeRange(lte=bound)
+            must.append(models.FieldCondition(key=TIME_FIELD, range=when))
+        records, _ = self.client.scroll(
+            self.collection,
+            scroll_filter=models.Filter(must=must),
+            limit=limit,
+            with_payload=True,
+            order_by=models.OrderBy(key=TIME_FIELD, direction=models.Direction.DESC),
+        )
+        return [_hit_of(r.payload, 0.0) for r in records]
+
     def count(self, tenant: str | None = None, kinds: list[str] | None = None) -> int:
         """Points (of one tenant, of some kinds); ``kinds=["event"]``: one per ledger event."""
         if not self._exists():
@@ -268,6 +297,34 @@ class QdrantVectorIndex:
             self._legacy = True
             return self._query(tenant, flt, dense, sparse_vec, limit, mode)
 
+    def query_batch(
+        self,
+        tenant: str,
+        dense: list[float] | None,
+        text: str | None,
+        searches: list[Search],
+        as_of: datetime | None = None,
+    ) -> list[list[VectorHit]]:
+        """See :meth:`memstream.vectors.port.VectorIndex.query_batch`. One request per
+        search, one after another, each through ``query`` (and its fallback for servers
+        without ``Rrf(k)``): the server's batch endpoint is not used yet."""
+        return [
+            self.query(
+                tenant,
+                dense,
+                text,
+                limit=s.limit,
+                mode=s.mode,
+                kinds=s.kinds,
+                streams=s.streams,
+                actors=s.actors,
+                entities=s.entities,
+                as_of=as_of,
+                altitudes=s.altitudes,
+            )
+            for s in searches
+        ]
+
     def _query(
         self,
         tenant: str,
@@ -316,6 +373,10 @@ class QdrantVectorIndex:
 
 
 def _hit(sp: models.ScoredPoint) -> VectorHit:
-    payload: dict[str, Any] = dict(sp.payload or {})
+    return _hit_of(sp.payload, float(sp.score))
+
+
+def _hit_of(stored: dict[str, Any] | None, score: float) -> VectorHit:
+    payload: dict[str, Any] = dict(stored or {})
     key = cast(str, payload.pop("point_key"))
-    return VectorHit(point_key=key, score=float(sp.score), payload=payload)
+    return VectorHit(point_key=key, score=score, payload=payload)

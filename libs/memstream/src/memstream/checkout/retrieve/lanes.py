@@ -29,7 +29,7 @@ from memstream.graph.port import GraphStore
 from memstream.graph.validity import known_at
 from memstream.projection.model import FactView, VectorHit
 from memstream.times import iso_utc
-from memstream.vectors.port import Mode, VectorIndex
+from memstream.vectors.port import Mode, Search, VectorIndex
 
 RRF_K = 60
 MODES: tuple[Mode, ...] = ("dense", "sparse")
@@ -51,6 +51,8 @@ LANE_WEIGHTS = {
 # the best episodes the episode lane searches inside.
 LATENT_HITS = 8
 TOP_EPISODES = 3
+RECENT = 10  # events the recency lane adds
+LATENT = "latent"  # the batch's search for latent artifacts (not a lane of the pool)
 
 
 # The lanes retrieve ledger events; latent artifacts' points share the index (DESIGN §3.3).
@@ -138,15 +140,13 @@ class Retriever:
         """
         run = _Run(self, tenant, plan, stream, as_of, Lanes(), _LaneClock(timings))
         run.embed()
-        run.search()
+        found = run.vector_lanes(latents is not None or self.episodes)
         if plan.entity_keys():
-            run.entity_lanes()
-        if latents is not None or self.episodes:
-            found = run.latent()
-            if latents is not None:
-                latents.extend(found)
-            if self.episodes:
-                run.episodes(found)
+            run.facts(plan.entity_keys())
+        if latents is not None:
+            latents.extend(found)
+        if self.episodes:
+            run.episodes(found)
         run.chain()
         if plan.operation == "latest_value" or stream is not None:
             run.recent()
@@ -171,45 +171,45 @@ class _Run:
         self.vector = self.r.embedder.embed([self.plan.query])[0].tolist()
         self.clock.lap("embed")
 
-    def search(
-        self,
-        prefix: str = "",
-        actors: list[str] | None = None,
-        entities: list[str] | None = None,
-    ) -> None:
-        """Dense and sparse apart, each into its own lane (``prefix`` names the filter)."""
-        for mode in MODES:
-            hits = self.r.index.query(
-                self.tenant,
-                self.vector,
-                self.plan.query,
-                limit=self.r.pool,
-                mode=mode,
-                streams=[self.stream] if self.stream else None,
-                actors=actors,
-                entities=entities,
-                as_of=self.as_of,
-                kinds=EVENTS,
-            )
-            for h in hits:
-                self.lanes.add_hit(prefix + mode, h.payload)
-            if not prefix:
-                self.clock.lap(mode)
+    def vector_lanes(self, latents: bool) -> list[VectorHit]:
+        """Every index lane in one batch; returns the latent hits (when ``latents``).
 
-    def entity_lanes(self) -> None:
-        keys = self.plan.entity_keys()
-        # Filtered lanes query dense and sparse apart: fused inside the index, a weak dense
-        # ranking among one person's many turns buries the one turn that matches the
-        # question's words. A person's own words rarely repeat their name, so the global
-        # lanes rank turns that address them ("Thanks, Noor!") above turns by them.
-        self.search("speaker_", actors=keys)
-        self.clock.lap("speaker")
-        # Events involving the entities, ranked by the question rather than by date: a graph
-        # walk over a busy entity (everyone's city) costs more than it finds.
-        self.search("mention_", entities=keys)
-        self.clock.lap("mention")
-        self.facts(keys)
-        self.clock.lap("fact")
+        Dense and sparse go apart, each into its own lane. So do the filtered lanes: fused
+        inside the index, a weak dense ranking among one person's many turns buries the one
+        turn that matches the question's words. Speaker: the events said by someone the
+        question names (a person's own words rarely repeat their name, so the global lanes
+        rank turns that address them, "Thanks, Noor!", above turns by them). Mention: the
+        events involving a named entity, ranked by the question rather than by date (a graph
+        walk over a busy entity, everyone's city, costs more than it finds).
+        """
+        streams = [self.stream] if self.stream else None
+        pool = self.r.pool
+        lanes: list[tuple[str, Search]] = [
+            (m, Search(pool, m, kinds=EVENTS, streams=streams)) for m in MODES
+        ]
+        if keys := self.plan.entity_keys():
+            lanes += [
+                (f"speaker_{m}", Search(pool, m, kinds=EVENTS, streams=streams, actors=keys))
+                for m in MODES
+            ]
+            lanes += [
+                (f"mention_{m}", Search(pool, m, kinds=EVENTS, streams=streams, entities=keys))
+                for m in MODES
+            ]
+        if latents:  # artifacts (episodes and others) the question finds, best first
+            lanes.append((LATENT, Search(LATENT_HITS, "hybrid", kinds=["latent"], streams=streams)))
+        results = self.r.index.query_batch(
+            self.tenant, self.vector, self.plan.query, [s for _, s in lanes], as_of=self.as_of
+        )
+        found: list[VectorHit] = []
+        for (lane, _), hits in zip(lanes, results, strict=True):
+            if lane == LATENT:
+                found = hits
+                continue
+            for h in hits:
+                self.lanes.add_hit(lane, h.payload)
+        self.clock.lap("vectors")
+        return found
 
     def facts(self, keys: list[str]) -> None:
         """Facts and preferences of the named subjects, the question's predicates first."""
@@ -226,21 +226,7 @@ class _Run:
         scored.sort(key=lambda rf: (-(rf[0] or 0.0), rf[1].valid_to is not None, rf[1].fact_id))
         for rel, f in scored:
             self.lanes.add("fact", fact_candidate(f, rel))
-
-    def latent(self) -> list[VectorHit]:
-        """Latent artifacts (episodes and others) the question finds, best first."""
-        hits = self.r.index.query(
-            self.tenant,
-            self.vector,
-            self.plan.query,
-            limit=LATENT_HITS,
-            mode="hybrid",
-            kinds=["latent"],
-            streams=[self.stream] if self.stream else None,
-            as_of=self.as_of,
-        )
-        self.clock.lap("latent")
-        return hits
+        self.clock.lap("fact")
 
     def episodes(self, found: list[VectorHit]) -> None:
         """The turns inside the best episodes, ranked by the question: one search over the
@@ -275,9 +261,11 @@ class _Run:
         self.clock.lap("chain")
 
     def recent(self) -> None:
-        as_of = iso_utc(self.as_of) if self.as_of is not None else None
-        for e in self.r.graph.recent(self.tenant, limit=10, stream=self.stream, as_of=as_of):
-            self.lanes.add("recent", event_candidate(e))
+        """The newest events, read in order from the index's datetime index (a graph query
+        would sort every event of the tenant)."""
+        streams = [self.stream] if self.stream else None
+        for h in self.r.index.recent(self.tenant, RECENT, streams=streams, as_of=self.as_of):
+            self.lanes.add_hit("recent", h.payload)
         self.clock.lap("recent")
 
 
