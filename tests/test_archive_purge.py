@@ -32,9 +32,9 @@ from memstream.ledger.stats import count_entries
 from memstream.ledger.verify import verify_entries
 from memstream.settings import Settings
 from memstream.stack.net import free_port
-from memstream.stack.restore import restore_ledger
 from memstream.stack.servers import start_tansu
 from memstream_archiver.main import Archiver
+from memstream_cli.stack.restore import restore_ledger
 from memstream_sequencer.main import Sequencer
 from prometheus_client import REGISTRY
 from topicread import read_topic

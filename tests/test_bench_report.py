@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from memstream.bench.report import blocks_from, learn_table, load_table, update_readme
+from memstream_cli.bench.report import blocks_from, learn_table, load_table, update_readme
 
 MACHINE = {"cpus": 2, "date": "2031-01-02"}
 

@@ -14,9 +14,9 @@ import memstream.latent.metrics
 import memstream.learning.metrics
 import memstream.metrics
 import memstream.projection.metrics
-import memstream.stack.supervisor
 import memstream.summarize.metrics
 import memstream_api.producing
+import memstream_cli.stack.supervisor
 import yaml
 from memstream.ops.dashboards import dashboards, main
 from memstream.ops.grafana import DATASOURCE, dashboard_json, render
@@ -32,7 +32,7 @@ METRIC_MODULES = (
     memstream.latent.metrics,
     memstream.learning.metrics,
     memstream.projection.metrics,
-    memstream.stack.supervisor,
+    memstream_cli.stack.supervisor,
     memstream.summarize.metrics,
     memstream_api.producing,
 )

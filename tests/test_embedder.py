@@ -7,12 +7,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from memstream.bench.bm25 import BM25
-from memstream.bench.embed import load_turns, locomo_retrieval, run_embed_bench, synthetic_texts
 from memstream.embed.hashing import HashingEmbedder
 from memstream.embed.port import Embedder
 from memstream.embed.registry import EMBEDDERS, get_embedder
 from memstream.embed.static import WEIGHTS_DIR, StaticEmbedder
+from memstream_cli.bench.bm25 import BM25
+from memstream_cli.bench.embed import load_turns, locomo_retrieval, run_embed_bench, synthetic_texts
 
 TEXTS = [
     "I adopted a puppy last week and she chews everything.",

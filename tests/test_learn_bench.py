@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import orjson
 from memstream.events import parse_inbound
-from memstream_cli.learn_bench import families, memory_events, top_answer
+from memstream_cli.bench.learn import families, memory_events, top_answer
 
 
 def test_families_are_seeded_and_compete_on_one_question() -> None:

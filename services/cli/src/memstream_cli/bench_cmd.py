@@ -6,16 +6,16 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from memstream.bench.embed import run_embed_bench
-from memstream.bench.ingest import run_ingest_bench
-from memstream.bench.load import run_load_bench
-from memstream.bench.locomo import run_locomo_bench
-from memstream.bench.report import blocks_from, update_readme
 from rich.table import Table
 
-from memstream_cli.chaos_bench import run_chaos_bench
+from memstream_cli.bench.chaos import run_chaos_bench
+from memstream_cli.bench.embed import run_embed_bench
+from memstream_cli.bench.ingest import run_ingest_bench
+from memstream_cli.bench.learn import run_learn_bench
+from memstream_cli.bench.load import run_load_bench
+from memstream_cli.bench.locomo import run_locomo_bench
+from memstream_cli.bench.report import blocks_from, update_readme
 from memstream_cli.common import JsonFlag, err, out, print_json
-from memstream_cli.learn_bench import run_learn_bench
 
 bench_app = typer.Typer(
     help="Benchmarks (tables and JSON, same-run baselines).", no_args_is_help=True

@@ -12,8 +12,9 @@ from confluent_kafka import KafkaException
 from memstream.kafka.reading import partition_count
 from memstream.kafka.topics import LEDGER
 from memstream.settings import Settings
-from memstream.stack.locate import Endpoints, NoStackError, locate
 from rich.console import Console
+
+from memstream_cli.stack.locate import Endpoints, NoStackError, locate
 
 err = Console(stderr=True, soft_wrap=True)
 out = Console(soft_wrap=True)

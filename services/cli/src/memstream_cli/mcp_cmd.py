@@ -14,9 +14,9 @@ from memstream.mcpserver.backend import MemoryBackend, http_backend
 from memstream.mcpserver.server import build_server
 from memstream.metrics import serve_metrics
 from memstream.settings import Settings
-from memstream.stack.locate import NoStackError, locate
 
 from memstream_cli.common import DataDir, err, fail, settings_for
+from memstream_cli.stack.locate import NoStackError, locate
 
 COMPONENT = "mcp"
 

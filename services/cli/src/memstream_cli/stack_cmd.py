@@ -8,13 +8,13 @@ from typing import Annotated
 import typer
 from memstream.settings import LOG_FORMAT
 from memstream.stack.binaries import MissingBinaryError
-from memstream.stack.sample import load_sample_data
 from memstream.stack.servers import ServerStartError
-from memstream.stack.status import collect_status
-from memstream.stack.supervisor import EmbeddedStack, StackError, install_stop_signals
 from rich.table import Table
 
 from memstream_cli.common import DataDir, JsonFlag, endpoints, fail, out, print_json, settings_for
+from memstream_cli.stack.sample import load_sample_data
+from memstream_cli.stack.status import collect_status
+from memstream_cli.stack.supervisor import EmbeddedStack, StackError, install_stop_signals
 
 
 def up(

@@ -1,1 +1,2 @@
-"""The embedded stack: binaries, child processes, restore and the stack file."""
+"""Starting the embedded servers (broker, graph server) as child processes that die with
+their parent."""

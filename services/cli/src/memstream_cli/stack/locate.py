@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from memstream.settings import Settings
-from memstream.stack.stackfile import StackInfo, read_stack
+
+from memstream_cli.stack.stackfile import StackInfo, read_stack
 
 
 class NoStackError(RuntimeError):

@@ -22,10 +22,10 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-
-from memstream.bench.bm25 import BM25, top_k_indices
 from memstream.embed.port import Embedder
 from memstream.embed.registry import DEFAULT_EMBEDDER, get_embedder
+
+from memstream_cli.bench.bm25 import BM25, top_k_indices
 
 Progress = Callable[[str], None]
 RRF_K = 60

@@ -15,8 +15,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO
 
-from prometheus_client import Counter
-
 from memstream.kafka.reading import group_lag
 from memstream.kafka.topics import ARCHIVER_GROUP, LEDGER, RAW, SEQUENCER_GROUP, ensure_topics
 from memstream.keys import KeyStore
@@ -26,9 +24,11 @@ from memstream.projection.embedded import ensure_default_version
 from memstream.settings import Settings
 from memstream.stack.children import spawn, stop_all, stop_process
 from memstream.stack.net import free_port, port_in_use, wait_for_port
-from memstream.stack.restore import ledger_is_empty, restore_ledger
 from memstream.stack.servers import Server, start_falkordb, start_tansu
-from memstream.stack.stackfile import ComponentInfo, StackInfo, stack_file, write_stack
+from prometheus_client import Counter
+
+from memstream_cli.stack.restore import ledger_is_empty, restore_ledger
+from memstream_cli.stack.stackfile import ComponentInfo, StackInfo, stack_file, write_stack
 
 log = logging.getLogger("memstream.stack")
 RESTARTS = Counter(

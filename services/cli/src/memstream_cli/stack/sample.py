@@ -7,7 +7,8 @@ from importlib import resources
 from memstream.events import EventIn
 from memstream.sdk import MemoryClient
 from memstream.settings import Settings
-from memstream.stack.stackfile import StackInfo
+
+from memstream_cli.stack.stackfile import StackInfo
 
 SAMPLE_TENANT = "dev"
 
@@ -17,7 +18,7 @@ def load_sample_data(info: StackInfo, settings: Settings) -> int:
     marker = settings.data_dir / "sample-loaded"
     if marker.exists():
         return 0
-    text = resources.files("memstream.stack").joinpath("sample_events.jsonl").read_text()
+    text = resources.files("memstream_cli.stack").joinpath("sample_events.jsonl").read_text()
     events = [
         EventIn.model_validate_json(line).complete(SAMPLE_TENANT)
         for line in text.splitlines()

@@ -20,9 +20,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psutil
-
-from memstream.bench.ingest import raw_produce_rate
-from memstream.bench.stack import throwaway_stack
 from memstream.client import MemoryHttpClient
 from memstream.events import EventIn
 from memstream.keys import KeyStore
@@ -31,7 +28,10 @@ from memstream.projection.projectors import OPTIMIZE_IDLE_S, OPTIMIZE_MIN_NEW
 from memstream.projection.status import projection_status
 from memstream.sdk import MemoryClient, emit_by_tenant
 from memstream.settings import Settings
-from memstream.stack.supervisor import EmbeddedStack
+
+from memstream_cli.bench.ingest import raw_produce_rate
+from memstream_cli.bench.stack import throwaway_stack
+from memstream_cli.stack.supervisor import EmbeddedStack
 
 Progress = Callable[[str], None]
 _PRODUCTS = ["laptop", "router", "headset", "monitor", "keyboard", "printer", "camera", "phone"]

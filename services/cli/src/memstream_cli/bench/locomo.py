@@ -18,7 +18,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal
 
-from memstream.bench.stack import throwaway_stack
 from memstream.client import MemoryHttpClient
 from memstream.embed.registry import get_embedder
 from memstream.events import EventIn
@@ -29,7 +28,9 @@ from memstream.projection.status import projection_status
 from memstream.projection.versions import FileProjectionRegistry, registry_path
 from memstream.sdk import MemoryClient
 from memstream.settings import Settings
-from memstream.stack.supervisor import EmbeddedStack
+
+from memstream_cli.bench.stack import throwaway_stack
+from memstream_cli.stack.supervisor import EmbeddedStack
 
 Progress = Callable[[str], None]
 ABSTAIN = ("ask_user", "no_memory")

@@ -14,15 +14,15 @@ from typing import Any
 
 import httpx
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
-
-from memstream.bench.stack import throwaway_stack
 from memstream.events import EventIn
 from memstream.kafka.clients import make_producer
 from memstream.kafka.produce import flush_or_raise, produce_with_backpressure
 from memstream.kafka.reading import high_watermarks
 from memstream.kafka.topics import LEDGER
 from memstream.sdk import MemoryClient
-from memstream.stack.supervisor import EmbeddedStack
+
+from memstream_cli.bench.stack import throwaway_stack
+from memstream_cli.stack.supervisor import EmbeddedStack
 
 Progress = Callable[[str], None]
 

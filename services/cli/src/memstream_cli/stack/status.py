@@ -7,7 +7,6 @@ from typing import Any
 
 import redis
 from confluent_kafka.admin import AdminClient
-
 from memstream.kafka.reading import group_lag
 from memstream.kafka.topics import (
     ARCHIVER_GROUP,
@@ -18,7 +17,8 @@ from memstream.kafka.topics import (
     RETROSPECTIVE_GROUP,
     SEQUENCER_GROUP,
 )
-from memstream.stack.locate import Endpoints
+
+from memstream_cli.stack.locate import Endpoints
 
 GROUPS: dict[str, tuple[str, ...]] = {
     SEQUENCER_GROUP: (RAW,),

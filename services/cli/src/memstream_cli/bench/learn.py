@@ -20,13 +20,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from memstream.bench.stack import throwaway_stack
 from memstream.client import MemoryHttpClient
 from memstream.graph.factory import open_graph_store
 from memstream.graph.port import GraphStore
 from memstream.keys import KeyStore
 from memstream.projection.versions import FileProjectionRegistry, registry_path
 from memstream.settings import Settings
+
+from memstream_cli.bench.stack import throwaway_stack
 
 SUBJECTS = (
     "the staging database",

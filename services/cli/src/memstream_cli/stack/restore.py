@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import orjson
-
 from memstream.archive.purge import load_purged
 from memstream.archive.segments import read_archive, tenant_dirs
 from memstream.kafka.clients import make_producer

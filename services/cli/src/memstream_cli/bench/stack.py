@@ -9,7 +9,8 @@ from pathlib import Path
 
 from memstream.settings import Settings
 from memstream.stack.net import free_port
-from memstream.stack.supervisor import EmbeddedStack
+
+from memstream_cli.stack.supervisor import EmbeddedStack
 
 
 @contextmanager

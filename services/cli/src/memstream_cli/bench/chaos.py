@@ -22,13 +22,14 @@ from typing import Any
 import httpx
 import orjson
 from memstream.archive.verify import verify_archive
-from memstream.bench.stack import throwaway_stack
 from memstream.kafka.reading import read_to_end
 from memstream.kafka.topics import LEDGER
 from memstream.keys import KeyStore
 from memstream.projection.status import projection_status
 from memstream.settings import Settings
-from memstream.stack.supervisor import EmbeddedStack
+
+from memstream_cli.bench.stack import throwaway_stack
+from memstream_cli.stack.supervisor import EmbeddedStack
 
 FAULTS = ("tansu", "falkordb", "sequencer", "archiver", "graph-projector", "api")
 TENANTS = ("chaos-a", "chaos-b")

@@ -1,0 +1,1 @@
+"""`memstream up`: the supervisor of the embedded stack, its stack file, restore and status."""
