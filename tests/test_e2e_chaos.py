@@ -12,6 +12,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 import httpx
+from memstream.projection.status import caught_up
 from stackproc import RunningStack, memstream, wait_until
 
 
@@ -73,8 +74,7 @@ def converged(stack: RunningStack, n: int) -> bool:
     if res.returncode != 0:
         return False
     (v,) = [v for v in json.loads(res.stdout)["versions"] if v["live"]]
-    c = v["counts"]
-    return bool(c["graph_events"] == n and c["vector_points"] == n and v["lag"]["total"] == 0)
+    return caught_up(v, n, exact=True)
 
 
 def test_broker_graph_and_sequencer_deaths_lose_and_duplicate_nothing(

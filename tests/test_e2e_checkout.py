@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from memstream.client import MemoryHttpClient
 from memstream.kafka.reading import read_to_end
 from memstream.kafka.topics import CHECKOUTS
+from memstream.projection.status import caught_up
 from stackproc import RunningStack, memstream, wait_until
 
 
@@ -26,8 +27,7 @@ def projected(s: RunningStack, n: int) -> bool:
     if res.returncode != 0:
         return False
     (v,) = [v for v in json.loads(res.stdout)["versions"] if v["live"]]
-    c = v["counts"]
-    return bool(c["graph_events"] >= n and c["vector_points"] >= n and v["lag"]["total"] == 0)
+    return caught_up(v, n)
 
 
 def emitted(s: RunningStack) -> int:

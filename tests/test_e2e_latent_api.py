@@ -27,6 +27,7 @@ from memstream.kafka.topics import LATENTS, LEDGER, ensure_topics
 from memstream.keys import KeyStore
 from memstream.latent.model import LatentArtifact
 from memstream.projection.model import SourceRef
+from memstream.projection.status import caught_up
 from memstream.settings import Settings
 from memstream_api.app import create_app
 from stackproc import RunningStack, memstream, wait_until
@@ -68,9 +69,7 @@ def _projected(stack: RunningStack) -> bool:
     if res.returncode != 0:
         return False
     (live,) = [v for v in json.loads(res.stdout)["versions"] if v["live"]]
-    c = live["counts"]
-    done = c["graph_events"] >= c["ledger_events"] and c["vector_points"] >= c["ledger_events"]
-    return bool(c["ledger_events"] and done and live["lag"]["total"] == 0)
+    return bool(live["counts"]["ledger_events"] and caught_up(live))
 
 
 def _publish(stack: RunningStack, artifacts: list[LatentArtifact]) -> None:

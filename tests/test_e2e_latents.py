@@ -23,6 +23,7 @@ from memstream.client import MemoryHttpClient
 from memstream.kafka.topics import LATENTS
 from memstream.latent.builder import LatentBuilder, latent_input
 from memstream.latent.model import LatentArtifact
+from memstream.projection.status import caught_up
 from stackproc import RunningStack, memstream, wait_until
 from test_e2e_learning import settled
 from topicread import read_topic
@@ -262,4 +263,4 @@ def _ready(stack: RunningStack, version: str) -> bool:
         return False
     doc = json.loads(res.stdout)
     [v] = [v for v in doc["versions"] if v["name"] == version]
-    return bool(v["lag"]["total"] == 0 and v["status"] == "ready")
+    return bool(v["status"] == "ready" and caught_up(v, 0))

@@ -25,6 +25,7 @@ from memstream.kafka.reading import committed_offsets
 from memstream.kafka.topics import CHECKOUTS, LEDGER, RETROSPECTIVE_GROUP
 from memstream.learning.trace import CheckoutTrace
 from memstream.metrics import scrape
+from memstream.projection.status import caught_up
 from stackproc import RunningStack, memstream, pid_alive, wait_until
 from topicread import read_topic
 
@@ -61,7 +62,7 @@ def settled(stack: RunningStack) -> bool:
     if res.returncode != 0:
         return False
     (live,) = [v for v in json.loads(res.stdout)["versions"] if v["live"]]
-    return bool(live["lag"]["total"] == 0)
+    return caught_up(live, 0)
 
 
 def top_support(packet: dict[str, Any]) -> list[str]:

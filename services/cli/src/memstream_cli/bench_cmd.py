@@ -16,6 +16,7 @@ from memstream_cli.bench.load import run_load_bench
 from memstream_cli.bench.locomo import run_locomo_bench
 from memstream_cli.bench.report import blocks_from, update_readme
 from memstream_cli.common import JsonFlag, err, out, print_json
+from memstream_cli.progress import stages
 
 bench_app = typer.Typer(
     help="Benchmarks (tables and JSON, same-run baselines).", no_args_is_help=True
@@ -38,9 +39,8 @@ def ingest(
     json_out: JsonFlag = False,
 ) -> None:
     """Events/s from the SDK and HTTP into the ledger, beside the raw broker produce rate."""
-    doc = run_ingest_bench(
-        events, http_events, lambda m: err.print(f"[dim]{m}[/dim]"), projections=projections
-    )
+    with stages(json_out) as progress:
+        doc = run_ingest_bench(events, http_events, progress, projections=projections)
     if json_out:
         print_json(doc)
         return
@@ -73,7 +73,8 @@ def embed(
     json_out: JsonFlag = False,
 ) -> None:
     """Docs/s of the default embedder (and its LoCoMo recall beside BM25, given --locomo)."""
-    doc = run_embed_bench(docs, lambda m: err.print(f"[dim]{m}[/dim]"), locomo)
+    with stages(json_out) as progress:
+        doc = run_embed_bench(docs, progress, locomo)
     if json_out:
         print_json(doc)
         return
@@ -97,7 +98,8 @@ def locomo(
     """Evidence Recall@k / Hit@k per category through the real pipeline, with baselines."""
     if not data.is_file():
         raise typer.BadParameter(f"no such file: {data}", param_hint="--data")
-    doc = run_locomo_bench(data, k, out_file, lambda m: err.print(f"[dim]{m}[/dim]"), limit)
+    with stages(json_out) as progress:
+        doc = run_locomo_bench(data, k, out_file, progress, limit)
     if json_out:
         print_json(doc)
         return
@@ -133,14 +135,10 @@ def load(
     json_out: JsonFlag = False,
 ) -> None:
     """Ingest (emit -> visible), freshness, checkout latency and memory at N events."""
-    doc = run_load_bench(
-        events,
-        tenants,
-        lambda m: err.print(f"[dim]{m}[/dim]"),
-        checkouts,
-        steady_rate=steady_rate,
-        steady_s=steady_seconds,
-    )
+    with stages(json_out) as progress:
+        doc = run_load_bench(
+            events, tenants, progress, checkouts, steady_rate=steady_rate, steady_s=steady_seconds
+        )
     if json_out:
         print_json(doc)
         return
@@ -173,7 +171,8 @@ def report(
 @bench_app.command("chaos")
 def chaos(json_out: JsonFlag = False) -> None:
     """Kill -9 each process of a loaded stack in turn: accepted, ledgered, lost, duplicated."""
-    doc = run_chaos_bench(lambda m: err.print(f"[dim]{m}[/dim]"))
+    with stages(json_out) as progress:
+        doc = run_chaos_bench(progress)
     if json_out:
         print_json(doc)
         return
@@ -203,7 +202,8 @@ def learn(
     json_out: JsonFlag = False,
 ) -> None:
     """Share of checkouts whose top answer is the memory that succeeds, learning on vs off."""
-    doc = run_learn_bench(families, rounds, seed, lambda m: err.print(f"[dim]{m}[/dim]"))
+    with stages(json_out) as progress:
+        doc = run_learn_bench(families, rounds, seed, progress)
     if json_out:
         print_json(doc)
         return

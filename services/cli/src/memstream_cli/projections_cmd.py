@@ -8,13 +8,13 @@ from typing import Annotated, Any
 import typer
 from memstream.graph.factory import open_graph_store
 from memstream.projection.embedded import default_config
-from memstream.projection.status import projection_status
+from memstream.projection.status import caught_up, projection_status
 from memstream.projection.versions import FileProjectionRegistry, RegistryError, registry_path
 from memstream.settings import Settings
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from memstream_cli.common import DataDir, JsonFlag, endpoints, fail, out, print_json, settings_for
+from memstream_cli.progress import stages
 
 projections_app = typer.Typer(
     help="Projection versions built from the ledger.", no_args_is_help=True
@@ -85,28 +85,20 @@ def _follow(
     settings: Settings, bootstrap: str, metrics: list[str], name: str, timeout: float, quiet: bool
 ) -> dict[str, Any]:
     deadline = time.monotonic() + timeout
-    with Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        TextColumn("{task.completed}/{task.total}"),
-        TimeElapsedColumn(),
-        disable=quiet,
-    ) as progress:
-        graph = progress.add_task(f"{name} graph", total=None)
-        vector = progress.add_task(f"{name} vectors", total=None)
+    with stages(quiet, lines=False) as progress:
+        graph = progress.stage(f"{name} graph")
+        vector = progress.stage(f"{name} vectors", keep=True)
         while True:
             v = _version_doc(settings, bootstrap, metrics, name)
             c = v["counts"]
             total = c["ledger_events"]
-            progress.update(graph, total=total, completed=c["graph_events"])
-            progress.update(vector, total=total, completed=c["vector_points"])
+            graph.update(c["graph_events"], total)
+            vector.update(c["vector_points"], total)
             # Groups commit only after their writes, so no lag means built. Counts cannot say
             # it: a purge leaves fewer events projected than the ledger holds. They only show
-            # that the groups have started (a group not yet seen reads as no lag).
-            done = v["lag"]["total"] == 0 and (
-                total == 0 or (c["graph_events"] > 0 and c["vector_points"] > 0)
-            )
-            if done:
+            # that the groups have started (a group not yet seen reads as no lag): one event
+            # each, once the ledger holds any.
+            if caught_up(v, min(total, 1)):
                 return v
             if time.monotonic() > deadline:
                 fail(f"{name} not caught up after {timeout:g}s (lag {v['lag']})")

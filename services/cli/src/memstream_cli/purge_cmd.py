@@ -11,6 +11,7 @@ from rich.table import Table
 
 from memstream_cli.checkout_cmd import ApiKey, Tenant, http_client
 from memstream_cli.common import DataDir, JsonFlag, fail, out, print_json, settings_for
+from memstream_cli.progress import stages
 
 
 def purge(
@@ -28,9 +29,12 @@ def purge(
 ) -> None:
     """Purge every event linked to SUBJECT and all derived from them; exit 1 if a store had
     not finished when the wait ended."""
+    doing = f"dry run: {subject}" if dry_run else f"purging {subject} (stores get {wait_s:g} s)"
     with http_client(settings_for(data_dir), tenant, key) as client:
         try:
-            report = client.purge(subject, dry_run=dry_run, wait_s=wait_s)
+            with stages(json_out, lines=False) as progress:
+                progress(doing)
+                report = client.purge(subject, dry_run=dry_run, wait_s=wait_s)
         except MemstreamHttpError as exc:
             fail(str(exc))
     if json_out:

@@ -54,3 +54,31 @@ def projection_status(
             }
         )
     return {"live": reg.live, "versions": versions}
+
+
+def live_version(status: dict[str, Any]) -> dict[str, Any] | None:
+    """The live version's entry of ``projection_status()``, if one is live."""
+    live = [v for v in status["versions"] if v["live"]]
+    return live[0] if live else None
+
+
+def caught_up(
+    version: dict[str, Any], events: int | None = None, *, exact: bool = False, drained: bool = True
+) -> bool:
+    """Whether a version (an entry of ``projection_status()["versions"]``, as ``projections
+    list --json`` prints it) has caught up with the ledger.
+
+    Its graph and its vector index hold at least ``events`` ledger events (default: as many as
+    the ledger holds). A purge leaves fewer projected than the ledger holds: pass 0 to rely on
+    lag alone. ``exact``: the ledger, the graph and the vector index hold exactly ``events``
+    (nothing projected twice). ``drained``: its groups have nothing left to read either; they
+    commit after their writes, so this is what says the version is built, not the counts.
+    """
+    c = version["counts"]
+    n = c["ledger_events"] if events is None else events
+    held = (c["graph_events"], c["vector_points"])
+    if exact:
+        counted = c["ledger_events"] == n and all(x == n for x in held)
+    else:
+        counted = all(x >= n for x in held)
+    return bool(counted and (not drained or version["lag"]["total"] == 0))

@@ -25,10 +25,11 @@ from memstream.archive.verify import verify_archive
 from memstream.kafka.reading import read_to_end
 from memstream.kafka.topics import LEDGER
 from memstream.keys import KeyStore
-from memstream.projection.status import projection_status
+from memstream.projection.status import caught_up, live_version, projection_status
 from memstream.settings import Settings
 
 from memstream_cli.bench.stack import throwaway_stack
+from memstream_cli.progress import Report
 from memstream_cli.stack.supervisor import EmbeddedStack
 
 FAULTS = ("tansu", "falkordb", "sequencer", "archiver", "graph-projector", "api")
@@ -114,11 +115,8 @@ def _fault(stack: EmbeddedStack, load: _Load, name: str, settle_s: float) -> dic
 
 
 def _converged(settings: Settings, bootstrap: str, metrics: list[str]) -> bool:
-    doc = projection_status(settings, bootstrap, metrics)
-    (v,) = [v for v in doc["versions"] if v["live"]]
-    c = v["counts"]
-    n = c["ledger_events"]
-    return bool(c["graph_events"] == n and c["vector_points"] == n and v["lag"]["total"] == 0)
+    live = live_version(projection_status(settings, bootstrap, metrics))
+    return live is not None and caught_up(live, exact=True)
 
 
 def _wait(cond: Callable[[], bool], timeout: float) -> float | None:
@@ -133,7 +131,7 @@ def _wait(cond: Callable[[], bool], timeout: float) -> float | None:
     return None
 
 
-def run_chaos_bench(progress: Callable[[str], None], settle_s: float = 5.0) -> dict[str, Any]:
+def run_chaos_bench(progress: Report, settle_s: float = 5.0) -> dict[str, Any]:
     """The table's rows: one per fault, plus verification and convergence at the end."""
     with throwaway_stack(progress) as (stack, settings):
         supervisor = threading.Thread(target=stack.supervise, name="supervise", daemon=True)

@@ -14,7 +14,6 @@ import platform
 import random
 import statistics
 import time
-from collections.abc import Callable
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
@@ -26,8 +25,8 @@ from memstream.embed.port import Embedder
 from memstream.embed.registry import DEFAULT_EMBEDDER, get_embedder
 
 from memstream_cli.bench.bm25 import BM25, top_k_indices
+from memstream_cli.progress import Report
 
-Progress = Callable[[str], None]
 RRF_K = 60
 CATEGORIES = (1, 2, 3, 4)
 
@@ -125,7 +124,7 @@ def machine_info() -> dict[str, Any]:
     }
 
 
-def _throughput(embedder: Embedder, texts: list[str], progress: Progress) -> dict[str, Any]:
+def _throughput(embedder: Embedder, texts: list[str], progress: Report) -> dict[str, Any]:
     embedder.embed(texts[:256])  # warm caches and lazy init outside the timing
     progress(f"embedding {len(texts)} docs with {embedder.name}")
     t0 = time.perf_counter()
@@ -188,7 +187,7 @@ def _summary(rows: list[tuple[int, float, float]]) -> dict[str, Any]:
 
 
 def locomo_retrieval(
-    path: Path, embedder: Embedder, k: int = 10, progress: Progress | None = None
+    path: Path, embedder: Embedder, k: int = 10, progress: Report | None = None
 ) -> dict[str, Any]:
     """Turn-level evidence Recall@k / Hit@k for dense, BM25 and RRF(BM25, dense)."""
     say = progress or (lambda _msg: None)
@@ -250,7 +249,7 @@ def locomo_retrieval(
 
 def run_embed_bench(
     n_docs: int = 20_000,
-    progress: Progress | None = None,
+    progress: Report | None = None,
     locomo_path: str | Path | None = None,
     *,
     k: int = 10,

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -22,9 +21,8 @@ from memstream.kafka.topics import LEDGER
 from memstream.sdk import MemoryClient
 
 from memstream_cli.bench.stack import throwaway_stack
+from memstream_cli.progress import Report, Stage, stage
 from memstream_cli.stack.supervisor import EmbeddedStack
-
-Progress = Callable[[str], None]
 
 
 def make_events(n: int, tenant: str, streams: int = 64) -> list[Any]:
@@ -60,9 +58,13 @@ def _ledger_total(bootstrap: str) -> int:
     return sum(high_watermarks(bootstrap, LEDGER).values())
 
 
-def _wait_ledger(bootstrap: str, target: int, timeout: float) -> float:
+def _wait_ledger(bootstrap: str, base: int, n: int, timeout: float, step: Stage) -> float:
+    """perf_counter() once the ledger holds ``n`` entries more than ``base``; ``step``
+    counts them."""
+    target = base + n
     deadline = time.monotonic() + timeout
-    while _ledger_total(bootstrap) < target:
+    while (total := _ledger_total(bootstrap)) < target:
+        step.update(total - base)
         if time.monotonic() > deadline:
             raise TimeoutError(f"ledger did not reach {target} entries in {timeout}s")
         time.sleep(0.02)
@@ -89,7 +91,7 @@ def raw_produce_rate(
 
 
 def run_ingest_bench(
-    n: int, http_events: int, progress: Progress, projections: bool = True
+    n: int, http_events: int, progress: Report, projections: bool = True
 ) -> dict[str, Any]:
     """With ``projections`` the graph and vector projectors share the machine, as in
     ``memstream up``; without, only the spine runs (broker, sequencer, archiver, API)."""
@@ -102,58 +104,68 @@ def run_ingest_bench(
 
 
 def _measure(
-    stack: EmbeddedStack, bootstrap: str, api_url: str, n: int, http_n: int, progress: Progress
+    stack: EmbeddedStack, bootstrap: str, api_url: str, n: int, http_n: int, progress: Report
 ) -> dict[str, Any]:
     progress(f"building {n} synthetic events")
     events = make_events(n, "bench")
     payloads = [(e.key, e.model_dump_json().encode()) for e in events]
     progress("raw broker produce rate (same envelopes, scratch topic)")
     raw_rate = raw_produce_rate(bootstrap, payloads, stack.settings.topic_partitions)
-
-    progress(f"SDK: emitting {n} events and waiting for the ledger")
-    base = _ledger_total(bootstrap)
-    t0 = time.perf_counter()
-    with MemoryClient(bootstrap, "bench") as client:
-        client.emit_many(events)
-    t_emit = time.perf_counter()
-    t_done = _wait_ledger(bootstrap, base + n, timeout=600)
-    sdk = {
-        "events": n,
-        "emit_events_per_s": round(n / (t_emit - t0)),
-        "ledger_events_per_s": round(n / (t_done - t0)),
-        "seconds": round(t_done - t0, 3),
-    }
-
+    sdk = _sdk_to_ledger(bootstrap, events, progress)
     result: dict[str, Any] = {
         "events": n,
         "raw_broker_produce_events_per_s": round(raw_rate),
         "sdk": sdk,
     }
     if http_n:
-        progress(f"HTTP: posting {http_n} events in batches of 1000")
-        key = stack.dev_key
-        http_events = make_events(http_n, "dev")
-        batches = [http_events[i : i + 1000] for i in range(0, http_n, 1000)]
-        bodies = [{"events": [e.model_dump(mode="json") for e in batch]} for batch in batches]
-        base = _ledger_total(bootstrap)
-        t0 = time.perf_counter()
-        with httpx.Client(base_url=api_url, headers={"Authorization": f"Bearer {key}"}) as http:
-            for body in bodies:
-                resp = http.post("/v1/events", json=body, timeout=60)
-                resp.raise_for_status()
-        t_post = time.perf_counter()
-        t_done = _wait_ledger(bootstrap, base + http_n, timeout=600)
-        result["http"] = {
-            "events": http_n,
-            "post_events_per_s": round(http_n / (t_post - t0)),
-            "ledger_events_per_s": round(http_n / (t_done - t0)),
-            "seconds": round(t_done - t0, 3),
-        }
+        result["http"] = _http_to_ledger(bootstrap, api_url, stack.dev_key, http_n, progress)
     result["sdk_ledger_vs_raw"] = round(sdk["ledger_events_per_s"] / raw_rate, 3)
     if "http" in result:
         result["http_ledger_vs_raw"] = round(result["http"]["ledger_events_per_s"] / raw_rate, 3)
     result["machine"] = _machine()
     return result
+
+
+def _sdk_to_ledger(bootstrap: str, events: list[Any], progress: Report) -> dict[str, Any]:
+    n = len(events)
+    base = _ledger_total(bootstrap)
+    step = stage(progress, f"SDK: emitting {n} events and waiting for the ledger", n)
+    t0 = time.perf_counter()
+    with MemoryClient(bootstrap, "bench") as client:
+        client.emit_many(events)
+    t_emit = time.perf_counter()
+    t_done = _wait_ledger(bootstrap, base, n, 600, step)
+    return _rates(n, t0, "emit_events_per_s", t_emit, t_done)
+
+
+def _http_to_ledger(
+    bootstrap: str, api_url: str, key: str, http_n: int, progress: Report
+) -> dict[str, Any]:
+    step = stage(progress, f"HTTP: posting {http_n} events in batches of 1000", http_n)
+    http_events = make_events(http_n, "dev")
+    batches = [http_events[i : i + 1000] for i in range(0, http_n, 1000)]
+    bodies = [{"events": [e.model_dump(mode="json") for e in batch]} for batch in batches]
+    base = _ledger_total(bootstrap)
+    t0 = time.perf_counter()
+    with httpx.Client(base_url=api_url, headers={"Authorization": f"Bearer {key}"}) as http:
+        for body in bodies:
+            resp = http.post("/v1/events", json=body, timeout=60)
+            resp.raise_for_status()
+            step.advance(len(body["events"]))
+    t_post = time.perf_counter()
+    step = stage(progress, f"HTTP: waiting for the ledger ({http_n} events)", http_n)
+    t_done = _wait_ledger(bootstrap, base, http_n, 600, step)
+    return _rates(http_n, t0, "post_events_per_s", t_post, t_done)
+
+
+def _rates(n: int, t0: float, sent_key: str, t_sent: float, t_done: float) -> dict[str, Any]:
+    """Events/s from ``t0`` until all were sent (``sent_key``) and until all were ledgered."""
+    return {
+        "events": n,
+        sent_key: round(n / (t_sent - t0)),
+        "ledger_events_per_s": round(n / (t_done - t0)),
+        "seconds": round(t_done - t0, 3),
+    }
 
 
 def _machine() -> dict[str, Any]:

@@ -28,6 +28,7 @@ from memstream.projection.versions import FileProjectionRegistry, registry_path
 from memstream.settings import Settings
 
 from memstream_cli.bench.stack import throwaway_stack
+from memstream_cli.progress import Report
 
 SUBJECTS = (
     "the staging database",
@@ -189,9 +190,7 @@ def _wait(cond: Callable[[], bool], timeout: float, what: str) -> float:
     return time.monotonic() - started
 
 
-def run_learn_bench(
-    n_families: int, rounds: int, seed: int, progress: Callable[[str], None]
-) -> dict[str, Any]:
+def run_learn_bench(n_families: int, rounds: int, seed: int, progress: Report) -> dict[str, Any]:
     """The whole bench in a throw-away stack; returns the JSON document."""
     fams = families(n_families, seed)
     start = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)

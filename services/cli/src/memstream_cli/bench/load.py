@@ -15,7 +15,8 @@ import statistics
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -25,15 +26,17 @@ from memstream.events import EventIn
 from memstream.keys import KeyStore
 from memstream.metrics import scrape
 from memstream.projection.projectors import OPTIMIZE_IDLE_S, OPTIMIZE_MIN_NEW
-from memstream.projection.status import projection_status
+from memstream.projection.status import caught_up, live_version, projection_status
 from memstream.sdk import MemoryClient, emit_by_tenant
 from memstream.settings import Settings
 
 from memstream_cli.bench.ingest import raw_produce_rate
 from memstream_cli.bench.stack import throwaway_stack
+from memstream_cli.bench.stats import percentile
+from memstream_cli.progress import Report, Stage, stage
+from memstream_cli.stack.stackfile import StackInfo
 from memstream_cli.stack.supervisor import EmbeddedStack
 
-Progress = Callable[[str], None]
 _PRODUCTS = ["laptop", "router", "headset", "monitor", "keyboard", "printer", "camera", "phone"]
 _CITIES = ["Lisbon", "Oslo", "Denver", "Nairobi", "Osaka", "Lima", "Tallinn", "Perth"]
 _NAMES = ["Maria", "Tomas", "Aiko", "Priya", "Jonas", "Lea", "Omar", "Grace"]
@@ -48,48 +51,7 @@ def workload(n: int, tenants: int, seed: int = 1) -> list[Any]:
     for i in range(n):
         tenant = f"tenant-{i % tenants}"
         who = rng.choice(_NAMES)
-        product, city = rng.choice(_PRODUCTS), rng.choice(_CITIES)
-        roll = rng.random()
-        payload: dict[str, Any]
-        if roll < 0.45:
-            type_, payload = (
-                "message.user",
-                {
-                    "text": f"{who} ordered a {product} for ${rng.randint(20, 2000)} "
-                    f"to ship to {city}."
-                },
-            )
-        elif roll < 0.6:
-            type_, payload = (
-                "message.assistant",
-                {"text": f"The {product} for {who} is on its way to {city}."},
-            )
-        elif roll < 0.7:
-            type_, payload = "tool.call", {"tool": "orders.track", "arguments": {"who": who}}
-        elif roll < 0.8:
-            type_, payload = (
-                "tool.result",
-                {
-                    "tool": "orders.track",
-                    "output": {"status": rng.choice(["shipped", "delayed", "delivered"])},
-                },
-            )
-        elif roll < 0.9:
-            type_, payload = (
-                "fact.asserted",
-                {"subject": who, "predicate": "lives_in", "object": city},
-            )
-        elif roll < 0.95:
-            type_, payload = "preference.set", {"subject": who, "key": "channel", "value": "email"}
-        else:
-            type_, payload = (
-                "task.outcome",
-                {
-                    "task_id": f"t{i}",
-                    "status": rng.choice(["success", "failure"]),
-                    "text": f"delivery of the {product}",
-                },
-            )
+        type_, payload = _body(rng, i, who)
         out.append(
             EventIn(
                 id=f"{run}-{i}",
@@ -103,9 +65,30 @@ def workload(n: int, tenants: int, seed: int = 1) -> list[Any]:
     return out
 
 
-def _pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else 0.0
+def _body(rng: random.Random, i: int, who: str) -> tuple[str, dict[str, Any]]:
+    """The type and payload of event ``i`` by ``who``, drawn from ``rng``."""
+    product, city = rng.choice(_PRODUCTS), rng.choice(_CITIES)
+    roll = rng.random()
+    if roll < 0.45:
+        text = f"{who} ordered a {product} for ${rng.randint(20, 2000)} to ship to {city}."
+        return "message.user", {"text": text}
+    if roll < 0.6:
+        return "message.assistant", {"text": f"The {product} for {who} is on its way to {city}."}
+    if roll < 0.7:
+        return "tool.call", {"tool": "orders.track", "arguments": {"who": who}}
+    if roll < 0.8:
+        status = rng.choice(["shipped", "delayed", "delivered"])
+        return "tool.result", {"tool": "orders.track", "output": {"status": status}}
+    if roll < 0.9:
+        return "fact.asserted", {"subject": who, "predicate": "lives_in", "object": city}
+    if roll < 0.95:
+        return "preference.set", {"subject": who, "key": "channel", "value": "email"}
+    status = rng.choice(["success", "failure"])
+    return "task.outcome", {
+        "task_id": f"t{i}",
+        "status": status,
+        "text": f"delivery of the {product}",
+    }
 
 
 class RssSampler:
@@ -133,7 +116,7 @@ class RssSampler:
 def run_load_bench(
     n: int,
     tenants: int,
-    progress: Progress,
+    progress: Report,
     checkouts: int = 200,
     steady_rate: int = 500,
     steady_s: float = 15.0,
@@ -166,7 +149,7 @@ def _wait_index_built(endpoints: list[str], timeout: float = 1800) -> float:
     raise TimeoutError(f"the vector index was still building after {timeout:g}s")
 
 
-def _paced_emit(bootstrap: str, events: list[Any], rate: int) -> float:
+def _paced_emit(bootstrap: str, events: list[Any], rate: int, step: Stage) -> float:
     """Emit ``events`` at about ``rate`` per second (ticks of 100 ms); returns the rate held."""
     clients: dict[str, MemoryClient] = {}
     per_tick = max(1, rate // 10)
@@ -179,6 +162,7 @@ def _paced_emit(bootstrap: str, events: list[Any], rate: int) -> float:
                 clients[e.tenant].emit_event(e)
             for c in clients.values():
                 c.flush(10)
+            step.update(min(len(events), i + per_tick))
             due = t0 + (i + per_tick) / rate
             time.sleep(max(0.0, due - time.perf_counter()))
     finally:
@@ -187,46 +171,31 @@ def _paced_emit(bootstrap: str, events: list[Any], rate: int) -> float:
     return len(events) / (time.perf_counter() - t0)
 
 
-def _visible(settings: Settings, bootstrap: str, metrics: list[str], n: int) -> bool:
-    doc = projection_status(settings, bootstrap, metrics)
-    live = [v for v in doc["versions"] if v["live"]]
-    c = live[0]["counts"] if live else {}
-    return bool(live and c["graph_events"] >= n and c["vector_points"] >= n)
+class _Probes:
+    """Freshness probes: emit a marker event, time until recall finds it, every 0.5 s."""
 
+    def __init__(self, bootstrap: str, api: str, key: str) -> None:
+        self.bootstrap, self.api, self.key = bootstrap, api, key
 
-def _measure(
-    stack: EmbeddedStack,
-    settings: Settings,
-    n: int,
-    tenants: int,
-    checkouts: int,
-    progress: Progress,
-    steady_rate: int,
-    steady_s: float,
-) -> dict[str, Any]:
-    assert stack.info is not None
-    bootstrap, api, metrics = (
-        stack.info.kafka_bootstrap,
-        stack.info.api_url,
-        stack.info.metrics_endpoints,
-    )
-    pids = {name: c.pid for name, c in stack.info.components.items()}
-    keys = KeyStore(settings.resolved_keys_file())
-    progress(f"generating {n} events for {tenants} tenants")
-    events = workload(n, tenants)
-    progress("raw broker produce rate (same envelopes, scratch topic)")
-    raw = raw_produce_rate(
-        bootstrap,
-        [(e.key, e.model_dump_json().encode()) for e in events],
-        settings.topic_partitions,
-    )
-    probe_key = keys.create("probe")
-    burst: list[float] = []
-    stop_probes = threading.Event()
+    @contextlib.contextmanager
+    def running(self) -> Iterator[list[float]]:
+        """Probes in the background while the block runs; yields their latencies (ms)."""
+        sink: list[float] = []
+        stop = threading.Event()
+        prober = threading.Thread(target=self._run, args=(sink, stop), daemon=True)
+        prober.start()
+        try:
+            yield sink
+        finally:
+            stop.set()
+            prober.join(40)
 
-    def probes(sink: list[float]) -> None:
-        with MemoryClient(bootstrap, "probe") as sdk, MemoryHttpClient(api, probe_key) as http:
-            while not stop_probes.is_set():
+    def _run(self, sink: list[float], stop: threading.Event) -> None:
+        with (
+            MemoryClient(self.bootstrap, "probe") as sdk,
+            MemoryHttpClient(self.api, self.key) as http,
+        ):
+            while not stop.is_set():
                 token = f"probe{uuid.uuid4().hex[:12]}"
                 sent = time.perf_counter()
                 sdk.emit("probes", "observation", {"text": f"marker {token}"})
@@ -236,85 +205,171 @@ def _measure(
                         sink.append((time.perf_counter() - sent) * 1000)
                         break
                     time.sleep(0.01)
-                stop_probes.wait(0.5)
+                stop.wait(0.5)
 
+
+@dataclass
+class _Measured:
+    """What one run measured, phase by phase."""
+
+    events: int
+    tenants: int
+    raw: float = 0.0
+    emitted_s: float = 0.0
+    visible_s: float = 0.0
+    burst: list[float] = field(default_factory=list)
+    steady: list[float] = field(default_factory=list)
+    steady_achieved: float = 0.0
+    steady_events: int = 0
+    build_wait_s: float = 0.0
+    latencies: list[float] = field(default_factory=list)
+    parts: dict[str, list[float]] = field(default_factory=dict)  # checkout ms per phase, lane
+    peak_rss: dict[str, float] = field(default_factory=dict)
+
+
+def _measure(
+    stack: EmbeddedStack,
+    settings: Settings,
+    n: int,
+    tenants: int,
+    checkouts: int,
+    progress: Report,
+    steady_rate: int,
+    steady_s: float,
+) -> dict[str, Any]:
+    assert stack.info is not None
+    bootstrap, api = stack.info.kafka_bootstrap, stack.info.api_url
+    pids = {name: c.pid for name, c in stack.info.components.items()}
+    keys = KeyStore(settings.resolved_keys_file())
+    m = _Measured(n, tenants)
+    progress(f"generating {n} events for {tenants} tenants")
+    events = workload(n, tenants)
+    progress("raw broker produce rate (same envelopes, scratch topic)")
+    m.raw = raw_produce_rate(
+        bootstrap,
+        [(e.key, e.model_dump_json().encode()) for e in events],
+        settings.topic_partitions,
+    )
+    probes = _Probes(bootstrap, api, keys.create("probe"))
     rss = RssSampler(pids)
-    progress(f"emitting {n} events through the SDK, with freshness probes")
-    t0 = time.perf_counter()
-    prober = threading.Thread(target=probes, args=(burst,), daemon=True)
-    prober.start()
-    emit_by_tenant(bootstrap, events)
-    emitted_s = time.perf_counter() - t0
-    deadline = time.monotonic() + 3600
-    while not _visible(settings, bootstrap, metrics, n):
-        if time.monotonic() > deadline:
-            raise TimeoutError("projections did not catch up within an hour")
-        time.sleep(0.25)
-    visible_s = time.perf_counter() - t0
-    stop_probes.set()
-    prober.join(40)
-    progress(f"steady load: {steady_rate} events/s for {steady_s:g} s, with freshness probes")
-    steady: list[float] = []
-    stop_probes.clear()
-    prober = threading.Thread(target=probes, args=(steady,), daemon=True)
-    prober.start()
-    paced = workload(int(steady_rate * steady_s), tenants, seed=2)
-    steady_achieved = _paced_emit(bootstrap, paced, steady_rate)
-    stop_probes.set()
-    prober.join(40)
-    build_wait_s = 0.0
+    _burst(m, stack.info, settings, events, probes, progress)
+    _steady(m, bootstrap, probes, steady_rate, steady_s, progress)
     if settings.vector_optimize:
         progress("waiting for the vector index build (HNSW) to finish")
-        build_wait_s = _wait_index_built(metrics)
-    progress(f"{checkouts} checkouts at {n} stored events")
-    latencies: list[float] = []
-    parts: dict[str, list[float]] = {}  # where a checkout spends its time, per phase and lane
-    rng = random.Random(7)
+        m.build_wait_s = _wait_index_built(stack.info.metrics_endpoints)
+    step = stage(progress, f"{checkouts} checkouts at {n} stored events", checkouts)
     tenant_keys = {t: keys.create(t) for t in sorted({e.tenant for e in events})}
+    _checkouts(m, api, tenant_keys, checkouts, step)
+    m.peak_rss = rss.close()
+    return _report(m, settings.vector_optimize)
+
+
+def _burst(
+    m: _Measured,
+    info: StackInfo,
+    settings: Settings,
+    events: list[Any],
+    probes: _Probes,
+    progress: Report,
+) -> None:
+    """Emit every event at once, then wait until the live version shows them all."""
+    n = len(events)
+    step = stage(progress, f"emitting {n} events through the SDK, with freshness probes", n)
+    t0 = time.perf_counter()
+    with probes.running() as m.burst:
+        emit_by_tenant(info.kafka_bootstrap, events)
+        m.emitted_s = time.perf_counter() - t0
+        deadline = time.monotonic() + 3600
+        while not _visible(settings, info, n, step):
+            if time.monotonic() > deadline:
+                raise TimeoutError("projections did not catch up within an hour")
+            time.sleep(0.25)
+        m.visible_s = time.perf_counter() - t0
+
+
+def _visible(settings: Settings, info: StackInfo, n: int, step: Stage) -> bool:
+    """The live version's graph and vectors hold ``n`` events: checkout can see them (its
+    groups may not have committed yet)."""
+    doc = projection_status(settings, info.kafka_bootstrap, info.metrics_endpoints)
+    live = live_version(doc)
+    if live is None:
+        return False
+    # The probes' events are projected too: the count stops at the workload's.
+    step.update(min(n, live["counts"]["graph_events"], live["counts"]["vector_points"]))
+    return caught_up(live, n, drained=False)
+
+
+def _steady(
+    m: _Measured, bootstrap: str, probes: _Probes, rate: int, seconds: float, progress: Report
+) -> None:
+    """``rate`` events/s for ``seconds``, below capacity: the freshness an operator sees."""
+    n = int(rate * seconds)
+    step = stage(
+        progress, f"steady load: {rate} events/s for {seconds:g} s, with freshness probes", n
+    )
+    with probes.running() as m.steady:
+        paced = workload(n, m.tenants, seed=2)
+        m.steady_achieved = _paced_emit(bootstrap, paced, rate, step)
+    m.steady_events = len(paced)
+
+
+CHECKOUT_QUERIES = (
+    "Where does {who} live now?",
+    "How much did {who} spend on orders in total?",
+    "What did {who} order?",
+    "Which channel does {who} prefer?",
+)
+
+
+def _checkouts(
+    m: _Measured, api: str, tenant_keys: dict[str, str], checkouts: int, step: Stage
+) -> None:
+    """Checkouts of random tenants and questions: latency, and where each one spends its
+    time per phase and lane."""
+    rng = random.Random(7)
     clients = {t: MemoryHttpClient(api, k) for t, k in tenant_keys.items()}
-    queries = [
-        "Where does {who} live now?",
-        "How much did {who} spend on orders in total?",
-        "What did {who} order?",
-        "Which channel does {who} prefer?",
-    ]
     try:
         for _ in range(checkouts):
             tenant = rng.choice(list(clients))
-            q = rng.choice(queries).format(who=rng.choice(_NAMES))
+            q = rng.choice(CHECKOUT_QUERIES).format(who=rng.choice(_NAMES))
             started = time.perf_counter()
             packet = clients[tenant].checkout(q)
-            latencies.append((time.perf_counter() - started) * 1000)
+            m.latencies.append((time.perf_counter() - started) * 1000)
             meta = packet.get("meta") or {}
             for part in ("phases_ms", "lanes_ms"):
                 for name, ms in (meta.get(part) or {}).items():
-                    parts.setdefault(f"{part[:-3]}.{name}", []).append(float(ms))
+                    m.parts.setdefault(f"{part[:-3]}.{name}", []).append(float(ms))
+            step.advance()
     finally:
         for c in clients.values():
             c.close()
-    peak = rss.close()
+
+
+def _report(m: _Measured, vector_optimize: bool) -> dict[str, Any]:
     return {
-        "events": n,
-        "tenants": tenants,
-        "broker_produce_events_per_s": round(raw),
-        "emit_events_per_s": round(n / emitted_s),
-        "ingest_events_per_s": round(n / visible_s),
-        "ingest_seconds": round(visible_s, 3),
-        "steady_events_per_s": round(steady_achieved),
-        "events_at_checkout": n + len(paced),
-        "vector_optimize": settings.vector_optimize,
-        "index_build_wait_s": round(build_wait_s, 1),
-        "freshness_probes": len(steady),
-        "freshness_p50_ms": round(_pct(steady, 0.5), 1),
-        "freshness_p95_ms": round(_pct(steady, 0.95), 1),
-        "freshness_burst_probes": len(burst),
-        "freshness_burst_p50_ms": round(_pct(burst, 0.5), 1),
-        "freshness_burst_p95_ms": round(_pct(burst, 0.95), 1),
-        "checkouts": len(latencies),
-        "checkout_p50_ms": round(_pct(latencies, 0.5), 2),
-        "checkout_p95_ms": round(_pct(latencies, 0.95), 2),
-        "checkout_mean_ms": round(statistics.fmean(latencies), 2) if latencies else 0.0,
-        "checkout_median_ms_by_part": {k: round(_pct(v, 0.5), 2) for k, v in sorted(parts.items())},
-        "peak_rss_mb": peak,
+        "events": m.events,
+        "tenants": m.tenants,
+        "broker_produce_events_per_s": round(m.raw),
+        "emit_events_per_s": round(m.events / m.emitted_s),
+        "ingest_events_per_s": round(m.events / m.visible_s),
+        "ingest_seconds": round(m.visible_s, 3),
+        "steady_events_per_s": round(m.steady_achieved),
+        "events_at_checkout": m.events + m.steady_events,
+        "vector_optimize": vector_optimize,
+        "index_build_wait_s": round(m.build_wait_s, 1),
+        "freshness_probes": len(m.steady),
+        "freshness_p50_ms": round(percentile(m.steady, 0.5), 1),
+        "freshness_p95_ms": round(percentile(m.steady, 0.95), 1),
+        "freshness_burst_probes": len(m.burst),
+        "freshness_burst_p50_ms": round(percentile(m.burst, 0.5), 1),
+        "freshness_burst_p95_ms": round(percentile(m.burst, 0.95), 1),
+        "checkouts": len(m.latencies),
+        "checkout_p50_ms": round(percentile(m.latencies, 0.5), 2),
+        "checkout_p95_ms": round(percentile(m.latencies, 0.95), 2),
+        "checkout_mean_ms": round(statistics.fmean(m.latencies), 2) if m.latencies else 0.0,
+        "checkout_median_ms_by_part": {
+            k: round(percentile(v, 0.5), 2) for k, v in sorted(m.parts.items())
+        },
+        "peak_rss_mb": m.peak_rss,
         "machine": {"cpus": psutil.cpu_count(), "date": datetime.now(UTC).date().isoformat()},
     }

@@ -14,9 +14,10 @@ import statistics
 import time
 from collections import defaultdict
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, Literal
+from typing import IO, Any, Literal
 
 from memstream.client import MemoryHttpClient
 from memstream.embed.registry import get_embedder
@@ -24,15 +25,16 @@ from memstream.events import EventIn
 from memstream.kafka.reading import end_offsets, group_lag
 from memstream.kafka.topics import LATENTS, LATENTS_GROUP, LEDGER
 from memstream.keys import KeyStore
-from memstream.projection.status import projection_status
+from memstream.projection.status import caught_up, live_version, projection_status
 from memstream.projection.versions import FileProjectionRegistry, registry_path
 from memstream.sdk import MemoryClient
 from memstream.settings import Settings
 
 from memstream_cli.bench.stack import throwaway_stack
-from memstream_cli.stack.supervisor import EmbeddedStack
+from memstream_cli.bench.stats import percentile
+from memstream_cli.progress import Report, Stage, stage
+from memstream_cli.stack.stackfile import StackInfo
 
-Progress = Callable[[str], None]
 ABSTAIN = ("ask_user", "no_memory")
 _SESSION = re.compile(r"^session_(\d+)$")
 
@@ -97,38 +99,26 @@ def _score(retrieved: list[str], evidence: list[str], k: int) -> tuple[float, fl
     return found / len(evidence), 1.0 if found else 0.0
 
 
-def _pct(values: list[float], q: float) -> float:
-    if not values:
-        return 0.0
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-
 def run_locomo_bench(
-    data: Path, k: int, out: Path | None, progress: Progress, limit: int | None = None
+    data: Path, k: int, out: Path | None, progress: Report, limit: int | None = None
 ) -> dict[str, Any]:
     samples = json.loads(data.read_text())
     with throwaway_stack(progress) as (stack, settings):
         assert stack.info is not None
-        info = stack.info
-        return _run(
-            stack, info.kafka_bootstrap, info.api_url, settings, samples, k, out, progress, limit
-        )
+        return _run(stack.info, settings, samples, k, out, progress, limit)
 
 
-def _wait_fresh(settings: Settings, bootstrap: str, metrics: list[str], n: int) -> None:
+def _wait_fresh(settings: Settings, info: StackInfo, n: int, step: Stage) -> None:
+    bootstrap = info.kafka_bootstrap
     deadline = time.monotonic() + 900
     while time.monotonic() < deadline:
         if sum(end_offsets(bootstrap, LEDGER).values()) >= n:
-            doc = projection_status(settings, bootstrap, metrics)
-            live = [v for v in doc["versions"] if v["live"]]
-            if (
-                live
-                and live[0]["counts"]["graph_events"] >= n
-                and live[0]["counts"]["vector_points"] >= n
-                and live[0]["lag"]["total"] == 0
-            ):
-                return
+            live = live_version(projection_status(settings, bootstrap, info.metrics_endpoints))
+            if live is not None:
+                counts = live["counts"]
+                step.update(min(n, counts["graph_events"], counts["vector_points"]))
+                if caught_up(live, n):
+                    return
         time.sleep(0.5)
     raise TimeoutError("projections did not catch up with the ledger in 900 s")
 
@@ -150,22 +140,82 @@ def _wait_latents(bootstrap: str, groups: list[str]) -> None:
     raise TimeoutError("latent artifacts did not settle in 900 s")
 
 
+LANES: dict[str, Literal["fused", "dense", "sparse"]] = {
+    "packet": "fused",  # the packet itself, not a recall lane
+    "bm25": "sparse",
+    "dense": "dense",
+    "recall": "fused",
+}
+# The packet as served, and with the hierarchical (episode) lane on and off.
+VARIANTS = ("packet_episodes_on", "packet_episodes_off")
+Conversation = tuple[dict[str, Any], str, set[str], str]  # sample, tenant, turn ids, API key
+
+
+def _per_method() -> dict[str, dict[int, list[tuple[float, float]]]]:
+    return {n: defaultdict(list) for n in (*LANES, *VARIANTS)}
+
+
+@dataclass
+class _Scores:
+    """Every question's outcome, gathered across the conversations."""
+
+    k: int
+    out: IO[str] | None = None  # per-question JSONL, a line as soon as a question is asked
+    per: dict[str, dict[int, list[tuple[float, float]]]] = field(default_factory=_per_method)
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    abstain: list[float] = field(default_factory=list)
+    latencies: list[float] = field(default_factory=list)
+    tokens: list[float] = field(default_factory=list)
+    # The budget counts the Markdown prompt form; the JSON form is reported beside it.
+    json_tokens: list[float] = field(default_factory=list)
+    skipped: int = 0
+
+    def record(self, row: dict[str, Any]) -> None:
+        self.rows.append(row)
+        if self.out is not None:
+            self.out.write(json.dumps(row) + "\n")
+
+
 def _run(
-    stack: EmbeddedStack,
-    bootstrap: str,
-    api_url: str,
+    info: StackInfo,
     settings: Settings,
     samples: list[dict[str, Any]],
     k: int,
     out: Path | None,
-    progress: Progress,
+    progress: Report,
     limit: int | None,
 ) -> dict[str, Any]:
-    assert stack.info is not None
-    metrics = stack.info.metrics_endpoints
     keys = KeyStore(settings.resolved_keys_file())
-    convs = []
     t0 = time.perf_counter()
+    convs, total = _ingest(info.kafka_bootstrap, keys, samples)
+    step = stage(
+        progress,
+        f"emitted {total} turns of {len(samples)} conversations; waiting for projections",
+        total,
+    )
+    _wait_fresh(settings, info, total, step)
+    ingest_s = time.perf_counter() - t0
+    live = FileProjectionRegistry(registry_path(settings.data_dir)).load()
+    version = live.versions[live.live or ""]
+    _wait_latents(info.kafka_bootstrap, [version.graph_group, version.vector_group])
+    progress(f"latent artifacts settled {time.perf_counter() - t0:.1f} s after the first emit")
+    out_fh = open(out, "w") if out is not None else None  # noqa: SIM115
+    scores = _Scores(k, out_fh)
+    try:
+        for conv in convs:
+            _ask_all(info.api_url, conv, scores, progress, limit)
+    finally:
+        if out_fh is not None:
+            out_fh.close()
+    return _document(scores, ingest_s, total)
+
+
+def _ingest(
+    bootstrap: str, keys: KeyStore, samples: list[dict[str, Any]]
+) -> tuple[list[Conversation], int]:
+    """Every conversation's turns emitted, each in a tenant of its own with a key; the
+    conversations and the number of turns."""
+    convs: list[Conversation] = []
     total = 0
     for sample in samples:
         tenant, events, turns = conversation_events(sample)
@@ -173,130 +223,135 @@ def _run(
             client.emit_many(events)
         total += len(events)
         convs.append((sample, tenant, turns, keys.create(tenant)))
-    progress(f"emitted {total} turns of {len(samples)} conversations; waiting for projections")
-    _wait_fresh(settings, bootstrap, metrics, total)
-    ingest_s = time.perf_counter() - t0
-    live = FileProjectionRegistry(registry_path(settings.data_dir)).load()
-    info = live.versions[live.live or ""]
-    _wait_latents(bootstrap, [info.graph_group, info.vector_group])
-    progress(f"latent artifacts settled {time.perf_counter() - t0:.1f} s after the first emit")
-    rows: list[dict[str, Any]] = []
-    skipped = 0
-    lanes: dict[str, Literal["fused", "dense", "sparse"]] = {
-        "packet": "fused",  # the packet itself, not a recall lane
-        "bm25": "sparse",
-        "dense": "dense",
-        "recall": "fused",
-    }
-    # The packet as served, and with the hierarchical (episode) lane on and off.
-    variants = ("packet_episodes_on", "packet_episodes_off")
-    per: dict[str, dict[int, list[tuple[float, float]]]] = {
-        n: defaultdict(list) for n in (*lanes, *variants)
-    }
-    abstain: list[float] = []
-    latencies: list[float] = []
-    tokens: list[float] = []
-    # The budget counts the Markdown prompt form; the JSON form is reported beside it.
-    json_tokens: list[float] = []
+    return convs, total
+
+
+def _ask_all(
+    api_url: str, conv: Conversation, scores: _Scores, progress: Report, limit: int | None
+) -> None:
+    """One conversation's questions (the first ``limit``), one checkout each."""
+    sample, tenant, turns, key = conv
+    qa = sample["qa"][:limit] if limit else sample["qa"]
+    step = stage(progress, f"{tenant}: {len(qa)} questions", len(qa))
     count_tokens = get_embedder().count_tokens
-    out_fh = open(out, "w") if out is not None else None  # noqa: SIM115
-    try:
-        for sample, tenant, turns, key in convs:
-            qa = sample["qa"][:limit] if limit else sample["qa"]
-            progress(f"{tenant}: {len(qa)} questions")
-            with MemoryHttpClient(api_url, key) as client:
-                for qi, q in enumerate(qa):
-                    cat = int(q["category"])
-                    started = time.perf_counter()
-                    packet = client.checkout(q["question"], k=k)
-                    latency = (time.perf_counter() - started) * 1000
-                    latencies.append(latency)
-                    tokens.append(packet["budget"]["used"])
-                    json_tokens.append(count_tokens(json.dumps(packet, separators=(",", ":"))))
-                    retrieved = packet_turns(packet)
-                    row = {
-                        "sample_id": sample["sample_id"],
-                        "qa_index": qi,
-                        "category": cat,
-                        "retrieved": retrieved,
-                        "packet_tokens": packet["budget"]["used"],
-                        "latency_ms": round(latency, 3),
-                        "answerability": packet["answerability"],
-                    }
-                    rows.append(row)
-                    if out_fh is not None:
-                        out_fh.write(json.dumps(row) + "\n")
-                    if cat == 5:
-                        abstain.append(1.0 if packet["answerability"] in ABSTAIN else 0.0)
-                        continue
-                    evidence = [e for e in q.get("evidence", []) if e in turns]
-                    skipped += len(q.get("evidence", [])) - len(evidence)
-                    if not evidence:
-                        continue
-                    per["packet"][cat].append(_score(retrieved, evidence, k))
-                    served = bool(packet["meta"].get("episode_lane"))
-                    other = packet_turns(client.checkout(q["question"], k=k, episodes=not served))
-                    on, off = (retrieved, other) if served else (other, retrieved)
-                    per["packet_episodes_on"][cat].append(_score(on, evidence, k))
-                    per["packet_episodes_off"][cat].append(_score(off, evidence, k))
-                    for name, mode in lanes.items():
-                        if name == "packet":
-                            continue
-                        items = client.recall(q["question"], k=k, mode=mode)
-                        got = _turns([i["item_id"] for i in items])
-                        per[name][cat].append(_score(got, evidence, k))
-    finally:
-        if out_fh is not None:
-            out_fh.close()
-    doc = _report(per, abstain, latencies, tokens, ingest_s, total, skipped, k, len(rows))
-    doc["packet_json_tokens_median"] = statistics.median(json_tokens) if json_tokens else 0
+    with MemoryHttpClient(api_url, key) as client:
+        for qi, q in enumerate(qa):
+            _ask(client, scores, sample["sample_id"], qi, q, turns, count_tokens)
+            step.advance()
+
+
+def _ask(
+    client: MemoryHttpClient,
+    scores: _Scores,
+    sample_id: str,
+    qi: int,
+    q: dict[str, Any],
+    turns: set[str],
+    count_tokens: Callable[[str], int],
+) -> None:
+    """Checkout for one question; its evidence scored in the packet and in every lane."""
+    cat = int(q["category"])
+    started = time.perf_counter()
+    packet = client.checkout(q["question"], k=scores.k)
+    latency = (time.perf_counter() - started) * 1000
+    scores.latencies.append(latency)
+    scores.tokens.append(packet["budget"]["used"])
+    scores.json_tokens.append(count_tokens(json.dumps(packet, separators=(",", ":"))))
+    retrieved = packet_turns(packet)
+    scores.record(
+        {
+            "sample_id": sample_id,
+            "qa_index": qi,
+            "category": cat,
+            "retrieved": retrieved,
+            "packet_tokens": packet["budget"]["used"],
+            "latency_ms": round(latency, 3),
+            "answerability": packet["answerability"],
+        }
+    )
+    if cat == 5:
+        scores.abstain.append(1.0 if packet["answerability"] in ABSTAIN else 0.0)
+        return
+    evidence = [e for e in q.get("evidence", []) if e in turns]
+    scores.skipped += len(q.get("evidence", [])) - len(evidence)
+    if evidence:
+        _score_lanes(client, scores, q, cat, packet, retrieved, evidence)
+
+
+def _score_lanes(
+    client: MemoryHttpClient,
+    scores: _Scores,
+    q: dict[str, Any],
+    cat: int,
+    packet: dict[str, Any],
+    retrieved: list[str],
+    evidence: list[str],
+) -> None:
+    """The packet as served (``retrieved``: its turns), with the episode lane switched the
+    other way, and each recall lane on its own."""
+    k, per = scores.k, scores.per
+    per["packet"][cat].append(_score(retrieved, evidence, k))
+    served = bool(packet["meta"].get("episode_lane"))
+    other = packet_turns(client.checkout(q["question"], k=k, episodes=not served))
+    on, off = (retrieved, other) if served else (other, retrieved)
+    per["packet_episodes_on"][cat].append(_score(on, evidence, k))
+    per["packet_episodes_off"][cat].append(_score(off, evidence, k))
+    for name, mode in LANES.items():
+        if name == "packet":
+            continue
+        items = client.recall(q["question"], k=k, mode=mode)
+        got = _turns([i["item_id"] for i in items])
+        per[name][cat].append(_score(got, evidence, k))
+
+
+def _document(scores: _Scores, ingest_s: float, turns: int) -> dict[str, Any]:
+    doc = _report(scores, ingest_s, turns)
+    doc["packet_json_tokens_median"] = (
+        statistics.median(scores.json_tokens) if scores.json_tokens else 0
+    )
     by_cat: dict[str, list[float]] = defaultdict(list)
-    for row in rows:
+    for row in scores.rows:
         by_cat[str(row["category"])].append(0.0 if row["answerability"] in ABSTAIN else 1.0)
     doc["answered_by_category"] = {c: round(statistics.fmean(v), 3) for c, v in by_cat.items()}
     doc["machine"] = {"cpus": os.cpu_count(), "date": datetime.now(UTC).date().isoformat()}
     return doc
 
 
-def _report(
-    per: dict[str, dict[int, list[tuple[float, float]]]],
-    abstain: list[float],
-    latencies: list[float],
-    tokens: list[float],
-    ingest_s: float,
-    turns: int,
-    skipped: int,
-    k: int,
-    questions: int,
-) -> dict[str, Any]:
-    methods: dict[str, Any] = {}
-    for name, cats in per.items():
-        allv = [v for c in cats.values() for v in c]
-        methods[name] = {
-            "recall": round(statistics.fmean(r for r, _ in allv), 4) if allv else 0.0,
-            "hit": round(statistics.fmean(h for _, h in allv), 4) if allv else 0.0,
-            "questions": len(allv),
-            "by_category": {
-                str(c): {
-                    "recall": round(statistics.fmean(r for r, _ in v), 4),
-                    "hit": round(statistics.fmean(h for _, h in v), 4),
-                    "questions": len(v),
-                }
-                for c, v in sorted(cats.items())
-            },
-        }
+def _report(scores: _Scores, ingest_s: float, turns: int) -> dict[str, Any]:
+    methods = {name: _method(cats) for name, cats in scores.per.items()}
     base = methods.get("bm25", {}).get("recall") or 0.0
+    tokens, latencies = scores.tokens, scores.latencies
     return {
-        "k": k,
-        "questions": questions,
+        "k": scores.k,
+        "questions": len(scores.rows),
         "turns": turns,
-        "skipped_evidence_ids": skipped,
+        "skipped_evidence_ids": scores.skipped,
         "methods": methods,
         "packet_vs_bm25_recall": round(methods["packet"]["recall"] / base, 3) if base else None,
-        "category5_abstention": round(statistics.fmean(abstain), 4) if abstain else None,
+        "category5_abstention": (
+            round(statistics.fmean(scores.abstain), 4) if scores.abstain else None
+        ),
         "packet_tokens_median": statistics.median(tokens) if tokens else 0,
-        "packet_tokens_p95": _pct(tokens, 0.95),
-        "checkout_ms_p50": round(_pct(latencies, 0.5), 3),
-        "checkout_ms_p95": round(_pct(latencies, 0.95), 3),
+        "packet_tokens_p95": percentile(tokens, 0.95),
+        "checkout_ms_p50": round(percentile(latencies, 0.5), 3),
+        "checkout_ms_p95": round(percentile(latencies, 0.95), 3),
         "ingest_seconds": round(ingest_s, 3),
+    }
+
+
+def _method(cats: dict[int, list[tuple[float, float]]]) -> dict[str, Any]:
+    """Recall and hit over all questions scored for a method, and per category."""
+    allv = [v for c in cats.values() for v in c]
+    return {
+        "recall": round(statistics.fmean(r for r, _ in allv), 4) if allv else 0.0,
+        "hit": round(statistics.fmean(h for _, h in allv), 4) if allv else 0.0,
+        "questions": len(allv),
+        "by_category": {
+            str(c): {
+                "recall": round(statistics.fmean(r for r, _ in v), 4),
+                "hit": round(statistics.fmean(h for _, h in v), 4),
+                "questions": len(v),
+            }
+            for c, v in sorted(cats.items())
+        },
     }

@@ -3,19 +3,20 @@
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from memstream.settings import Settings
 from memstream.stack.net import free_port
 
+from memstream_cli.progress import Report
 from memstream_cli.stack.supervisor import EmbeddedStack
 
 
 @contextmanager
 def throwaway_stack(
-    progress: Callable[[str], None], projections: bool = True
+    progress: Report, projections: bool = True
 ) -> Iterator[tuple[EmbeddedStack, Settings]]:
     """A fresh stack in a temporary data dir; settings point at its graph server.
 
