@@ -23,6 +23,7 @@ from typing import Any
 import psutil
 from memstream.client import MemoryHttpClient
 from memstream.events import EventIn
+from memstream.kafka.reading import group_lag
 from memstream.keys import KeyStore
 from memstream.metrics import scrape
 from memstream.projection.projectors import OPTIMIZE_IDLE_S, OPTIMIZE_MIN_NEW
@@ -35,6 +36,7 @@ from memstream_cli.bench.stack import throwaway_stack
 from memstream_cli.bench.stats import percentile
 from memstream_cli.progress import Report, Stage, stage
 from memstream_cli.stack.stackfile import StackInfo
+from memstream_cli.stack.status import GROUPS
 from memstream_cli.stack.supervisor import EmbeddedStack
 
 _PRODUCTS = ["laptop", "router", "headset", "monitor", "keyboard", "printer", "camera", "phone"]
@@ -222,6 +224,7 @@ class _Measured:
     steady_achieved: float = 0.0
     steady_events: int = 0
     build_wait_s: float = 0.0
+    settle_s: float = 0.0
     latencies: list[float] = field(default_factory=list)
     parts: dict[str, list[float]] = field(default_factory=dict)  # checkout ms per phase, lane
     peak_rss: dict[str, float] = field(default_factory=dict)
@@ -257,6 +260,8 @@ def _measure(
     if settings.vector_optimize:
         progress("waiting for the vector index build (HNSW) to finish")
         m.build_wait_s = _wait_index_built(stack.info.metrics_endpoints)
+    progress("waiting for every consumer to catch up (checkouts measure the steady state)")
+    m.settle_s = _settle(stack.info, settings)
     step = stage(progress, f"{checkouts} checkouts at {n} stored events", checkouts)
     tenant_keys = {t: keys.create(t) for t in sorted({e.tenant for e in events})}
     _checkouts(m, api, tenant_keys, checkouts, step)
@@ -285,6 +290,24 @@ def _burst(
                 raise TimeoutError("projections did not catch up within an hour")
             time.sleep(0.25)
         m.visible_s = time.perf_counter() - t0
+
+
+def _settle(info: StackInfo, settings: Settings, timeout: float = 1800) -> float:
+    """Seconds until no consumer group (the latent builder's and the retrospective's
+    included) and no projection of the live version has anything left to read."""
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < timeout:
+        lag = sum(
+            sum(group_lag(info.kafka_bootstrap, group, topic).values())
+            for group, topics in GROUPS.items()
+            for topic in topics
+        )
+        doc = projection_status(settings, info.kafka_bootstrap, info.metrics_endpoints)
+        live = live_version(doc)
+        if lag == 0 and live is not None and caught_up(live, 0):
+            return time.perf_counter() - t0
+        time.sleep(1)
+    raise TimeoutError(f"consumers were still catching up after {timeout:g}s")
 
 
 def _visible(settings: Settings, info: StackInfo, n: int, step: Stage) -> bool:
@@ -357,6 +380,7 @@ def _report(m: _Measured, vector_optimize: bool) -> dict[str, Any]:
         "events_at_checkout": m.events + m.steady_events,
         "vector_optimize": vector_optimize,
         "index_build_wait_s": round(m.build_wait_s, 1),
+        "settle_s": round(m.settle_s, 1),
         "freshness_probes": len(m.steady),
         "freshness_p50_ms": round(percentile(m.steady, 0.5), 1),
         "freshness_p95_ms": round(percentile(m.steady, 0.95), 1),
@@ -369,6 +393,9 @@ def _report(m: _Measured, vector_optimize: bool) -> dict[str, Any]:
         "checkout_mean_ms": round(statistics.fmean(m.latencies), 2) if m.latencies else 0.0,
         "checkout_median_ms_by_part": {
             k: round(percentile(v, 0.5), 2) for k, v in sorted(m.parts.items())
+        },
+        "checkout_p95_ms_by_part": {
+            k: round(percentile(v, 0.95), 2) for k, v in sorted(m.parts.items())
         },
         "peak_rss_mb": m.peak_rss,
         "machine": {"cpus": psutil.cpu_count(), "date": datetime.now(UTC).date().isoformat()},
