@@ -19,7 +19,7 @@ from fastapi import APIRouter, HTTPException, Query, Request, status
 from fastapi import Path as PathParam
 from fastapi.responses import Response
 from memstream.archive.segments import read_archive
-from memstream.checkout.service import NoProjection, RecallRequest
+from memstream.checkout.service import CheckoutService, NoProjection, RecallRequest
 from memstream.forget.metrics import PURGES, PendingPurges
 from memstream.forget.purge import PurgeReport, is_complete, planned, tombstone
 from memstream.graph.port import GraphStore, PurgeScope
@@ -103,8 +103,15 @@ def _in_memory(
         }
     return {
         "summary_cache_entries": cache.drop(tenant, ids) if cache is not None else 0,
-        "recent_packets": checkout.forget_packets(tenant, ids, key),
+        "recent_packets": _forget_packets(checkout, tenant, ids, key),
     }
+
+
+def _forget_packets(checkout: CheckoutService, tenant: str, ids: set[str], key: str) -> int:
+    """Forget the recent packets naming the subject, and every parsed artifact of the tenant
+    (cheap to read again); returns how many packets went."""
+    checkout.forget_artifacts(tenant)
+    return checkout.forget_packets(tenant, ids, key)
 
 
 def _follow_up(pending: PendingPurges, tombstone_id: str, check: Check) -> None:
@@ -167,8 +174,12 @@ async def purge_subject(
 
     index = await run_in_threadpool(checkout_service(request).live_index)
 
+    checkout = checkout_service(request)
+
     def check() -> dict[str, bool]:
-        return converged(graph, index, archive, tenant, scope)
+        done = converged(graph, index, archive, tenant, scope)
+        checkout.forget_artifacts(tenant)  # a checkout may have read one before it went
+        return done
 
     completed = await run_in_threadpool(watch, check, wait_s)
     complete = is_complete(completed)
