@@ -208,3 +208,19 @@ def test_a_name_is_found_in_text_as_whole_words_in_any_case(
     spelled: str, text: str, named: bool
 ) -> None:
     assert names_in(text, name_forms(spelled, entity_key(spelled))) is named
+
+
+def test_a_light_extraction_still_reads_feedback_and_invalidations() -> None:
+    """The graph projector extracts light (no quantities, no dates) and writes both."""
+    fb = entry("memory.feedback", {"target_ids": ["e1", "e2"], "signal": -1.0}, seq=2)
+    inv = entry(
+        "memory.invalidate",
+        {"target_ids": ["e1#0"], "reason": "Zoë paid €40 on 3 May, not €400"},
+        seq=3,
+    )
+    for light in (False, True):
+        batch = graph_batch([extract(fb, light=light), extract(inv, light=light)])
+        assert [b.target_id for b in batch.feedback] == ["e1", "e2"]
+        assert [(v.target_id, v.status) for v in batch.invalidations] == [("e1#0", "accepted")]
+    heavy, light_x = extract(inv), extract(inv, light=True)
+    assert heavy.quantities and heavy.dates and not light_x.quantities and not light_x.dates

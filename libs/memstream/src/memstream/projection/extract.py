@@ -138,7 +138,8 @@ def _invalidations(entry: dict[str, Any]) -> list[InvalidationRecord]:
 def extract(entry: dict[str, Any], light: bool = False) -> Extraction:
     """Entities (the agent always; names in text), facts, quantities and dates of one entry.
 
-    ``light`` skips quantities and dates (the vector projection needs neither).
+    ``light`` skips quantities and dates: no projection stores them (checkout and the
+    latent builder find them in the text); feedback and invalidations are always read.
     """
     event = event_record(entry)
     tenant = event.tenant
@@ -182,8 +183,8 @@ def extract(entry: dict[str, Any], light: bool = False) -> Extraction:
         entities=list(entities.values()),
         mentions=list(mentions.values()),
         facts=facts,
-        feedback=[] if light else _feedback(entry),
-        invalidations=[] if light else _invalidations(entry),
+        feedback=_feedback(entry),
+        invalidations=_invalidations(entry),
         quantities=[] if light else quantities(event.text),
         dates=[] if light else dates(event.text, event.occurred_at),
     )

@@ -144,7 +144,9 @@ class GraphProjector(_Base):
         """Write the batch, then obey its tombstones and latent deletions (both come after
         what they remove); after any of them, compact the store's files."""
         ledger, latent_records = by_topic(msgs)
-        decoded = self.decode(ledger, light=False)
+        # light: no projection stores quantities or dates (checkout and the latent builder
+        # find them in the text), so parsing them here would be wasted
+        decoded = self.decode(ledger, light=True)
         records = self.decode_latents(latent_records)
         artifacts, deletions = split_records(records)
         if decoded.extractions:
