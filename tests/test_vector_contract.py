@@ -359,7 +359,7 @@ def test_a_batch_answers_each_search_as_query_would(index: VectorIndex) -> None:
     )  # fmt: skip
     searches = [
         Search(10, "dense", kinds=["event"]),
-        Search(10, "sparse", kinds=["event"], actors=["noor"]),
+        Search(10, "dense", kinds=["event"], actors=["noor"]),
         Search(2, "hybrid", kinds=["event"], entities=["lake como"]),
         Search(5, "hybrid", kinds=["latent"]),
         Search(5, "hybrid", streams=["s2"]),
@@ -629,3 +629,51 @@ def files_holding(root: Path, text: str) -> list[Path]:
     """The files under ``root`` whose bytes contain ``text`` (what grep -r would list)."""
     needle = text.encode()
     return [p for p in root.rglob("*") if p.is_file() and needle in p.read_bytes()]
+
+
+def test_edge_shard_written_before_scopes_filters_kinds_until_compacted(tmp_path: Path) -> None:
+    """Points stored without a scope (a shard from before scopes existed) still answer kind
+    filters; a compaction gives them scopes, with the same answers."""
+    import qdrant_edge as qe
+    from memstream.vectors.edge import DENSE
+
+    path = tmp_path / "edge" / "memories"
+    path.mkdir(parents=True)
+    old = qe.EdgeShard.create(str(path), EdgeVectorIndex(path, "memories", DIM)._config())
+    old_points = [
+        pt("acme", "e1", "kiln firing schedule", unit(0), kind="event", actor_key="noor"),
+        pt("acme", "l1", "kiln firing schedule", unit(0), kind="latent"),
+        pt("zenith", "e2", "kiln firing schedule", unit(0), kind="event", actor_key="noor"),
+    ]
+    raw = [
+        qe.Point(point_id(p.point_key), {DENSE: p.dense}, {**p.payload, "point_key": p.point_key})
+        for p in old_points
+    ]
+    old.update(qe.UpdateOperation.upsert_points(raw))
+    old.flush()
+    old.close()
+
+    index = EdgeVectorIndex(path, "memories", DIM)
+    try:
+        later = pt("acme", "e3", "kiln firing schedule", unit(1), kind="event", actor_key="noor")
+        index.upsert([later])
+
+        def answers() -> list[list[str]]:
+            searches = [
+                Search(10, "dense", kinds=["event"]),
+                Search(10, "dense", kinds=["latent"]),
+                Search(10, "dense", kinds=["event"], actors=["noor"]),
+            ]
+            found = index.query_batch("acme", unit(0), "kiln", searches)
+            recent = index.recent("acme", 10)
+            return [sorted(keys(hits)) for hits in [*found, recent]]
+
+        expected = [["e1", "e3"], ["l1"], ["e1", "e3"], ["e1", "e3"]]
+        assert answers() == expected
+        index.compact()
+        assert answers() == expected
+        hit = index.query("acme", unit(0), None, mode="dense", kinds=["event"])[0]
+        assert hit.payload["tenant"] == "acme"
+        assert "scope" not in hit.payload and "scoped_keys" not in hit.payload
+    finally:
+        index.close()
