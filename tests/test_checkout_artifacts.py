@@ -21,7 +21,9 @@ class Graph:
         self.by_id = {a.artifact_id: a for a in artifacts}
         self.asked: list[list[str]] = []
 
-    def latents_by_id(self, tenant: str, ids: list[str]) -> list[LatentArtifact]:
+    def latents_by_id(
+        self, tenant: str, ids: list[str], refs: int | None = None
+    ) -> list[LatentArtifact]:
         self.asked.append(list(ids))
         return [self.by_id[i] for i in ids if i in self.by_id and tenant == T]
 

@@ -1002,6 +1002,9 @@ def test_latents_read_back_exactly_newest_first_and_per_tenant(store: CypherGrap
     asked = [later.artifact_id, missing, early.artifact_id, theirs.artifact_id]
     assert store.latents_by_id(A, asked) == [later, early]
     assert store.latents_by_id(A, []) == []
+    # brief: the first source refs only, every other field as stored
+    brief = store.latents_by_id(A, [early.artifact_id], refs=1)
+    assert brief == [early.model_copy(update={"source_event_refs": [src(e1)]})]
     # newest valid_from first; ties (early and pref start together) by id
     tied = sorted([early.artifact_id, pref.artifact_id])
     assert [a.artifact_id for a in store.latents(A)] == [later.artifact_id, *tied]

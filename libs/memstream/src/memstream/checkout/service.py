@@ -14,6 +14,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from memstream.checkout.latents import MAX_LATENT_ITEMS, latent_item, relevant_artifacts
+from memstream.checkout.latents import MAX_REFS as ITEM_REFS
 from memstream.checkout.metrics import ANSWERABILITY, CHECKOUT_SECONDS, PACKET_TOKENS
 from memstream.checkout.model import Candidate, CheckoutPacket, SynthesisPlan, SynthesisResult
 from memstream.checkout.packet import assemble_packet
@@ -28,6 +29,7 @@ from memstream.embed.registry import get_embedder
 from memstream.events.payloads import QuestionFamily
 from memstream.graph.port import GraphStore
 from memstream.latent.model import LatentArtifact, Purpose, is_artifact_id
+from memstream.latent.weave import MAX_REFS as WEAVE_REFS
 from memstream.latent.weave import build_weave
 from memstream.learning.priors import (
     Adjustment,
@@ -48,6 +50,8 @@ from memstream.wire import JsonInt, RfcTimestamp
 Format = Literal["json", "markdown", "gathered"]
 # With a purpose, 1/WEAVE_SHARE of max_tokens is kept free for the weave (more if unused).
 WEAVE_SHARE = 4
+# The source refs of an artifact that a packet or a weave cites; lineage reads them all.
+CITED_REFS = max(ITEM_REFS, WEAVE_REFS)
 
 
 class CheckoutRequest(BaseModel):
@@ -280,7 +284,7 @@ class CheckoutService:
         if missing := [i for i in ids if i not in known]:
             if len(self.artifacts) > 4096:
                 self.artifacts.clear()
-            for a in self.graph_for(info).latents_by_id(tenant, missing):
+            for a in self.graph_for(info).latents_by_id(tenant, missing, refs=CITED_REFS):
                 self.artifacts[(info.name, tenant, a.artifact_id)] = (now, a)
                 known[a.artifact_id] = a
         return [known[i] for i in ids if i in known and known[i].stale_at is None]

@@ -74,9 +74,12 @@ class GraphStore(Protocol):
     def latent(self, tenant: str, artifact_id: str) -> LatentArtifact | None:
         """One artifact by id, stale or not."""
 
-    def latents_by_id(self, tenant: str, artifact_ids: list[str]) -> list[LatentArtifact]:
+    def latents_by_id(
+        self, tenant: str, artifact_ids: list[str], refs: int | None = None
+    ) -> list[LatentArtifact]:
         """The artifacts of ``artifact_ids`` that exist, stale or not, in the order asked
-        (one query)."""
+        (one query). With ``refs``, each keeps only its first ``refs`` source event refs
+        (what a packet cites; the lineage of the artifact id has them all)."""
 
     def facts_from(
         self, tenant: str, event_ids: list[str], as_of: str | None = None

@@ -463,14 +463,15 @@ class CypherGraphStore(ABC):
         found = self.latents_by_id(tenant, [artifact_id])
         return found[0] if found else None
 
-    def latents_by_id(self, tenant: str, artifact_ids: list[str]) -> list[LatentArtifact]:
-        """The artifacts of ``artifact_ids`` that exist, stale or not, in the order asked."""
+    def latents_by_id(
+        self, tenant: str, artifact_ids: list[str], refs: int | None = None
+    ) -> list[LatentArtifact]:
+        """The artifacts of ``artifact_ids`` that exist, stale or not, in the order asked;
+        with ``refs``, each with its first ``refs`` source event refs only."""
         if not artifact_ids:
             return []
         rows = self._read(LATENTS_BY_ID, {"tenant": tenant, "ids": artifact_ids})
-        found = {
-            a.artifact_id: a for a in (LatentArtifact.model_validate_json(r["doc"]) for r in rows)
-        }
+        found = {a.artifact_id: a for a in (_artifact(r["doc"], refs) for r in rows)}
         return [found[i] for i in dict.fromkeys(artifact_ids) if i in found]
 
     def facts_from(
@@ -798,3 +799,14 @@ def _purge_events(run: Run, tenant: str, event_ids: list[str]) -> dict[str, int]
 def _delete_latents(run: Run, tenant: str, artifact_ids: list[str]) -> int:
     rows = run(DELETE_LATENTS, {"tenant": tenant, "ids": artifact_ids})
     return _count(rows, "latents")
+
+
+def _artifact(doc: str, refs: int | None) -> LatentArtifact:
+    """An artifact's stored document, parsed; with ``refs``, cut to its first source refs
+    before validation (an episode may rest on hundreds: validating them all was most of a
+    checkout's artifact read)."""
+    if refs is None:
+        return LatentArtifact.model_validate_json(doc)
+    data = orjson.loads(doc)
+    data["source_event_refs"] = data["source_event_refs"][:refs]
+    return LatentArtifact.model_validate(data)

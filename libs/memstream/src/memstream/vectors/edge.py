@@ -20,6 +20,7 @@ from memstream.vectors.port import (
     check_query,
     event_point_key,
     keyword_filters,
+    stored_hit,
     time_bound,
 )
 from memstream.vectors.sparse import (
@@ -505,8 +506,4 @@ def _values(value: Any) -> list[Any]:
 
 
 def _hit_of(stored: dict[str, Any] | None, score: float) -> VectorHit:
-    payload: dict[str, Any] = dict(stored or {})
-    payload.pop(SCOPE, None)
-    payload.pop(SCOPED_KEYS, None)
-    key = cast(str, payload.pop("point_key"))
-    return VectorHit(point_key=key, score=score, payload=payload)
+    return stored_hit(stored, score, hidden=(SCOPE, SCOPED_KEYS))

@@ -6,7 +6,7 @@ import logging
 import threading
 import warnings
 from datetime import datetime
-from typing import Any, cast
+from typing import Any
 
 from qdrant_client import QdrantClient, models
 from qdrant_client.http.exceptions import UnexpectedResponse
@@ -20,6 +20,7 @@ from memstream.vectors.port import (
     check_query,
     event_point_key,
     keyword_filters,
+    stored_hit,
     time_bound,
 )
 from memstream.vectors.sparse import (
@@ -243,7 +244,7 @@ class QdrantVectorIndex:
             with_payload=True,
             order_by=models.OrderBy(key=TIME_FIELD, direction=models.Direction.DESC),
         )
-        return [_hit_of(r.payload, 0.0) for r in records]
+        return [stored_hit(r.payload, 0.0) for r in records]
 
     def count(self, tenant: str | None = None, kinds: list[str] | None = None) -> int:
         """Points (of one tenant, of some kinds); ``kinds=["event"]``: one per ledger event."""
@@ -373,10 +374,4 @@ class QdrantVectorIndex:
 
 
 def _hit(sp: models.ScoredPoint) -> VectorHit:
-    return _hit_of(sp.payload, float(sp.score))
-
-
-def _hit_of(stored: dict[str, Any] | None, score: float) -> VectorHit:
-    payload: dict[str, Any] = dict(stored or {})
-    key = cast(str, payload.pop("point_key"))
-    return VectorHit(point_key=key, score=score, payload=payload)
+    return stored_hit(sp.payload, float(sp.score))
