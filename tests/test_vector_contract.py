@@ -105,12 +105,22 @@ def index(opener: Opener) -> VectorIndex:
 
 def test_upsert_is_idempotent_by_point_key(index: VectorIndex) -> None:
     index.upsert([pt("acme", "e1", "first draft of the plan", unit(0), seq=1)])
-    index.upsert([pt("acme", "e1", "final version of the plan", unit(0), seq=2)])
+    final = pt(
+        "acme",
+        "e1",
+        "final version of the plan",
+        unit(0),
+        seq=2,
+        metadata={"lang": "pt", "turn": 7, "urgent": False, "score": 0.25},
+        entity_keys=["joão", "ngozi adébáyọ̀"],
+    )
+    index.upsert([final])
     assert index.count() == 1
     (hit,) = index.query("acme", unit(0), "final version", limit=5)
     assert hit.point_key == "event:acme:e1"
-    assert hit.payload["seq"] == 2
-    assert "point_key" not in hit.payload  # payload comes back exactly as given
+    assert hit.payload == final.payload  # comes back exactly as given, types included
+    (recent,) = index.recent("acme", 5)
+    assert recent.payload == final.payload
     assert keys(index.query("acme", None, "draft", mode="sparse")) == []
 
 

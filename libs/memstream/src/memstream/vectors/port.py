@@ -58,15 +58,11 @@ def event_point_key(tenant: str, event_id: str) -> str:
     return f"event:{tenant}:{event_id}"
 
 
-def stored_hit(
-    stored: dict[str, Any] | None, score: float, hidden: tuple[str, ...] = ()
-) -> VectorHit:
-    """A hit from a payload as an adapter stored it (``point_key`` moved out, the adapter's
-    ``hidden`` fields dropped). Not validated again: it was written through ``upsert``, and
+def stored_hit(stored: dict[str, Any] | None, score: float) -> VectorHit:
+    """A hit from a payload as an adapter stored it (``point_key`` moved out). Not
+    validated again: it was written through ``upsert``, and
     validating a checkout's ~280 hits took a tenth of its time."""
     payload: dict[str, Any] = dict(stored or {})
-    for name in hidden:
-        payload.pop(name, None)
     key = cast(str, payload.pop("point_key"))
     return VectorHit.model_construct(point_key=key, score=score, payload=payload)
 
