@@ -35,6 +35,11 @@ from memstream.vectors.sparse import (
 
 DENSE = "dense"
 SPARSE = "bm25"
+# A sparse search whose filter leaves fewer points than this scores them one by one instead of
+# walking the query terms' postings, which hold every tenant's points: at 1M events a speaker
+# lane (~16k points) took 48 ms through the postings and 22 ms scored directly. Both are
+# exact; only the cost differs. A search-time setting: existing shards load with it.
+SPARSE_FULL_SCAN = 20_000
 # Each point's (tenant, kind) as one tenant-indexed keyword, and its speaker and entities
 # within that scope as another. On Edge's plain segments the filter's most selective condition
 # picks the points and every other condition is checked point by point (a dense scan of one
@@ -109,7 +114,11 @@ class EdgeVectorIndex:
     def _config(self) -> qe.EdgeConfig:
         return qe.EdgeConfig(
             vectors={DENSE: qe.EdgeVectorParams(size=self.dim, distance=qe.Distance.Cosine)},
-            sparse_vectors={SPARSE: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
+            sparse_vectors={
+                SPARSE: qe.EdgeSparseVectorParams(
+                    modifier=qe.Modifier.Idf, full_scan_threshold=SPARSE_FULL_SCAN
+                )
+            },
         )
 
     def _has_data(self) -> bool:
