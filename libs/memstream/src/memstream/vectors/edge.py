@@ -37,7 +37,7 @@ DENSE = "dense"
 SPARSE = "bm25"
 # A sparse search whose filter leaves fewer points than this scores them one by one instead of
 # walking the query terms' postings, which hold every tenant's points: at 1M events a speaker
-# lane (~16k points) took 48 ms through the postings and 22 ms scored directly. Both are
+# lane (~16k points) took 48 ms through the postings and 24-30 ms scored directly. Both are
 # exact; only the cost differs. A search-time setting: existing shards load with it.
 SPARSE_FULL_SCAN = 20_000
 # Each point's (tenant, kind) as one tenant-indexed keyword, and its speaker and entities
