@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import shutil
 import threading
 import uuid
 from collections.abc import Callable, Iterator
@@ -355,6 +356,34 @@ def test_entities_filter_keeps_points_naming_any_of_them(index: VectorIndex) -> 
         assert index.query(*q, mode=mode, entities=[]) == []
 
 
+def test_kind_with_person_filters_takes_any_key_text(index: VectorIndex) -> None:
+    """Checkout's lanes: kind plus a speaker or an entity, with keys as resolution makes them
+    (lower case, accents and combining marks kept, several words, "/" and ":" inside)."""
+    amara, user, team = "amara ọ̀kàfor-lindqvist", "user", "r&d/ops: east"
+    index.upsert(
+        [
+            pt("a", "e1", "kiln schedule", unit(0), actor_key=amara, entity_keys=[team]),
+            pt("a", "e2", "kiln schedule", unit(0), actor_key=user, entity_keys=[amara]),
+            pt("a", "e3", "kiln schedule", unit(0), actor_key="user 2", entity_keys=["user"]),
+            pt("a", "l1", "kiln schedule", unit(0), kind="latent", entity_keys=[amara]),
+            pt("b", "e4", "kiln schedule", unit(0), actor_key=amara, entity_keys=[amara]),
+        ]
+    )
+    q = ("a", unit(0), "kiln")
+    for mode in ("hybrid", "dense", "sparse"):
+        assert keys(index.query(*q, mode=mode, kinds=["event"], actors=[amara])) == ["e1"]
+        assert keys(index.query(*q, mode=mode, kinds=["event"], actors=[user])) == ["e2"]
+        assert keys(index.query(*q, mode=mode, kinds=["event"], entities=[amara])) == ["e2"]
+        assert keys(index.query(*q, mode=mode, kinds=["event"], entities=[team])) == ["e1"]
+        assert keys(index.query(*q, mode=mode, kinds=["event"], entities=["user"])) == ["e3"]
+        got = index.query(*q, mode=mode, kinds=["event", "latent"], entities=[amara])
+        assert sorted(keys(got)) == ["e2", "l1"]
+        both = index.query(*q, mode=mode, kinds=["event"], actors=[user], entities=[amara])
+        assert keys(both) == ["e2"]
+        assert index.query(*q, mode=mode, kinds=["event"], actors=[user], entities=[team]) == []
+        assert index.query(*q, mode=mode, kinds=["event"], actors=["ops"]) == []
+
+
 def test_a_batch_answers_each_search_as_query_would(index: VectorIndex) -> None:
     index.upsert(
         [
@@ -687,3 +716,36 @@ def test_edge_shard_written_before_scopes_filters_kinds_until_compacted(tmp_path
         assert "scope" not in hit.payload and "scoped_keys" not in hit.payload
     finally:
         index.close()
+
+
+def test_edge_refuses_payload_fields_it_uses_itself(tmp_path: Path) -> None:
+    index = EdgeVectorIndex(tmp_path / "edge" / "memories", "memories", DIM)
+    try:
+        for name in ("scope", "scoped_keys", "packed"):
+            with pytest.raises(ValueError, match=name):
+                index.upsert([pt("acme", "e1", "kiln", unit(0), **{name: "x"})])
+        assert index.count() == 0
+    finally:
+        index.close()
+
+
+@pytest.mark.parametrize("killed_after", ["old_set_aside", "fresh_in_place"])
+def test_edge_opens_whole_after_a_compaction_killed_between_renames(
+    tmp_path: Path, killed_after: str
+) -> None:
+    path = tmp_path / "edge" / "memories"
+    index = EdgeVectorIndex(path, "memories", DIM)
+    index.upsert([pt("acme", f"e{i}", f"kiln firing {i}", unit(i % DIM)) for i in range(5)])
+    index.close()
+    old = path.with_name("memories.old")
+    if killed_after == "old_set_aside":  # compact renamed the shard away and died
+        path.rename(old)
+    else:  # the fresh shard took its place; the old one was not removed yet
+        shutil.copytree(path, old)
+    reopened = EdgeVectorIndex(path, "memories", DIM)
+    try:
+        assert reopened.count("acme") == 5
+        assert keys(reopened.query("acme", unit(1), None, mode="dense", limit=1)) == ["e1"]
+        assert not old.exists()
+    finally:
+        reopened.close()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -55,6 +56,7 @@ SCOPED_FIELDS = ("actor_key", "entity_keys")  # the keyword filters that name a 
 # one JSON string. Edge converts a payload from Python value by value (2-5 µs a string, so
 # ~100 µs an event point, measured), and that was a quarter of the vector projector's time.
 PACKED = "packed"
+_RESERVED = frozenset({PACKED, SCOPE, SCOPED_KEYS})
 _FILTERED = frozenset(
     {"tenant", "event_id", "source_ids", TIME_FIELD, *KEYWORD_FIELDS, SCOPE, SCOPED_KEYS}
 )
@@ -124,6 +126,18 @@ class EdgeVectorIndex:
     def _has_data(self) -> bool:
         return self.path.is_dir() and any(self.path.iterdir())
 
+    def _recover(self) -> None:
+        """Finish or undo a compaction killed between its renames (see ``compact``): the old
+        shard is whole until the fresh one holds its place, so it comes back if none does."""
+        old = self.path.with_name(self.path.name + ".old")
+        if not old.exists():
+            return
+        if self._has_data():
+            shutil.rmtree(old)
+        else:
+            shutil.rmtree(self.path, ignore_errors=True)
+            old.rename(self.path)
+
     def ensure(self) -> None:
         """Open the shard, creating it (and its payload indexes) if missing."""
         self._open(create=True)
@@ -137,6 +151,7 @@ class EdgeVectorIndex:
                 raise RuntimeError(f"vector index {self.collection!r} is closed")
             if self._shard is not None:
                 return self._shard
+            self._recover()
             if self._has_data():
                 shard = qe.EdgeShard.load(str(self.path), self._config())
             elif create:
@@ -152,9 +167,9 @@ class EdgeVectorIndex:
     def _index_payload(shard: qe.EdgeShard) -> bool:
         """Create the payload indexes; True when every point has its scope (a shard written
         before scopes existed keeps filtering on tenant and kind until a ``compact``)."""
-        have = shard.info().payload_schema
-        empty = shard.count(qe.CountRequest(exact=True)) == 0
-        scoped = empty or (SCOPE in have and SCOPED_KEYS in have)
+        info = shard.info()
+        have = info.payload_schema
+        scoped = info.points_count == 0 or (SCOPE in have and SCOPED_KEYS in have)
         if scoped and SCOPE not in have:
             scope_params = qe.KeywordIndexParams(is_tenant=True)
             shard.update(qe.UpdateOperation.create_field_index(SCOPE, scope_params))
@@ -245,19 +260,12 @@ class EdgeVectorIndex:
             shard = self._open(create=False)
             if shard is None:
                 return 0
-            ids: list[qe.PointId] = []
-            offset: qe.PointId | None = None
-            while True:
-                request = qe.ScrollRequest(
-                    offset=offset,
-                    limit=self.batch_size,
-                    filter=qe.Filter(must=[_match("tenant", tenant)]),
-                    with_payload=True,
-                )
-                records, offset = shard.scroll(request)
-                ids += [r.id for r in records if value in _values(_loaded(r.payload).get(key))]
-                if offset is None:
-                    break
+            ids = [
+                r.id
+                for records in self._pages(shard, qe.Filter(must=[_match("tenant", tenant)]))
+                for r in records
+                if value in _values(_loaded(r.payload).get(key))
+            ]
             if ids:
                 shard.update(qe.UpdateOperation.delete_points(ids))
         return len(ids)
@@ -330,17 +338,28 @@ class EdgeVectorIndex:
             self._scoped = True
 
     def _copy(self, source: qe.EdgeShard, target: qe.EdgeShard) -> None:
-        offset: qe.PointId | None = None
-        while True:
-            request = qe.ScrollRequest(
-                offset=offset, limit=self.batch_size, with_payload=True, with_vector=True
-            )
-            records, offset = source.scroll(request)
+        for records in self._pages(source, None, vectors=True):
             points = [
                 qe.Point(r.id, r.vector or {}, _stored(_loaded(r.payload), None)) for r in records
             ]
             if points:
                 target.update(qe.UpdateOperation.upsert_points(points))
+
+    def _pages(
+        self, shard: qe.EdgeShard, flt: qe.Filter | None, *, vectors: bool = False
+    ) -> Iterator[list[qe.Record]]:
+        """Every point (matching ``flt``), with its payload, a page of ``batch_size`` at a time."""
+        offset: qe.PointId | None = None
+        while True:
+            request = qe.ScrollRequest(
+                offset=offset,
+                limit=self.batch_size,
+                filter=flt,
+                with_payload=True,
+                with_vector=vectors,
+            )
+            records, offset = shard.scroll(request)
+            yield records
             if offset is None:
                 return
 
@@ -531,6 +550,8 @@ def _hit(sp: qe.ScoredPoint) -> VectorHit:
 def _stored(payload: dict[str, Any], point_key: str | None) -> dict[str, Any]:
     """The payload as stored: the point's key (when given), its scope and scoped keys, and
     every field no filter reads packed into one string."""
+    if point_key is not None and (taken := _RESERVED & payload.keys()):
+        raise ValueError(f"{point_key}: payload fields {sorted(taken)} are the adapter's own")
     given = {**payload, "point_key": point_key} if point_key is not None else payload
     stored = {k: v for k, v in given.items() if k in _FILTERED}
     if packed := {k: v for k, v in given.items() if k not in _FILTERED}:
