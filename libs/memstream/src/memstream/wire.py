@@ -8,10 +8,25 @@ HTTP API validates strictly and these types put back what the schema allows.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Annotated, Any
+from functools import cache
+from typing import TYPE_CHECKING, Annotated, Any
 
-from pydantic import AwareDatetime, BeforeValidator, TypeAdapter, ValidationError
+from pydantic import (
+    AwareDatetime,
+    BeforeValidator,
+    Field,
+    GetCoreSchemaHandler,
+    GetJsonSchemaHandler,
+    PlainValidator,
+    TypeAdapter,
+    ValidationError,
+)
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import PydanticCustomError, core_schema
+from typing_extensions import TypeAliasType
 
 # RFC 3339 `date-time` (the JSON Schema format); the offset may be left out where noted.
 _RFC3339 = re.compile(r"(\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}):(\d{2})(\.\d+)?([Zz]|[+-]\d{2}:\d{2})?")
@@ -47,3 +62,188 @@ RfcTimestamp = Annotated[datetime, BeforeValidator(_rfc3339)]
 """An RFC 3339 date-time; without an offset it is read as UTC."""
 JsonInt = Annotated[int, BeforeValidator(_integral)]
 """A JSON integer: ``1`` or ``1.0``, never ``"1"`` or ``true`` (under strict validation)."""
+
+
+# -- what the stores can hold ------------------------------------------------------------------
+#
+# One rule for every text and id field, in every model that takes client input (the HTTP
+# routes, the MCP tools, the event payloads the sequencer validates), measured on the stores:
+# - FalkorDB: the falkordb client renders parameters into the query text, which the server
+#   reads as a C string. A NUL cuts the query short ("errMsg: Invalid input ... errCtx:
+#   CYPHER"), so the graph projector could never write that record, nor the batch around it.
+#   U+0001, ESC, DEL, U+0085, tab, newline, CR and 5 MB strings are stored and read back
+#   intact. It does not decode escapes in literals: a JSON string holding the six characters
+#   \u0000 (metadata, question families) is stored as written.
+# - No map with client-chosen keys reaches the graph (the client refuses a key holding a
+#   backtick): metadata and question families travel as JSON strings.
+# - Qdrant Edge stores NUL and every control character in payload strings and keyword
+#   filters (stream, agent), and 5 MB strings.
+# - A lone surrogate ("\ud800" is valid JSON) cannot be encoded as UTF-8: the falkordb client,
+#   orjson (outbox, archive, Kafka values) and Qdrant Edge's payload conversion all raise on
+#   it. pydantic refuses one in any ``str`` field (a JSON parse error, or ``string_unicode``
+#   from Python); ``storable_json`` checks the strings nested in free-form values.
+# So free text refuses NUL only (tabs, newlines and ESC in tool output are legitimate); ids
+# refuse every control character (C0, DEL, C1): they are printed, logged and sent in paths.
+
+_NUL = ((0x00, 0x00),)
+_CONTROL = ((0x00, 0x1F), (0x7F, 0x9F))
+
+
+def _char_class(ranges: tuple[tuple[int, int], ...]) -> str:
+    return "".join(f"\\x{lo:02x}" if lo == hi else f"\\x{lo:02x}-\\x{hi:02x}" for lo, hi in ranges)
+
+
+@dataclass(frozen=True)
+class Refused:
+    """``Annotated[str, Field(...), Refused(...)]``: refuses strings holding characters in
+    ``ranges`` (code point ranges), and publishes the rule as the JSON Schema ``pattern``.
+
+    Place it after the length constraints (pydantic applies ``Field`` limits written after a
+    validator as a generic check with a misleading message). On a ``dict`` it checks the keys
+    (``propertyNames`` in the schema); on a union it checks the value when it is a string.
+    """
+
+    ranges: tuple[tuple[int, int], ...]
+    why: str
+
+    @property
+    def pattern(self) -> str:
+        """The same rule as an ECMA-262 regex (what JSON Schema and OpenAPI read)."""
+        return f"^[^{_char_class(self.ranges)}]*$"
+
+    def first(self, value: str) -> int:
+        """Index of the first refused character of ``value``, or -1."""
+        if len(self.ranges) == 1 and self.ranges[0][0] == self.ranges[0][1]:
+            return value.find(chr(self.ranges[0][0]))  # memchr: ~1000x a regex on 200 KB
+        found = _regex(self.ranges).search(value)
+        return found.start() if found else -1
+
+    def check(self, value: Any) -> Any:
+        """``value`` if it holds no refused character (its keys, for a dict)."""
+        texts = enumerate(value) if isinstance(value, dict) else ((None, value),)
+        for key, text in texts:
+            if isinstance(text, str) and (at := self.first(text)) >= 0:
+                raise PydanticCustomError(
+                    "string_refused_character",
+                    "{which}holds U+{code} at index {index}: {why}",
+                    {
+                        "which": "" if key is None else f"key {key} ",
+                        "code": f"{ord(text[at]):04X}",
+                        "index": at,
+                        "why": self.why,
+                    },
+                )
+        return value
+
+    def __get_pydantic_core_schema__(
+        self, source: Any, handler: GetCoreSchemaHandler
+    ) -> core_schema.CoreSchema:
+        return core_schema.no_info_after_validator_function(self.check, handler(source))
+
+    def __get_pydantic_json_schema__(
+        self, schema: core_schema.CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        out = handler(schema)
+        for branch in out.get("anyOf", [out]):
+            if branch.get("type") == "string":
+                branch["pattern"] = self.pattern
+            elif branch.get("type") == "object":
+                branch["propertyNames"] = {"pattern": self.pattern}
+        return out
+
+
+@cache
+def _regex(ranges: tuple[tuple[int, int], ...]) -> re.Pattern[str]:
+    return re.compile(f"[{_char_class(ranges)}]")
+
+
+STORABLE = Refused(_NUL, "no store can hold NUL")
+PRINTABLE = Refused(_CONTROL, "ids take no control characters")
+MAX_ID_LENGTH = 200
+
+Text = Annotated[str, STORABLE]
+"""Free text: anything a store can hold (everything but NUL)."""
+ItemId = Annotated[str, Field(min_length=1, max_length=MAX_ID_LENGTH), PRINTABLE]
+"""The one id type every route, tool and payload takes: event, fact (``<event id>#n``),
+artifact, packet, proposal, task and agent ids. Printable (no C0, DEL or C1), 1 to 200
+characters; accented, CJK and emoji characters are fine. Ids that become Kafka keys or file
+names (event ids, tenants, streams) keep their narrower patterns, which this rule contains."""
+
+
+Loc = tuple[str | int, ...]
+
+
+def strings(value: Any) -> Iterator[tuple[Loc, str, bool]]:
+    """Every string in a JSON value with its location and whether it is a key (a key's
+    location ends with it), depth first in document order."""
+    pending: list[tuple[Loc, Any, bool]] = [((), value, False)]
+    while pending:
+        loc, item, is_key = pending.pop()
+        inner: list[tuple[Loc, Any, bool]] = []
+        if isinstance(item, dict):
+            for key, nested in item.items():
+                inner += [((*loc, key), key, True), ((*loc, key), nested, False)]
+        elif isinstance(item, list | tuple):
+            inner = [((*loc, i), nested, False) for i, nested in enumerate(item)]
+        elif isinstance(item, str):
+            yield loc, item, is_key
+        pending += reversed(inner)
+
+
+def unstorable(text: str) -> str | None:
+    """Why no store can hold ``text`` (a NUL, a lone surrogate), or None."""
+    at = STORABLE.first(text)
+    if at >= 0:
+        return f"holds U+0000 at index {at}: {STORABLE.why}"
+    return lone_surrogate(text)
+
+
+def lone_surrogate(text: str) -> str | None:
+    """What is wrong with ``text`` if it holds a lone surrogate (it cannot be UTF-8), or None."""
+    if text.isascii():
+        return None
+    try:
+        text.encode()
+    except UnicodeEncodeError as exc:
+        return f"holds a lone surrogate at index {exc.start}: text must be valid Unicode"
+    return None
+
+
+def storable_json(value: Any) -> Any:
+    """A free-form JSON value (tool arguments and output) whose strings and keys a store can
+    hold; other values pass as they are. The message names the offending place."""
+    for loc, text, is_key in strings(value):
+        problem = unstorable(text)
+        if problem is not None:
+            where = "".join(f"[{_short(part)}]" for part in loc)
+            where = f"the key of {where}" if is_key else where
+            raise PydanticCustomError(
+                "json_refused_character",
+                "{where} {problem}",
+                {"where": where or "the value", "problem": problem},
+            )
+    return value
+
+
+def _short(part: str | int) -> str:
+    text = repr(part)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+if TYPE_CHECKING:  # mypy reads no recursive TypeAliasType; pydantic needs one
+    JsonValue = str | int | float | bool | list["JsonValue"] | dict[str, "JsonValue"] | None
+else:
+    JsonValue = TypeAliasType(
+        "JsonValue",
+        Annotated[str, STORABLE]
+        | int
+        | float
+        | bool
+        | list["JsonValue"]
+        | Annotated[dict[str, "JsonValue"], STORABLE]
+        | None,
+    )
+"""The published shape of a free-form JSON value under the storable rule (schema only)."""
+StorableJson = Annotated[Any, PlainValidator(storable_json, json_schema_input_type=JsonValue)]
+"""Free-form JSON (tool arguments and output), checked by one walk: a union per nested value
+would report every member's mismatch for one NUL."""

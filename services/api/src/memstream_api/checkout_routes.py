@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Request, status
+from fastapi import Path as PathParam
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from memstream.checkout.model import Candidate, CheckoutPacket
 from memstream.checkout.packet import render_gathered, render_json, render_markdown
@@ -16,6 +17,7 @@ from memstream.checkout.service import (
     RecallRequest,
     UnknownItem,
 )
+from memstream.wire import ItemId
 from starlette.concurrency import run_in_threadpool
 
 from memstream_api.auth import Tenant
@@ -97,7 +99,11 @@ async def recall(body: RecallRequest, request: Request, tenant: Tenant) -> dict[
         **READ_RESPONSES,
     },
 )
-async def lineage(item_id: str, request: Request, tenant: Tenant) -> Lineage | JSONResponse:
+async def lineage(
+    item_id: Annotated[ItemId, PathParam(description="an event, fact, artifact or packet id")],
+    request: Request,
+    tenant: Tenant,
+) -> Lineage | JSONResponse:
     try:
         return await run_in_threadpool(checkout_service(request).lineage, tenant, item_id)
     except UnknownItem:

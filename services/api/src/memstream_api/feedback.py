@@ -12,6 +12,7 @@ from memstream.checkout.service import CheckoutService
 from memstream.events.envelope import MemoryFeedback, StreamName
 from memstream.events.payloads import MemoryFeedbackPayload
 from memstream.learning.metrics import FEEDBACK_EVENTS
+from memstream.wire import STORABLE, ItemId
 from pydantic import BaseModel, ConfigDict, Field
 
 from memstream_api.auth import Tenant
@@ -19,8 +20,6 @@ from memstream_api.errors import AUTH, BODY, ErrorBody, unavailable
 from memstream_api.ingest import COMPONENT, DEFAULT_AGENT, DeliveryErrorBody, deliver
 
 router = APIRouter(tags=["learning"])
-
-ItemId = Annotated[str, Field(min_length=1, max_length=200)]
 
 
 class FeedbackIn(BaseModel):
@@ -35,7 +34,7 @@ class FeedbackIn(BaseModel):
     packet_id: ItemId | None = Field(
         default=None, description="the packet the memories came from (its question counts)"
     )
-    reason: str | None = Field(default=None, max_length=2000)
+    reason: Annotated[str, Field(max_length=2000), STORABLE] | None = None
     stream: StreamName = Field(default="feedback", description="the ledger stream it goes to")
 
 

@@ -18,9 +18,10 @@ from fastapi import Path as PathParam
 from fastapi.responses import Response
 from memstream.checkout.service import NoProjection
 from memstream.events.envelope import MemoryInvalidate, StreamName
-from memstream.events.payloads import MemoryInvalidatePayload
+from memstream.events.payloads import MemoryInvalidatePayload, Reason
 from memstream.graph.port import GraphStore, InvalidationEntry
 from memstream.learning.metrics import INVALIDATIONS
+from memstream.wire import ItemId
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
@@ -31,7 +32,6 @@ from memstream_api.ingest import COMPONENT, DEFAULT_AGENT, DeliveryErrorBody, de
 
 router = APIRouter(tags=["learning"])
 
-ItemId = Annotated[str, Field(min_length=1, max_length=200)]
 Status = Literal["proposed", "accepted", "rejected"]
 DELIVERY = unavailable(
     "not accepted (spool full, Kafka did not acknowledge, or the key store is unreadable); "
@@ -45,13 +45,13 @@ class InvalidateIn(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True)
     target_ids: list[ItemId] = Field(min_length=1, max_length=200)
-    reason: str = Field(min_length=1, max_length=2000, description="why they are wrong")
+    reason: Reason = Field(description="why they are wrong")
     stream: StreamName = Field(default="invalidations", description="the ledger stream")
 
 
 class DecisionIn(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
-    reason: str | None = Field(default=None, min_length=1, max_length=2000)
+    reason: Reason | None = None
     stream: StreamName = Field(default="invalidations", description="the ledger stream")
 
 
@@ -170,7 +170,7 @@ def _out(e: InvalidationEntry) -> InvalidationOut:
     )
 
 
-ProposalId = Annotated[str, PathParam(min_length=1, max_length=200)]
+ProposalId = Annotated[ItemId, PathParam(description="the proposal's memory.invalidate event id")]
 DECIDE_RESPONSES = {
     **BODY,
     **READ_RESPONSES,

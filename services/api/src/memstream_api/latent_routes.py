@@ -7,6 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request
 from memstream.checkout.search import SearchRequest, SearchResult
 from memstream.checkout.service import NoProjection
+from memstream.events.envelope import StreamName
 from memstream.latent.model import ArtifactType, LatentArtifact
 from pydantic import BaseModel
 from starlette.concurrency import run_in_threadpool
@@ -39,9 +40,7 @@ async def latents(
         list[ArtifactType] | None,
         Query(alias="type", description="only these artifact types (repeat for several)"),
     ] = None,
-    stream: Annotated[
-        str | None, Query(max_length=128, description="only episodes of this stream")
-    ] = None,
+    stream: Annotated[StreamName | None, Query(description="only episodes of this stream")] = None,
     include_stale: Annotated[
         bool, Query(description="also artifacts whose sources were superseded or purged")
     ] = False,

@@ -27,6 +27,8 @@ from memstream.ledger.purge import is_purged
 from memstream.projection.names import entity_key, name_forms, names_in
 from memstream.summarize.cache import SummaryCache
 from memstream.vectors.port import VectorIndex
+from memstream.wire import STORABLE
+from pydantic import Field
 from starlette.concurrency import run_in_threadpool
 
 from memstream_api.auth import Tenant
@@ -40,7 +42,10 @@ NAMED_CANDIDATES = 200  # the most a recall returns
 BACKGROUND_WATCH_S = 3600.0  # after an hour the purge is left to the alert, not this thread
 
 Subject = Annotated[
-    str, PathParam(min_length=1, max_length=500, description="a name as written in memory")
+    str,
+    Field(min_length=1, max_length=500),
+    STORABLE,
+    PathParam(description="a name as written in memory"),
 ]
 Check = Callable[[], dict[str, bool]]
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -25,7 +26,7 @@ from memstream.projection.latents import LATENT_KIND
 from memstream.projection.model import FactView, VectorHit
 from memstream.times import as_utc, iso_utc
 from memstream.vectors.port import VectorIndex
-from memstream.wire import JsonInt, RfcTimestamp
+from memstream.wire import STORABLE, JsonInt, RfcTimestamp
 
 # Event hits whose facts the fact altitude ranks, per fact asked for (and at least).
 FACT_POOL_PER_HIT = 5
@@ -37,7 +38,7 @@ class SearchRequest(BaseModel):
     """``POST /v1/search``."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
-    query: str = Field(min_length=1, max_length=2000)
+    query: Annotated[str, Field(min_length=1, max_length=2000), STORABLE]
     altitude: Altitude = Field(
         default="event", description="event | fact | episode | latent: what kind of item to find"
     )

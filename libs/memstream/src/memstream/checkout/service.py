@@ -9,7 +9,7 @@ from collections.abc import Callable
 from collections.abc import Set as AbstractSet
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -26,6 +26,7 @@ from memstream.checkout.search import Searcher, SearchHit, SearchRequest
 from memstream.checkout.synthesis import synthesize
 from memstream.embed.port import Embedder
 from memstream.embed.registry import get_embedder
+from memstream.events.envelope import StreamName
 from memstream.events.payloads import QuestionFamily
 from memstream.graph.port import GraphStore
 from memstream.latent.model import LatentArtifact, Purpose, is_artifact_id
@@ -45,13 +46,14 @@ from memstream.projection.model import EventRecord, InvalidationRecord, SourceRe
 from memstream.projection.versions import FileProjectionRegistry, VersionInfo
 from memstream.times import as_utc, iso_utc
 from memstream.vectors.port import VectorIndex
-from memstream.wire import JsonInt, RfcTimestamp
+from memstream.wire import STORABLE, ItemId, JsonInt, RfcTimestamp
 
 Format = Literal["json", "markdown", "gathered"]
 # With a purpose, 1/WEAVE_SHARE of max_tokens is kept free for the weave (more if unused).
 WEAVE_SHARE = 4
 # The source refs of an artifact that a packet or a weave cites; lineage reads them all.
 CITED_REFS = max(ITEM_REFS, WEAVE_REFS)
+Question = Annotated[str, Field(min_length=1, max_length=4000), STORABLE]
 
 
 class CheckoutRequest(BaseModel):
@@ -59,16 +61,16 @@ class CheckoutRequest(BaseModel):
 
     # strict: no "10" for 10 (see memstream.wire); the published schema says so
     model_config = ConfigDict(extra="forbid", strict=True)
-    query: str = Field(min_length=1, max_length=4000)
+    query: Question
     as_of: RfcTimestamp | None = None
     max_tokens: JsonInt = Field(default=1500, ge=64, le=64_000)
     k: JsonInt = Field(default=10, ge=1, le=100)
     purpose: Purpose | None = Field(
         default=None, description="adds a memory weave for this reasoning step (prospective pass)"
     )
-    stream: str | None = Field(default=None, max_length=128)
-    task_id: str | None = Field(
-        default=None, max_length=200, description="the task this checkout serves (for learning)"
+    stream: StreamName | None = None
+    task_id: ItemId | None = Field(
+        default=None, description="the task this checkout serves (for learning)"
     )
     format: Format = "json"
     episodes: bool | None = Field(
@@ -82,9 +84,9 @@ class RecallRequest(BaseModel):
     """``POST /v1/recall``."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
-    query: str = Field(min_length=1, max_length=4000)
+    query: Question
     k: JsonInt = Field(default=10, ge=1, le=200)
-    stream: str | None = Field(default=None, max_length=128)
+    stream: StreamName | None = None
     mode: Literal["fused", "hybrid", "dense", "sparse"] = Field(
         default="fused", description="fused = every lane; the others = one vector-index lane"
     )

@@ -10,11 +10,11 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter
 
 from memstream.events.payloads import (
     FactAssertedPayload,
-    JsonScalar,
     MemoryFeedbackPayload,
     MemoryInvalidatePayload,
     MemoryPurgePayload,
     MessagePayload,
+    Metadata,
     ObservationPayload,
     PreferenceSetPayload,
     TaskOutcomePayload,
@@ -22,6 +22,7 @@ from memstream.events.payloads import (
     ToolCallPayload,
     ToolResultPayload,
 )
+from memstream.wire import PRINTABLE, ItemId
 
 SCHEMA_VERSION: Literal[1] = 1
 # Tenants and streams become Kafka keys ("tenant/stream") and file names.
@@ -32,6 +33,8 @@ ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@/-]{0,127}$"
 Tenant = Annotated[str, Field(pattern=TENANT_PATTERN)]
 StreamName = Annotated[str, Field(pattern=STREAM_PATTERN)]
 EventId = Annotated[str, Field(pattern=ID_PATTERN)]
+# What a client may send as ``agent``: empty counts as left out (the default agent).
+Agent = Annotated[str, Field(max_length=200), PRINTABLE]
 
 
 class Security(BaseModel):
@@ -51,12 +54,12 @@ class Envelope(BaseModel):
     id: EventId
     tenant: Tenant
     stream: StreamName
-    agent: str = Field(min_length=1, max_length=200)
+    agent: ItemId
     occurred_at: AwareDatetime
     parent_id: EventId | None = None
     caused_by: list[EventId] = Field(default_factory=list)
     security: Security = Field(default_factory=Security)
-    metadata: dict[str, JsonScalar] = Field(default_factory=dict)
+    metadata: Metadata = Field(default_factory=dict)
     schema_version: Literal[1] = SCHEMA_VERSION
 
     @property
@@ -172,14 +175,14 @@ class EventIn(BaseModel):
     id: EventId | None = None
     tenant: Tenant | None = None
     stream: StreamName
-    agent: str | None = None
+    agent: Agent | None = None
     type: str
     occurred_at: AwareDatetime | None = None
     payload: dict[str, Any]
     parent_id: EventId | None = None
     caused_by: list[EventId] = Field(default_factory=list)
     security: Security = Field(default_factory=Security)
-    metadata: dict[str, JsonScalar] = Field(default_factory=dict)
+    metadata: Metadata = Field(default_factory=dict)
     schema_version: Literal[1] = SCHEMA_VERSION
 
     def complete(self, tenant: str, now: datetime | None = None, agent: str = "unknown") -> Event:

@@ -19,6 +19,7 @@ from pydantic import (
 
 from memstream.events.envelope import (
     SCHEMA_VERSION,
+    Agent,
     Event,
     EventId,
     Security,
@@ -28,10 +29,10 @@ from memstream.events.envelope import (
 )
 from memstream.events.payloads import (
     FactAssertedPayload,
-    JsonScalar,
     MemoryFeedbackPayload,
     MemoryInvalidatePayload,
     MessagePayload,
+    Metadata,
     ObservationPayload,
     PreferenceSetPayload,
     TaskOutcomePayload,
@@ -50,12 +51,12 @@ class InboundEnvelope(BaseModel):
     id: EventId | None = Field(default=None, description="idempotency key; generated if absent")
     tenant: Tenant | None = Field(default=None, description="must be the API key's tenant")
     stream: StreamName
-    agent: Annotated[str, Field(max_length=200)] | None = None
+    agent: Agent | None = None
     occurred_at: RfcDatetime | None = Field(default=None, description="default: now")
     parent_id: EventId | None = None
     caused_by: list[EventId] = Field(default_factory=list)
     security: Security = Field(default_factory=Security)
-    metadata: dict[str, JsonScalar] = Field(default_factory=dict)
+    metadata: Metadata = Field(default_factory=dict)
     # Not Literal[1]: that lets JSON `true` through, which the schema forbids.
     schema_version: JsonInt = Field(default=SCHEMA_VERSION, ge=SCHEMA_VERSION, le=SCHEMA_VERSION)
 

@@ -15,9 +15,12 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
+from memstream.events.envelope import StreamName
+from memstream.events.payloads import Body, Reason
 from memstream.latent.model import Altitude, Purpose
 from memstream.mcpserver.backend import MemoryBackend, drop_none
 from memstream.mcpserver.metrics import tool_metrics
+from memstream.wire import STORABLE, ItemId
 
 BackendFor = Callable[[Context], AbstractAsyncContextManager[MemoryBackend]]
 
@@ -37,9 +40,15 @@ episodes and other derived views on top.
 READ = ToolAnnotations(readOnlyHint=True, openWorldHint=False)
 WRITE = ToolAnnotations(readOnlyHint=False, destructiveHint=False, openWorldHint=False)
 
-Query = Annotated[str, Field(min_length=1, max_length=4000, description="the question, as asked")]
+# The tools take the HTTP routes' types (memstream.wire): a refusal names the argument.
+Query = Annotated[
+    Annotated[str, Field(min_length=1, max_length=4000), STORABLE],
+    Field(description="the question, as asked"),
+]
 AsOf = Annotated[str | None, Field(description="ISO 8601 time to answer as of (default: now)")]
-StreamArg = Annotated[str | None, Field(description="only this stream (default: every stream)")]
+StreamArg = Annotated[
+    StreamName | None, Field(description="only this stream (default: every stream)")
+]
 
 
 TOOLS = frozenset(
@@ -72,7 +81,7 @@ def _read_tools(server: MCPServer, backend_for: BackendFor) -> None:
             Field(description="what the context is for; adds a memory weave of derived context"),
         ] = None,
         task_id: Annotated[
-            str | None, Field(description="the task this serves; its outcome teaches memory")
+            ItemId | None, Field(description="the task this serves; its outcome teaches memory")
         ] = None,
         as_of: AsOf = None,
         stream: StreamArg = None,
@@ -138,7 +147,7 @@ def _read_tools(server: MCPServer, backend_for: BackendFor) -> None:
 
     @server.tool(annotations=READ)
     async def lineage(
-        item_id: Annotated[str, Field(min_length=1, description="an event, fact or artifact id")],
+        item_id: Annotated[ItemId, Field(description="an event, fact or artifact id")],
         ctx: Context,
     ) -> dict[str, Any]:
         """Where an item comes from: its sources one hop up and the ledger events (leaves)
@@ -178,17 +187,17 @@ def _llm_tools(server: MCPServer, backend_for: BackendFor) -> None:
 def _write_tools(server: MCPServer, backend_for: BackendFor) -> None:
     @server.tool(annotations=WRITE)
     async def remember(
-        text: Annotated[str, Field(min_length=1, description="what to remember, in plain words")],
+        text: Annotated[Body, Field(description="what to remember, in plain words")],
         ctx: Context,
         stream: Annotated[
-            str, Field(description="the conversation or task stream it belongs to")
+            StreamName, Field(description="the conversation or task stream it belongs to")
         ] = "mcp",
         type: Annotated[
             Literal["observation", "message.user", "message.assistant"],
             Field(description="observation: something noticed; message.*: a conversation turn"),
         ] = "observation",
         agent: Annotated[
-            str | None, Field(description="who said or noticed it (default: the key's agent)")
+            ItemId | None, Field(description="who said or noticed it (default: the key's agent)")
         ] = None,
         occurred_at: Annotated[
             str | None, Field(description="ISO 8601 time it happened (default: now)")
@@ -213,14 +222,15 @@ def _write_tools(server: MCPServer, backend_for: BackendFor) -> None:
     @server.tool(annotations=WRITE)
     async def feedback(
         target_ids: Annotated[
-            list[str], Field(min_length=1, description="ids of memories from a packet or recall")
+            list[ItemId],
+            Field(min_length=1, description="ids of memories from a packet or recall"),
         ],
         signal: Annotated[float, Field(ge=-1.0, le=1.0, description="-1 misled .. +1 helped")],
         ctx: Context,
         packet_id: Annotated[
-            str | None, Field(description="the checkout packet they came from")
+            ItemId | None, Field(description="the checkout packet they came from")
         ] = None,
-        reason: Annotated[str | None, Field(max_length=2000)] = None,
+        reason: Annotated[str, Field(max_length=2000), STORABLE] | None = None,
     ) -> dict[str, Any]:
         """Tell memory which items helped (+1) or misled (-1) after you used them; future
         checkouts for similar questions re-order by it. Returns the feedback event's id."""
@@ -237,10 +247,10 @@ def _write_tools(server: MCPServer, backend_for: BackendFor) -> None:
     @server.tool(annotations=WRITE)
     async def invalidate(
         target_ids: Annotated[
-            list[str],
+            list[ItemId],
             Field(min_length=1, description="fact ids, or event ids (the event and its facts)"),
         ],
-        reason: Annotated[str, Field(min_length=1, max_length=2000, description="why wrong")],
+        reason: Annotated[Reason, Field(description="why wrong")],
         ctx: Context,
     ) -> dict[str, Any]:
         """Say memories are wrong (not merely unhelpful: use feedback for that). Facts are

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from memstream.wire import JsonInt, RfcTimestamp
+from memstream.events.envelope import StreamName
+from memstream.wire import STORABLE, JsonInt, RfcTimestamp
 
 
 class SummarizeRequest(BaseModel):
@@ -14,7 +15,7 @@ class SummarizeRequest(BaseModel):
 
     # strict: no "10" for 10 (see memstream.wire), as every other request model
     model_config = ConfigDict(extra="forbid", strict=True)
-    query: str = Field(min_length=1, max_length=4000)
+    query: Annotated[str, Field(min_length=1, max_length=4000), STORABLE]
     max_tokens: JsonInt = Field(default=500, ge=16, le=4096, description="synthesis budget")
     k: JsonInt = Field(default=10, ge=1, le=50, description="candidates recalled")
     include_citations: bool = Field(
@@ -23,7 +24,7 @@ class SummarizeRequest(BaseModel):
     force_refresh: bool = Field(
         default=False, description="bypass the summary cache (and refresh its entry)"
     )
-    stream: str | None = Field(default=None, max_length=128)
+    stream: StreamName | None = None
     as_of: RfcTimestamp | None = None
 
 
