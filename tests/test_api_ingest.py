@@ -175,15 +175,19 @@ def test_oversized_batch_is_413(api: Api) -> None:
 
 
 def test_body_over_the_byte_limit_is_413(topics: str, tmp_path: Path) -> None:
-    settings = Settings(data_dir=tmp_path)
+    settings = Settings(data_dir=tmp_path, api_max_ingest_body_bytes=1000)
     key = KeyStore.from_settings(settings).create("acme")
-    with TestClient(create_app(settings, topics, max_body_bytes=1000)) as client:
+    refused = _value(EVENTS_REJECTED, component="api", reason="too_large")
+    with TestClient(create_app(settings, topics)) as client:
         r = client.post(
             "/v1/events",
             json=_msg("s", "x" * 2000),
             headers={"Authorization": f"Bearer {key}"},
         )
-    assert r.status_code == 413
+        assert r.status_code == 413 and "1000 bytes" in r.json()["detail"]
+        # The ingest limit is the ingest route's: other routes have their own.
+        assert client.post("/v1/recall", json={"query": "x" * 900}).status_code == 401
+    assert _value(EVENTS_REJECTED, component="api", reason="too_large") - refused == 1
 
 
 def test_healthz_metrics_and_openapi(api: Api) -> None:

@@ -57,6 +57,19 @@ class Settings(BaseSettings):
     outbox_ack_wait_s: float = Field(
         default=5.0, gt=0, description="how long a request waits for Kafka once spooled"
     )
+    # HTTP API limits, applied before routing, authentication and body parsing (413 / 408)
+    api_max_body_bytes: int = Field(
+        default=1 << 20, ge=1, description="request body limit of every route but ingest"
+    )
+    api_max_ingest_body_bytes: int = Field(
+        default=64 << 20, ge=1, description="request body limit of POST /v1/events and /mcp"
+    )
+    api_header_timeout_s: float = Field(
+        default=10.0, gt=0, description="a request's headers must be in this long after it starts"
+    )
+    api_body_timeout_s: float = Field(
+        default=30.0, gt=0, description="longest pause inside a request body before it is refused"
+    )
     consumer_session_timeout_ms: int = 6000
     batch_size: int = Field(default=2000, ge=1)
     batch_wait_s: float = Field(default=0.05, gt=0)

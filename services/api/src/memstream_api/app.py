@@ -35,6 +35,8 @@ from memstream_api import (
     summarize_routes,
 )
 from memstream_api.http_metrics import HttpMetrics
+from memstream_api.limits import BodyGuard
+from memstream_api.mcp_endpoint import PATH as MCP_PATH
 from memstream_api.mcp_endpoint import mount_mcp
 from memstream_api.outbox import Outbox
 from memstream_api.producing import BatchProducer
@@ -57,7 +59,6 @@ def create_app(
     bootstrap: str,
     *,
     max_batch: int = ingest.MAX_BATCH,
-    max_body_bytes: int = ingest.MAX_BODY_BYTES,
     producer_overrides: dict[str, Any] | None = None,
     project_vectors: bool = False,
 ) -> FastAPI:
@@ -101,13 +102,26 @@ def create_app(
                 await run_in_threadpool(outbox.stop)
             await run_in_threadpool(producer.close)
 
-    app = FastAPI(title="memstream", version="0.1.0", description=DESCRIPTION, lifespan=lifespan)
+    app = FastAPI(
+        title="memstream",
+        version="0.1.0",
+        description=DESCRIPTION,
+        lifespan=lifespan,
+        responses=errors.LIMITS,
+    )
     app.state.settings = settings
     app.state.bootstrap = bootstrap
     app.state.keys = KeyStore.from_settings(settings)
     app.state.max_batch = max_batch
-    app.state.max_body_bytes = max_body_bytes
-    app.add_middleware(HttpMetrics, component=COMPONENT)
+    ingest_limit = settings.api_max_ingest_body_bytes
+    app.add_middleware(
+        BodyGuard,
+        default=settings.api_max_body_bytes,
+        limits={ingest.PATH: ingest_limit, MCP_PATH: ingest_limit},
+        stall_s=settings.api_body_timeout_s,
+        on_too_large=ingest.count_too_large,
+    )
+    app.add_middleware(HttpMetrics, component=COMPONENT)  # outermost: it times refusals too
     ingest.init_metrics()
     feedback.init_metrics()
     invalidate_routes.init_metrics()
@@ -120,7 +134,7 @@ def create_app(
     app.include_router(summarize_routes.router)
     app.include_router(purge_routes.router)
     app.state.pending_purges = PendingPurges(COMPONENT)
-    mcp_sessions = mount_mcp(app, settings.api_host, COMPONENT)
+    mcp_sessions = mount_mcp(app, settings.api_host, COMPONENT, ingest_limit)
 
     @app.exception_handler(GraphUnavailable)
     async def graph_down(_request: Request, exc: GraphUnavailable) -> JSONResponse:

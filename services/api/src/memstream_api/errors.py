@@ -67,6 +67,12 @@ AUTH: dict[int | str, dict[str, Any]] = {
     **unavailable("the API key store cannot be read; try again"),
 }
 
+# What every operation can answer before it runs (memstream_api.limits, .connections).
+LIMITS: dict[int | str, dict[str, Any]] = {
+    408: {"model": ErrorBody, "description": "the request's headers or body came too slowly"},
+    413: {"model": ErrorBody, "description": "the request body exceeds the route's limit"},
+}
+
 # FastAPI's validation of parameters and body models (see `request_invalid`).
 INVALID: dict[int | str, dict[str, Any]] = {
     422: {"model": RequestErrorBody, "description": "the body or a parameter is invalid"},

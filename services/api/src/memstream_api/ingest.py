@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Iterator
 from typing import Any
@@ -12,6 +13,7 @@ from fastapi.responses import JSONResponse, Response
 from memstream.events import EVENT_TYPES, Event, InboundEvent, parse_inbound
 from memstream.kafka.produce import DeliveryFailed
 from memstream.metrics import EVENTS_RECEIVED, EVENTS_REJECTED
+from memstream.wire import lone_surrogate, strings
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from memstream_api.auth import Tenant
@@ -23,8 +25,8 @@ COMPONENT = "api"
 log = logging.getLogger(__name__)
 DEFAULT_AGENT = "api"
 PURGE = "memory.purge"  # refused here: DELETE /v1/subjects/{subject} plans and writes it
+PATH = "/v1/events"
 MAX_BATCH = 10_000
-MAX_BODY_BYTES = 64 * 1024 * 1024
 # Enough to fix a batch in one round trip without echoing 10k copies of one mistake.
 MAX_REPORTED_ERRORS = 50
 
@@ -111,32 +113,27 @@ def _field(loc: tuple[int | str, ...]) -> str:
 def _field_errors(exc: ValidationError, batch: bool) -> Iterator[FieldError]:
     for e in exc.errors(include_url=False):
         loc = tuple(e["loc"])
-        index = 0
-        if batch and len(loc) >= 2 and loc[0] == "events" and isinstance(loc[1], int):
-            index, loc = loc[1], loc[2:]
         if e["type"] in ("union_tag_invalid", "union_tag_not_found"):
-            loc = ("type",)
-        elif loc and loc[0] in EVENT_TYPES:
-            loc = loc[1:]  # the discriminator tag pydantic puts first is not a field
-        yield FieldError(index=index, field=_field(loc), message=e["msg"], type=e["type"])
+            loc = (*loc[:2], "type") if batch else ("type",)
+        yield from _located(loc, e["msg"], e["type"], batch)
 
 
-async def _read_body(request: Request, limit: int) -> bytes:
-    declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limit:
-        raise _body_too_large(limit)
-    chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise _body_too_large(limit)
-        chunks.append(chunk)
-    return b"".join(chunks)
+def _located(
+    loc: tuple[int | str, ...], message: str, kind: str, batch: bool
+) -> Iterator[FieldError]:
+    """One error at ``loc`` (from the body's root) as the event index and its field."""
+    index = 0
+    if batch and len(loc) >= 2 and loc[0] == "events" and isinstance(loc[1], int):
+        index, loc = loc[1], loc[2:]
+    if loc and loc[0] in EVENT_TYPES:
+        loc = loc[1:]  # the discriminator tag pydantic puts first is not a field
+    yield FieldError(index=index, field=_field(loc), message=message, type=kind)
 
 
-def _body_too_large(limit: int) -> _Rejected:
-    reason = f"request body exceeds {limit} bytes; split the batch"
-    return _Rejected(_error(status.HTTP_413_CONTENT_TOO_LARGE, reason), "too_large", 1)
+def count_too_large(path: str) -> None:
+    """The body limit (``memstream_api.limits``) refused a request to ``path`` unread."""
+    if path == PATH:
+        EVENTS_REJECTED.labels(component=COMPONENT, reason="too_large").inc()
 
 
 def _items(body: bytes, max_batch: int) -> tuple[list[Any], bool]:
@@ -144,8 +141,7 @@ def _items(body: bytes, max_batch: int) -> tuple[list[Any], bool]:
     try:
         doc = pydantic_core.from_json(body)
     except ValueError as exc:
-        reason = f"body is not valid JSON: {exc}"
-        raise _Rejected(_error(UNPROCESSABLE, reason, errors=[]), "malformed", 1) from exc
+        raise _Rejected(_undecodable(body, exc), "malformed", 1) from exc
     if isinstance(doc, dict) and "events" in doc:
         extra = sorted(set(doc) - {"events"})
         if extra:
@@ -169,6 +165,24 @@ def _items(body: bytes, max_batch: int) -> tuple[list[Any], bool]:
         return [doc], False
     reason = 'body must be one event object or {"events": [...]}'
     raise _Rejected(_error(UNPROCESSABLE, reason, errors=[]), "malformed", 1)
+
+
+def _undecodable(body: bytes, exc: ValueError) -> JSONResponse:
+    """The 422 for a body pydantic cannot parse. A lone surrogate (``"\\ud800"``) is valid JSON
+    but not valid Unicode, so no store can hold it: the answer names the field that holds one."""
+    try:
+        doc = json.loads(body)  # the standard library reads lone surrogates
+    except ValueError:
+        doc = None
+    for loc, text, _is_key in strings(doc):
+        problem = lone_surrogate(text)
+        if problem is not None:
+            batch = isinstance(doc, dict) and "events" in doc
+            (error,) = _located(loc, problem, "string_unicode", batch)
+            where = f"events[{error.index}]" if batch else "event"
+            reason = f"{where}.{error.field}: {problem}; nothing was accepted"
+            return _error(UNPROCESSABLE, reason, errors=[error.model_dump()])
+    return _error(UNPROCESSABLE, f"body is not valid JSON: {exc}", errors=[])
 
 
 def _foreign(items: list[Any], tenant: str) -> list[tuple[int, str]]:
@@ -255,7 +269,8 @@ async def post_events(request: Request, tenant: Tenant) -> Response | Accepted:
     acknowledged every event (acks=all).
     """
     try:
-        body = await _read_body(request, request.app.state.max_body_bytes)
+        # Within the route's limit: memstream_api.limits refused a larger body unread.
+        body = await request.body()
         items, batch = _items(body, request.app.state.max_batch)
         events = _complete(body, items, batch, tenant)
     except _Rejected as rejected:

@@ -9,6 +9,7 @@ import uvicorn
 from memstream.settings import LOG_FORMAT, Settings
 
 from memstream_api.app import create_app
+from memstream_api.connections import guarded_h11
 
 
 def main() -> None:
@@ -33,6 +34,8 @@ def main() -> None:
         log_level=settings.log_level.lower(),
         # Our own histogram covers requests; per-request access lines drown the logs.
         access_log=False,
+        # Half-sent requests are closed (the body limit and stall: memstream_api.limits).
+        http=guarded_h11(settings.api_header_timeout_s, settings.api_body_timeout_s),
     )
 
 

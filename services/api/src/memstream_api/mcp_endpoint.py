@@ -48,9 +48,12 @@ class BearerGate:
         await self._app(scope, receive, send)
 
 
-def mount_mcp(app: FastAPI, host: str, component: str) -> AbstractAsyncContextManager[None]:
+def mount_mcp(
+    app: FastAPI, host: str, component: str, max_body: int
+) -> AbstractAsyncContextManager[None]:
     """Serve MCP at ``/mcp`` on ``app``; returns the context the app's lifespan must enter
-    (it runs the MCP session manager)."""
+    (it runs the MCP session manager). ``max_body`` is the body limit ``app`` applies to
+    ``/mcp`` (memstream_api.limits): the MCP app's own, lower default must not refuse first."""
     transport = httpx.ASGITransport(app=app)
 
     @asynccontextmanager
@@ -65,7 +68,11 @@ def mount_mcp(app: FastAPI, host: str, component: str) -> AbstractAsyncContextMa
     server = build_server(backend_for, component)
     # DNS-rebinding protection (Host/Origin checks) is on when the API listens on loopback.
     mcp_app = server.streamable_http_app(
-        streamable_http_path=PATH, stateless_http=True, json_response=True, host=host
+        streamable_http_path=PATH,
+        stateless_http=True,
+        json_response=True,
+        host=host,
+        max_request_body_size=max_body,
     )
     # A plain Route (not a Mount): the MCP app sees the path /mcp itself, without a redirect
     # to /mcp/; an ASGI-callable endpoint is served as it is.
