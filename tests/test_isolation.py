@@ -39,10 +39,11 @@ class FakeStore:
     """Refuses a write holding a record whose value starts with ``poison``; keeps the rest
     (an idempotent upsert by offset). ``down`` writes fail as unavailable first."""
 
-    def __init__(self, down: int = 0) -> None:
+    def __init__(self, down: int = 0, in_data: bool = False) -> None:
         self.rows: dict[int, bytes] = {}
         self.calls: list[int] = []  # batch sizes, in order
         self.down = down
+        self.in_data = in_data  # the store points at the value it cannot hold
 
     def write(self, msgs: list[Message]) -> None:
         self.calls.append(len(msgs))
@@ -51,7 +52,7 @@ class FakeStore:
             raise Down("connection refused")
         bad = [m.offset() for m in msgs if (m.value() or b"").startswith(b"poison")]
         if bad:
-            raise Refused(f"cannot hold the value at offset {bad[0]}")
+            raise Refused(f"cannot hold the value at offset {bad[0]}", in_data=self.in_data)
         self.rows.update({m.offset() or 0: m.value() or b"" for m in msgs})
 
 
@@ -152,6 +153,27 @@ def test_a_batch_refused_record_by_record_is_our_fault_and_raises(
     loop = make_loop(refuse_everything)
     with pytest.raises(IsolationFailed, match="each of the 8 records"):
         loop.handle(batch(8, set(), source))
+    assert dead_letters(topics, source) == {}
+
+
+def test_a_batch_of_poisons_only_is_dead_lettered_when_the_store_points_at_each(
+    topics: str, source: str, make_loop: Callable[..., BatchLoop]
+) -> None:
+    """A hostile client's NUL bytes, all in one batch: the adapter found each value itself."""
+    store = FakeStore(in_data=True)
+    loop = make_loop(store.write)
+    loop.handle(batch(5, set(range(5)), source))
+    assert store.rows == {}
+    assert sorted(dead_letters(topics, source)) == list(range(5))
+
+
+def test_a_batch_of_poisons_only_that_the_server_refuses_raises(
+    topics: str, source: str, make_loop: Callable[..., BatchLoop]
+) -> None:
+    """Without the store pointing at the data, every record refused is our query's fault."""
+    loop = make_loop(FakeStore().write)
+    with pytest.raises(IsolationFailed):
+        loop.handle(batch(5, set(range(5)), source))
     assert dead_letters(topics, source) == {}
 
 

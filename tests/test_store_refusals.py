@@ -231,11 +231,22 @@ def test_falkordb_refusals_are_found_before_the_round_trip() -> None:
     assert refusal({"n": 1, "rows": [{"text": "ünïcödé 😀", "c": "\x01\x1f\x7f"}]}) is None
 
 
-def test_falkordb_server_refusals_are_the_datas(graph: FalkorGraphStore) -> None:
-    with pytest.raises(GraphRefused, match="FalkorDB refused the query: errMsg: Invalid input"):
+def test_falkordb_refusals_say_whether_the_data_was_pointed_at(graph: FalkorGraphStore) -> None:
+    with pytest.raises(
+        GraphRefused, match="FalkorDB refused the query: errMsg: Invalid input"
+    ) as server:
         graph._run("RETURN $x", {"x": float("nan")})  # rendered as text the server refuses
-    with pytest.raises(GraphRefused, match="backtick"):
+    assert server.value.in_data is False  # the server's answer: the data's, or our query's
+    with pytest.raises(GraphRefused, match="backtick") as client:
         graph._run("UNWIND $rows AS r RETURN r", {"rows": [{"a`b": 1}]})
+    assert client.value.in_data is True
+    nul = graph_batch([extract(orjson.loads(chain([doc(0) | {"agent": "Ma\x00ria"}])[0]))])
+    with pytest.raises(
+        GraphRefused, match=r"NUL character \(U\+0000\) in a string: \$rows\[0\]"
+    ) as early:
+        graph.write(nul)
+    assert early.value.in_data is True
+    assert graph.counts()["events"] == 0  # refused before the first step
 
 
 def test_a_falkordb_that_went_down_is_unavailable_not_refusing(tmp_path: Path) -> None:

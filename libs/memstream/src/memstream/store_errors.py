@@ -18,9 +18,18 @@ from __future__ import annotations
 
 
 class StoreRefused(RuntimeError):
-    """The store refuses this input (its reason is the message); retrying will not help."""
+    """The store refuses this input (its reason is the message); retrying will not help.
+
+    ``in_data``: the adapter found the value the store cannot hold (a NUL byte, a string
+    that is not UTF-8) before sending anything, so the refusal is the data's beyond doubt. A
+    refusal the server answers may also come from our query, whatever the data.
+    """
 
     store = "store"  # which port refused: "graph" or "vectors"
+
+    def __init__(self, reason: str, *, in_data: bool = False) -> None:
+        super().__init__(reason)
+        self.in_data = in_data
 
     @property
     def reason(self) -> str:

@@ -115,7 +115,7 @@ class FalkorGraphStore(CypherGraphStore):
     def _read(self, query: str, params: dict[str, Any]) -> list[Row]:
         problem = refusal(params)
         if problem is not None:
-            raise GraphRefused(problem)
+            raise GraphRefused(problem, in_data=True)
         try:
             return _rows(_sent(lambda: self._graph.ro_query(query, params)))
         except GraphRefused as exc:
@@ -182,7 +182,9 @@ def _sent(call: Callable[[], _T]) -> _T:
     except (UnicodeEncodeError, ValueError) as exc:
         # Raised by the client while it renders parameters into the query text (a lone
         # surrogate, a map key holding a backtick): the server never saw the query.
-        raise GraphRefused(f"the FalkorDB client cannot send the parameters: {exc}") from exc
+        raise GraphRefused(
+            f"the FalkorDB client cannot send the parameters: {exc}", in_data=True
+        ) from exc
 
 
 def _wait_rewrite(conn: Any, timeout_s: float = REWRITE_TIMEOUT_S) -> None:

@@ -150,7 +150,7 @@ def classify(exc: BaseException) -> GraphRefused | GraphUnavailable | None:
     if isinstance(exc, (UnicodeEncodeError, OverflowError)):
         # Raised while the driver packs parameters: a string that is not UTF-8, an integer
         # beyond 64 bits. The server never saw the query.
-        return GraphRefused(f"the Neo4j driver cannot send the parameters: {exc}")
+        return GraphRefused(f"the Neo4j driver cannot send the parameters: {exc}", in_data=True)
     return None
 
 

@@ -429,7 +429,7 @@ class CypherGraphStore(ABC):
         for _query, params in steps:
             problem = self._refusal(params)
             if problem is not None:
-                raise GraphRefused(problem)
+                raise GraphRefused(problem, in_data=True)
 
     def write(self, batch: GraphBatch) -> None:
         """MERGE events (+NEXT), entities, mentions, invalidations, facts; then recompute

@@ -13,10 +13,13 @@ Offsets are committed only after ``process`` returned, i.e. after its writes suc
   offset, and the rest commit. Processing a contiguous part of a batch is what a smaller
   batch would have been, so this needs nothing more of ``process`` than redelivery does: an
   idempotent write (MERGE, upsert), and positions returned as None. If *every* record of a
-  batch of several is refused on its own, it is not their data but what we send: the loop
-  raises. One record refused alone stays ambiguous (its data, or our query with any data):
-  it is dead-lettered; the log and the DLQ say which, and a consumer refusing everything
-  shows as a dead-letter rate on every record it reads.
+  batch of several is refused on its own and the store did not point at the data of each
+  (``StoreRefused.in_data``: the adapter found the NUL byte itself), it is not their data but
+  what we send: the loop raises. What stays ambiguous: a batch of one record the server
+  refuses (its data, or our query with any data) is dead-lettered, the log and the DLQ say
+  which, and a consumer refusing everything shows as dead letters on every record it reads;
+  a batch made only of records the server refuses raises, and the loop starts again on a
+  batch that holds other records too.
 - anything else is a bug, or a broker failure: it ends the loop (the supervisor or the
   projection runner starts it again, which rebuilds its state from the durable logs).
 
@@ -249,25 +252,26 @@ class BatchLoop:
             if self.dead_letters is None:
                 raise
             refused = self._split(msgs, exc)
-        if len(msgs) > 1 and len(refused) == len(msgs):
+        if len(msgs) > 1 and len(refused) == len(msgs) and not all(e.in_data for _, e in refused):
             raise IsolationFailed(
                 f"{self.component} ({self.group}): each of the {len(msgs)} records of a batch "
                 f"was refused on its own, so the fault is in what we send: {refused[0][1]}"
-            )
-        for m, reason in refused:
+            ) from refused[0][1]
+        for m, e in refused:
             where = f"{m.topic()}[{m.partition()}]@{m.offset()}"
             log.warning("%s (%s): %s refused; dead-lettered", self.component, self.group, where)
+            reason = f"{self.component} ({self.group}): {e.store} refused: {e}"
             self.dead_letters.write(m, reason[:REASON_CHARS])
         self.dead_letters.flush()
         return None
 
-    def _split(self, msgs: list[Message], exc: StoreRefused) -> list[tuple[Message, str]]:
+    def _split(self, msgs: list[Message], exc: StoreRefused) -> list[tuple[Message, StoreRefused]]:
         """The records of ``msgs`` (refused as a whole with ``exc``) refused on their own,
-        with the reasons; every other record has been processed."""
+        with the store's refusal; every other record has been processed."""
         if len(msgs) == 1:
-            return [(msgs[0], f"{self.component} ({self.group}): {exc.store} refused: {exc}")]
+            return [(msgs[0], exc)]
         mid = len(msgs) // 2
-        refused: list[tuple[Message, str]] = []
+        refused: list[tuple[Message, StoreRefused]] = []
         for half in (msgs[:mid], msgs[mid:]):
             try:
                 held = self._attempt(half)

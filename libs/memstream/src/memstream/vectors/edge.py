@@ -556,7 +556,9 @@ def _converted(
         text = str(exc)
         if "surrogates not allowed" not in text and "not valid UTF-8" not in text:
             raise
-        raise VectorRefused(f"Qdrant Edge cannot hold a string that is not UTF-8: {text}") from exc
+        raise VectorRefused(
+            f"Qdrant Edge cannot hold a string that is not UTF-8: {text}", in_data=True
+        ) from exc
 
 
 def _hit(sp: qe.ScoredPoint) -> VectorHit:

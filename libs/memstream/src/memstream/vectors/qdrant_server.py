@@ -60,7 +60,7 @@ def classify(exc: BaseException) -> VectorRefused | VectorUnavailable | None:
             return VectorUnavailable(f"Qdrant cannot write now ({exc.status_code}): {content}")
     if isinstance(exc, UnicodeError) or "surrogates not allowed" in str(exc):
         # Raised while the client serialises the request: a string that is not UTF-8.
-        return VectorRefused(f"the Qdrant client cannot send the points: {exc}")
+        return VectorRefused(f"the Qdrant client cannot send the points: {exc}", in_data=True)
     return None
 
 
