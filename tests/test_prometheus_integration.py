@@ -4,7 +4,8 @@ Prometheus comes from Debian's package (`make test` installs it as root); withou
 test fails, it never skips. It scrapes every endpoint `memstream status --json` lists, every
 second, loads the alert rules, and is queried while a workload runs: HTTP events for two
 tenants, refused events, checkouts for tasks and the tasks' outcomes, explicit feedback,
-recalls, summarize_recall calls (against a Messages API stand-in), lineage and garbage for the DLQ.
+recalls, summarize_recall calls (against a Messages API stand-in), lineage, garbage for the DLQ
+and ledger entries the graph cannot hold (dead-lettered alone, no consumer restarts).
 """
 
 from __future__ import annotations
@@ -23,7 +24,9 @@ import httpx
 import pytest
 import yaml
 from confluent_kafka import Producer
-from memstream.kafka.topics import RAW
+from memstream.kafka.topics import LEDGER, RAW
+from memstream.ledger.canonical import GENESIS_HASH
+from memstream.ledger.entry import build_entry
 from memstream.ops.dashboards import dashboards
 from memstream.stack.net import free_port
 from stackproc import RunningStack, memstream, wait_until
@@ -54,7 +57,12 @@ BUSY = {
     'sum(rate(memstream_purges_applied_total{store="vectors"}[1m]))',
     'sum(rate(memstream_purges_applied_total{store="archive"}[1m]))',
     'sum(rate(memstream_purge_items_removed_total{store="graph", kind="events"}[1m]))',
+    # consumer loops commit; a ledger entry FalkorDB cannot hold is dead-lettered alone
+    "sum(rate(memstream_consumer_committed_total[1m]))",
+    'sum(rate(memstream_events_dead_lettered_total{component="graph-projector"}[1m]))',
 }
+# Alerts a healthy run must never even have pending.
+NEVER = ("MemstreamConsumerRestarting", "MemstreamConsumerStalled")
 
 
 def prometheus_binary() -> str:
@@ -124,6 +132,15 @@ class Workload:
             self._purge(http, auth, n)
         if n % 10 == 0:  # keeps the DLQ rate above zero
             producer.produce(RAW, b"\x00 not an envelope \xff", key=b"dev/chat-0")
+            producer.flush(10)
+        if n % 10 == 5:  # an entry restored from an old archive, which the graph cannot hold
+            stream = f"restored-{n}"
+            doc = {"id": f"dev-nul-{n}", "tenant": "dev", "stream": stream, "agent": "Mallory"}
+            doc |= {"type": "message.user", "occurred_at": "2025-09-30T10:00:00Z"}
+            doc["payload"] = {"text": f"round {n}: a\x00b"}
+            kafka = {"topic": RAW, "partition": 0, "offset": n}
+            _entry, value = build_entry(doc, 1, GENESIS_HASH, "2025-10-01T00:00:00Z", kafka)
+            producer.produce(LEDGER, value, key=f"dev/{stream}".encode())
             producer.flush(10)
 
     def _task(self, http: httpx.Client, auth: dict[str, str], task: str, n: int) -> None:
@@ -339,6 +356,9 @@ def test_rules_are_loaded_and_targets_up(prometheus: Prometheus, workload: Workl
         return bool(targets) and all(t["health"] == "up" for t in targets)
 
     wait_until(all_up, 30, "every scrape target to be up")
+    alerts = prometheus.get("/api/v1/alerts")["alerts"]
+    troubled = [(a["labels"]["alertname"], a["labels"].get("group")) for a in alerts]
+    assert not [t for t in troubled if t[0] in NEVER], troubled
     jobs = {t["labels"]["job"] for t in prometheus.get("/api/v1/targets")["activeTargets"]}
     assert {"memstream-api", "memstream-sequencer", "memstream-archiver"} <= jobs
     assert {

@@ -39,6 +39,11 @@ EVENTS_DUPLICATE = Counter(
 EVENTS_DEAD_LETTERED = Counter(
     "memstream_events_dead_lettered_total", "Records sent to the DLQ", ["component", "topic"]
 )
+RECORDS_TOO_LARGE = Counter(
+    "memstream_records_too_large_total",
+    "Records a component built but Kafka refused for their size, by the topic they were for",
+    ["component", "topic"],
+)
 ENTRIES_ARCHIVED = Counter(
     "memstream_entries_archived_total", "Ledger entries fsync'd to archive segments", ["component"]
 )
@@ -71,6 +76,52 @@ REQUEST_SECONDS = Histogram(
     buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5),
 )
 UP = Gauge("memstream_up", "1 while the process runs its main loop", ["component"])
+# One consumer loop = one (component, group): what ``memstream status`` and the alerts judge
+# its health by (kafka/loop.py sets them; projection/runner.py counts in-process restarts).
+CONSUMER_RUNNING = Gauge(
+    "memstream_consumer_running",
+    "1 while a consumer loop runs; 0 once it stopped on an error (until it is restarted)",
+    ["component", "group"],
+)
+CONSUMER_STARTED = Gauge(
+    "memstream_consumer_started_timestamp_seconds",
+    "Unix time at which the consumer loop last started",
+    ["component", "group"],
+)
+CONSUMER_RESTARTS = Counter(
+    "memstream_consumer_restarts_total",
+    "Consumer loops that stopped on an error (or failed to start) and are started again",
+    ["component", "group"],
+)
+CONSUMER_COMMITTED = Counter(
+    "memstream_consumer_committed_total",
+    "Offsets a consumer loop committed past (records done with)",
+    ["component", "group"],
+)
+CONSUMER_LAST_COMMIT = Gauge(
+    "memstream_consumer_last_commit_timestamp_seconds",
+    "Unix time of the loop's last commit (its start time until the first one)",
+    ["component", "group"],
+)
+CONSUMER_WAITING = Gauge(
+    "memstream_consumer_waiting",
+    "1 while a consumer loop retries a batch because a store it writes to is unavailable",
+    ["component", "group"],
+)
+CONSUMER_RETRIES = Counter(
+    "memstream_consumer_retries_total",
+    "Batch attempts that found a store unavailable (the batch is retried with backoff)",
+    ["component", "group"],
+)
+CONSUMER_SERIES = (
+    CONSUMER_RUNNING,
+    CONSUMER_STARTED,
+    CONSUMER_RESTARTS,
+    CONSUMER_COMMITTED,
+    CONSUMER_LAST_COMMIT,
+    CONSUMER_WAITING,
+    CONSUMER_RETRIES,
+)
 DEPENDENCY_UP = Gauge(
     "memstream_dependency_up",
     "1 while a server this process depends on answers its health probe",

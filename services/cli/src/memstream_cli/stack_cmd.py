@@ -65,8 +65,14 @@ def status(data_dir: DataDir = None, json_out: JsonFlag = False) -> None:
     else:
         table = Table("component", "healthy", "details")
         for name, c in doc["components"].items():
-            details = ", ".join(f"{k}={v}" for k, v in c.items() if k != "healthy")
-            table.add_row(name, "yes" if c.get("healthy", True) else "NO", details)
+            shown = {k: v for k, v in c.items() if k not in ("healthy", "consumers", "problems")}
+            details = [", ".join(f"{k}={v}" for k, v in shown.items()), *c.get("problems", [])]
+            for group, loop in c.get("consumers", {}).items():
+                state = "waiting for a store" if loop["waiting"] else "running"
+                if not loop["running"]:
+                    state = "STOPPED"
+                details.append(f"{group}: {state}, lag {loop['lag']}, restarts {loop['restarts']}")
+            table.add_row(name, "yes" if c.get("healthy", True) else "NO", "\n".join(details))
         for group, lag in doc["lag"].items():
             table.add_row(f"lag {group}", "", f"{lag.get('topic')}: {lag.get('total', lag)}")
         out.print(table)

@@ -29,7 +29,13 @@ from memstream.embed.registry import get_embedder
 from memstream.kafka.clients import make_consumer, make_producer
 from memstream.kafka.dlq import DeadLetterWriter
 from memstream.kafka.loop import BatchLoop, tune_gc_for_batches
-from memstream.kafka.produce import DeliveryReports, flush_or_raise, produce_with_backpressure
+from memstream.kafka.produce import (
+    DeliveryFailed,
+    DeliveryReports,
+    flush_or_raise,
+    produce_with_backpressure,
+    refused_as_too_large,
+)
 from memstream.kafka.reading import read_to_end
 from memstream.kafka.topics import LATENTS, LATENTS_GROUP, LEDGER
 from memstream.kafka.worker import start_worker
@@ -42,6 +48,7 @@ from memstream.metrics import (
     PURGE_APPLIED_AT,
     PURGE_ITEMS_REMOVED,
     PURGES_APPLIED,
+    RECORDS_TOO_LARGE,
 )
 from memstream.projection.latents import decode_artifact
 from memstream.projection.purge import PURGE_TYPE
@@ -77,6 +84,7 @@ class LatentWorker:
         self.pending: list[datetime] = []  # ingest times of entries folded in, not yet built
         init_latents(COMPONENT)
         EVENTS_PRODUCED.labels(COMPONENT, LATENTS)
+        RECORDS_TOO_LARGE.labels(COMPONENT, LATENTS)
         PURGES_APPLIED.labels(COMPONENT, STORE)
         PURGE_ITEMS_REMOVED.labels(COMPONENT, STORE, "artifacts")
 
@@ -161,17 +169,31 @@ class LatentWorker:
         return built
 
     def _send(self, out: Sequence[Output]) -> None:
-        """Produce, wait for Kafka (raises: nothing is committed), then count."""
+        """Produce, wait for Kafka (raises: nothing is committed), then count.
+
+        An artifact larger than Kafka takes (a group of long texts) is not sent: it is
+        derived from many ledger entries, none of which is at fault or could be
+        dead-lettered for it, and the same inputs would build it again. It is logged by id
+        and counted (``memstream_records_too_large_total``); memory answers without it.
+        """
         for o in out:
             record = o if isinstance(o, LatentDeletion) else self._with_centroid(o)
-            produce_with_backpressure(
-                self.producer,
-                LATENTS,
-                record.model_dump_json().encode(),
-                key=record.key,
-                on_delivery=self.reports,
-                record_id=record.artifact_id,
-            )
+            value = record.model_dump_json().encode()
+            try:
+                produce_with_backpressure(
+                    self.producer,
+                    LATENTS,
+                    value,
+                    key=record.key,
+                    on_delivery=self.reports,
+                    record_id=record.artifact_id,
+                )
+            except DeliveryFailed as exc:
+                if not refused_as_too_large(exc):
+                    raise
+                RECORDS_TOO_LARGE.labels(COMPONENT, LATENTS).inc()
+                log.error("artifact %s (%d bytes) is larger than Kafka takes; not sent",
+                          record.artifact_id, len(value))  # fmt: skip
         if out:
             flush_or_raise(self.producer, 30, self.reports, f"{COMPONENT} artifacts to {LATENTS}")
         EVENTS_PRODUCED.labels(COMPONENT, LATENTS).inc(len(out))

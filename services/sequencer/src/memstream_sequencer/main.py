@@ -16,7 +16,13 @@ from confluent_kafka import Message, Producer
 from memstream.kafka.clients import make_consumer, make_producer
 from memstream.kafka.dlq import DeadLetterWriter
 from memstream.kafka.loop import BatchLoop, tune_gc_for_batches
-from memstream.kafka.produce import DeliveryReports, flush_or_raise, produce_with_backpressure
+from memstream.kafka.produce import (
+    DeliveryFailed,
+    DeliveryReports,
+    flush_or_raise,
+    produce_with_backpressure,
+    refused_as_too_large,
+)
 from memstream.kafka.reading import headers_of, partition_count, read_to_end
 from memstream.kafka.topics import DLQ, LEDGER, RAW, SEQUENCER_GROUP
 from memstream.kafka.worker import start_worker
@@ -32,6 +38,7 @@ from memstream.metrics import (
     EVENTS_DUPLICATE,
     EVENTS_LEDGERED,
     EVENTS_PRODUCED,
+    RECORDS_TOO_LARGE,
     TenantLabels,
 )
 from memstream.times import iso_utc
@@ -52,6 +59,7 @@ class Sequencer:
         self.dead_letters = DeadLetterWriter(producer, COMPONENT, RAW)
         self._m_ledger = EVENTS_PRODUCED.labels(COMPONENT, LEDGER)
         self._m_dlq = EVENTS_PRODUCED.labels(COMPONENT, DLQ)
+        RECORDS_TOO_LARGE.labels(COMPONENT, LEDGER)  # 0 from the start
         self._tenant_label = TenantLabels()
 
     def rebuild(self, partitions: list[int]) -> None:
@@ -91,22 +99,12 @@ class Sequencer:
             rec = RawRecord(m.value(), p, off, m.topic() or RAW)
             out = sequence(rec, state, now_iso)
             if isinstance(out, Sequenced):
-                e = out.entry
-                produce_with_backpressure(
-                    self.producer,
-                    LEDGER,
-                    out.value,
-                    key=out.key,
-                    partition=p,
-                    headers=[
-                        ("event_id", e["id"].encode()),
-                        ("seq", str(e["seq"]).encode()),
-                        ("hash", e["hash"].encode()),
-                    ],
-                    on_delivery=self.reports,
-                    record_id=e["id"],
-                )
-                ledgered[e["tenant"]] += 1
+                refused = self._produce(out, p)
+                if refused is None:
+                    ledgered[out.entry["tenant"]] += 1
+                else:
+                    _undo(state, out)
+                    self.dead_letters.write(m, refused, now)
             elif isinstance(out, DeadLetter):
                 self.dead_letters.write(m, out.reason, now)
             elif isinstance(out, Duplicate):
@@ -119,6 +117,40 @@ class Sequencer:
         for tenant, n in ledgered.items():
             EVENTS_LEDGERED.labels(COMPONENT, self._tenant_label(tenant)).inc(n)
         EVENTS_DUPLICATE.labels(COMPONENT).inc(dup)
+
+    def _produce(self, out: Sequenced, partition: int) -> str | None:
+        """Queue the entry; why Kafka refuses it for its size (the raw record fitted, the
+        chain fields made it too large), or None."""
+        e = out.entry
+        try:
+            produce_with_backpressure(
+                self.producer,
+                LEDGER,
+                out.value,
+                key=out.key,
+                partition=partition,
+                headers=[
+                    ("event_id", e["id"].encode()),
+                    ("seq", str(e["seq"]).encode()),
+                    ("hash", e["hash"].encode()),
+                ],
+                on_delivery=self.reports,
+                record_id=e["id"],
+            )
+        except DeliveryFailed as exc:
+            if not refused_as_too_large(exc):
+                raise
+            RECORDS_TOO_LARGE.labels(COMPONENT, LEDGER).inc()
+            return f"ledger entry of {len(out.value)} bytes refused by Kafka: {exc.reason}"
+        return None
+
+
+def _undo(state: SequencerState, out: Sequenced) -> None:
+    """Give the stream its head back: the entry was never written, the next one takes its
+    seq and chains on the entry before it."""
+    head = state.heads[out.key]
+    head.seq, head.hash = out.entry["seq"] - 1, out.entry["prev_hash"]
+    head.seen.discard(out.entry["id"])
 
 
 def main() -> None:

@@ -8,10 +8,16 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import neo4j
-from neo4j.exceptions import ClientError
+from neo4j.exceptions import (
+    ClientError,
+    ConnectionPoolError,
+    ServiceUnavailable,
+    SessionExpired,
+    TransientError,
+)
 
 from memstream.graph.cypher import DELETE_SOME_NODES
-from memstream.graph.port import GraphUnavailable
+from memstream.graph.port import GraphRefused, GraphUnavailable
 from memstream.graph.store import CypherGraphStore, Row, Run
 
 _T = TypeVar("_T")
@@ -40,6 +46,25 @@ NEO4J_DDL: tuple[str, ...] = (
 )
 CREATE_DATABASE = "CREATE DATABASE $name IF NOT EXISTS WAIT"
 DROP_BATCH = 10_000
+# Server codes that judge the values a query carries, not the query: a value of a type or size
+# the database cannot store, a uniqueness constraint the data breaks. A syntax or semantic
+# error is ours (the Cypher is fixed) and propagates.
+REFUSED_CODES = frozenset(
+    {
+        "Neo.ClientError.Statement.TypeError",
+        "Neo.ClientError.Statement.ArgumentError",
+        "Neo.ClientError.Statement.ArithmeticError",
+        "Neo.ClientError.Schema.ConstraintValidationFailed",
+        "Neo.ClientError.Request.Invalid",
+        "Neo.ClientError.Request.InvalidFormat",
+    }
+)
+# Cannot write for now: the server or the cluster member is down, restarting or changing role
+# (TransientError covers NotALeader, DatabaseUnavailable, a deadlock; ServiceUnavailable an
+# IncompleteCommit, which a retry of our idempotent writes settles). ``execute_write`` has
+# already retried these for up to 30 s when they reach us.
+UNAVAILABLE = (ServiceUnavailable, SessionExpired, TransientError, ConnectionPoolError)
+REASON_CHARS = 300
 
 
 def database_name(namespace: str) -> str:
@@ -88,16 +113,49 @@ class Neo4jGraphStore(CypherGraphStore):
             records, _, _ = self.driver.execute_query(
                 query, params, routing_=neo4j.RoutingControl.READ, database_=self.database
             )
-        except neo4j.exceptions.ServiceUnavailable as exc:
-            raise GraphUnavailable(f"Neo4j unreachable: {exc}") from exc
+        except Exception as exc:
+            raise _mapped(exc) from exc
         return [record.data() for record in records]
 
     def _transact(self, work: Callable[[Run], _T]) -> _T:
         def unit(tx: neo4j.ManagedTransaction) -> _T:
             def run(query: str, params: dict[str, Any]) -> list[Row]:
-                return [record.data() for record in tx.run(query, params)]
+                try:
+                    return [record.data() for record in tx.run(query, params)]
+                except (ClientError, UnicodeEncodeError, OverflowError) as exc:
+                    # Refusals only: what execute_write retries must reach it unchanged.
+                    refused = classify(exc)
+                    if isinstance(refused, GraphRefused):
+                        raise refused from exc
+                    raise
 
             return work(run)
 
-        with self.driver.session(database=self.database) as session:
-            return session.execute_write(unit)
+        try:
+            with self.driver.session(database=self.database) as session:
+                return session.execute_write(unit)
+        except (GraphRefused, GraphUnavailable):
+            raise
+        except Exception as exc:
+            raise _mapped(exc) from exc
+
+
+def classify(exc: BaseException) -> GraphRefused | GraphUnavailable | None:
+    """The port error an exception of the driver means; None: not the data, not the server
+    (a bug of ours, or a configuration error such as a refused password): it propagates."""
+    if isinstance(exc, UNAVAILABLE):
+        return GraphUnavailable(f"Neo4j cannot write now: {exc}")
+    if isinstance(exc, ClientError) and exc.code in REFUSED_CODES:
+        return GraphRefused(f"Neo4j refused the query ({exc.code}): {exc.message}"[:REASON_CHARS])
+    if isinstance(exc, (UnicodeEncodeError, OverflowError)):
+        # Raised while the driver packs parameters: a string that is not UTF-8, an integer
+        # beyond 64 bits. The server never saw the query.
+        return GraphRefused(f"the Neo4j driver cannot send the parameters: {exc}", in_data=True)
+    return None
+
+
+def _mapped(exc: Exception) -> Exception:
+    mapped = classify(exc)
+    if mapped is None:
+        raise exc
+    return mapped

@@ -14,10 +14,19 @@ from memstream.projection.model import (
     GraphBatch,
     InvalidationRecord,
 )
+from memstream.store_errors import StoreRefused, StoreUnavailable
 
 
-class GraphUnavailable(RuntimeError):
+class GraphUnavailable(StoreUnavailable):
     """The graph server cannot be reached (down or restarting): retry later."""
+
+    store = "graph"
+
+
+class GraphRefused(StoreRefused):
+    """The graph server refuses what a write or read carries (e.g. a NUL byte for FalkorDB)."""
+
+    store = "graph"
 
 
 @dataclass(frozen=True)
@@ -45,7 +54,11 @@ class InvalidationEntry:
 
 
 class GraphStore(Protocol):
-    """One projection namespace (a FalkorDB graph / a Neo4j database) of one version."""
+    """One projection namespace (a FalkorDB graph / a Neo4j database) of one version.
+
+    Every method raises :class:`GraphUnavailable` when the server cannot be reached and
+    :class:`GraphRefused` when it refuses what the call carries; any other exception is a bug.
+    """
 
     namespace: str
 

@@ -66,7 +66,7 @@ from memstream.graph.cypher import (
     VALUE_KEY_PREFIX,
     VALUE_KIND,
 )
-from memstream.graph.port import InvalidationEntry, PurgeScope
+from memstream.graph.port import GraphRefused, InvalidationEntry, PurgeScope
 from memstream.graph.validity import known_at, valid_at
 from memstream.latent.model import LatentArtifact
 from memstream.projection.model import (
@@ -419,6 +419,18 @@ class CypherGraphStore(ABC):
     def _transact(self, work: Callable[[Run], _T]) -> _T:
         """Run ``work`` with a query runner, in one transaction where the backend has them."""
 
+    def _refusal(self, params: dict[str, Any]) -> str | None:
+        """Why the backend cannot hold ``params``, when it can tell without a round trip."""
+        return None
+
+    def _refuse_early(self, steps: list[tuple[str, dict[str, Any]]]) -> None:
+        """Raise GraphRefused before any step runs: a backend without transactions
+        (FalkorDB) would otherwise keep the steps before the one it refuses."""
+        for _query, params in steps:
+            problem = self._refusal(params)
+            if problem is not None:
+                raise GraphRefused(problem, in_data=True)
+
     def write(self, batch: GraphBatch) -> None:
         """MERGE events (+NEXT), entities, mentions, invalidations, facts; then recompute
         touched fact groups and close what accepted invalidations name."""
@@ -430,12 +442,14 @@ class CypherGraphStore(ABC):
             close_invalidated(run, batch.invalidations)
 
         if steps:
+            self._refuse_early(steps)
             self._transact(work)
 
     def write_latents(self, artifacts: list[LatentArtifact]) -> None:
         """Upsert latent artifacts by id with their DERIVED_FROM and SUPERSEDES edges."""
         steps = latent_steps(artifacts)
         if steps:
+            self._refuse_early(steps)
             self._transact(lambda run: [run(q, p) for q, p in steps])
 
     def latents(

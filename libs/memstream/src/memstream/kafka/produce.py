@@ -153,3 +153,13 @@ def flush_or_raise(
     raise DeliveryFailed(
         f"delivery of {what}: " + "; ".join(parts), [name for name, _ in failures], remaining
     )
+
+
+def refused_as_too_large(exc: DeliveryFailed) -> bool:
+    """True when the producer refused the record for its size (above ``message.max.bytes``):
+    the record's own fault, which no retry mends."""
+    cause = exc.__cause__
+    if not isinstance(cause, KafkaException) or not cause.args:
+        return False
+    error = cause.args[0]
+    return isinstance(error, KafkaError) and error.code() == KafkaError.MSG_SIZE_TOO_LARGE

@@ -142,8 +142,52 @@ def overview() -> Dashboard:
                         "{{child}}",
                     ),
                 ),
-                width=24,
             ),
+            *_consumer_health_panels(),
+        ),
+    )
+
+
+def _consumer_health_panels() -> tuple[Panel, ...]:
+    """Each consumer loop: restarts in its process, progress, waiting for a store."""
+    return (
+        Panel(
+            "Consumer loop restarts (1 h)",
+            "Consumer loops that died (a bug, a broker failure) or could not start and were "
+            "started again inside their process (projection versions); alert: more than 3 in "
+            "15 min.",
+            (
+                Query(
+                    "sum by (group) (increase(memstream_consumer_restarts_total[1h]))", "{{group}}"
+                ),
+            ),
+        ),
+        Panel(
+            "Since last commit",
+            "Seconds since each consumer loop last committed (since it started, before its "
+            "first commit). An idle loop has nothing to commit; with lag (Consumer lag by "
+            "group) a growing value is a stall: alert above 120 s for 5 min.",
+            (
+                Query(
+                    "max by (group) (time() - memstream_consumer_last_commit_timestamp_seconds)",
+                    "{{group}}",
+                ),
+            ),
+            unit="s",
+        ),
+        Panel(
+            "Consumers waiting for a store",
+            "1 while a loop retries its batch because the graph or vector store is "
+            "unavailable (nothing is dead-lettered meanwhile).",
+            (Query("max by (group) (memstream_consumer_waiting)", "{{group}}"),),
+            kind="stat",
+            steps=ZERO_IS_GOOD,
+        ),
+        Panel(
+            "Records committed by group",
+            "Offsets each consumer loop committed past per second: its progress.",
+            (Query(rate("memstream_consumer_committed_total", "group"), "{{group}}"),),
+            unit="ops",
         ),
     )
 
@@ -274,6 +318,19 @@ def ingestion() -> Dashboard:
                     ),
                 ),
                 unit="s",
+            ),
+            Panel(
+                "Records too large for Kafka",
+                "Ledger entries (sequencer: dead-lettered) and latent artifacts (latent "
+                "builder: not sent) that Kafka refused for their size.",
+                (
+                    Query(
+                        rate("memstream_records_too_large_total", "component, topic"),
+                        "{{component}} to {{topic}}",
+                    ),
+                ),
+                unit="ops",
+                width=24,
             ),
         ),
     )

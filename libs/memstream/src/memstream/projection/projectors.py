@@ -48,7 +48,12 @@ def _read(raw: bytes | None, light: bool) -> Read | str:
 
 
 class _Base:
-    """Decoding with dead letters: a record that cannot be projected never stops the loop."""
+    """Decoding with dead letters: a record that cannot be projected never stops the loop.
+
+    A record the store refuses is found and dead-lettered by the loop (``dead_letters``,
+    see ``kafka/loop.py``): ``process`` only has to raise the store's error, and to be
+    safe to run again on a part of the batch (every write is a MERGE or an upsert by id).
+    """
 
     component = "projector"
     kind = "none"  # the ``projection`` label
@@ -56,8 +61,7 @@ class _Base:
     def __init__(self, version: str, producer: Producer) -> None:
         self.version = version
         self.producer = producer
-        self.dead_letters = DeadLetterWriter(producer, self.component, LEDGER)
-        self.latent_dead_letters = DeadLetterWriter(producer, self.component, LATENTS)
+        self.dead_letters = DeadLetterWriter(producer, self.component, LEDGER, also=(LATENTS,))
         # The series exists from the start, so a quiet projector reads 0, not "no data".
         PROJECTED.labels(self.component, self.kind, version)
         PROJECTED_LATENTS.labels(self.component, self.kind, version)
@@ -107,8 +111,8 @@ class _Base:
                 out.append(found)
             else:
                 reason = f"{self.component} {self.version}: {found}"[:500]
-                self.latent_dead_letters.write(m, reason, now)
-        self.latent_dead_letters.flush()
+                self.dead_letters.write(m, reason, now)
+        self.dead_letters.flush()
         return out
 
     def observe(self, extractions: list[Extraction]) -> None:

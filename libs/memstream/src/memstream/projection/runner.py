@@ -2,14 +2,18 @@
 
 The registry decides what is built: a new version gets its own consumer group and starts
 from the beginning of the ledger and of ``memory.latents`` (the projectors split the two); a
-dropped version's loop stops; a loop that died on an
-infrastructure error (graph down, ...) is restarted on the next sync.
+dropped version's loop stops. A loop does not die of a store: it waits while the store is
+unavailable and dead-letters the records the store refuses (``kafka/loop.py``). A loop that
+died anyway (a bug, a broker failure) or could not start is counted in
+``memstream_consumer_restarts_total`` and started again on a later sync, after a backoff
+that doubles with each failure in a row (0.5 s up to 30 s).
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -17,15 +21,23 @@ from typing import Protocol
 from confluent_kafka import Message
 
 from memstream.kafka.clients import make_consumer
+from memstream.kafka.dlq import DeadLetterWriter
 from memstream.kafka.loop import BatchLoop
 from memstream.kafka.topics import LATENTS, LEDGER
+from memstream.metrics import CONSUMER_RESTARTS, CONSUMER_RUNNING
 from memstream.projection.versions import FileProjectionRegistry, VersionInfo
 from memstream.settings import Settings
 
 log = logging.getLogger(__name__)
+RESTART_FIRST_S = 0.5
+RESTART_MAX_S = 30.0
+# A loop that ran this long before it failed starts its backoff afresh.
+HEALTHY_RUN_S = 60.0
 
 
 class Projector(Protocol):
+    dead_letters: DeadLetterWriter  # where the loop sends records a store refuses
+
     def process(self, msgs: list[Message]) -> None: ...
 
     def close(self) -> None: ...
@@ -39,6 +51,20 @@ class _Running:
     projector: Projector
     loop: BatchLoop
     thread: threading.Thread
+    started: float = field(default_factory=time.monotonic)
+
+
+@dataclass
+class _Failures:
+    """Failures in a row of one version's loop, and when it may start again."""
+
+    count: int = 0
+    next_start: float = 0.0
+
+    def failed(self, ran_s: float) -> None:
+        self.count = 1 if ran_s >= HEALTHY_RUN_S else self.count + 1
+        wait = min(RESTART_MAX_S, RESTART_FIRST_S * 2 ** (self.count - 1))
+        self.next_start = time.monotonic() + wait
 
 
 @dataclass
@@ -50,6 +76,7 @@ class ProjectionManager:
     factory: Callable[[VersionInfo], Projector]
     group_of: Callable[[VersionInfo], str]
     running: dict[str, _Running] = field(default_factory=dict)
+    failures: dict[str, _Failures] = field(default_factory=dict)
     stopping: threading.Event = field(default_factory=threading.Event)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -58,8 +85,14 @@ class ProjectionManager:
         return r.projector if r is not None else None
 
     def _start(self, info: VersionInfo) -> None:
-        projector = self.factory(info)
         group = self.group_of(info)
+        try:
+            projector = self.factory(info)
+        except Exception:  # e.g. the graph server down while the schema is ensured
+            log.exception("%s: version %s could not start", self.component, info.name)
+            self._failed(info.name, group, ran_s=0.0)
+            CONSUMER_RUNNING.labels(self.component, group).set(0)
+            return
         loop = BatchLoop(
             consumer=make_consumer(self.bootstrap, group, self.settings),
             topic=LEDGER,
@@ -67,6 +100,7 @@ class ProjectionManager:
             group=group,
             component=self.component,
             process=projector.process,
+            dead_letters=projector.dead_letters,
             batch_size=self.settings.batch_size,
             wait_s=self.settings.batch_wait_s,
         )
@@ -78,10 +112,24 @@ class ProjectionManager:
         log.info("%s: building version %s (group %s)", self.component, info.name, group)
 
     def _run(self, name: str, loop: BatchLoop) -> None:
+        started = time.monotonic()
         try:
             loop.run()
         except Exception:
-            log.exception("%s: loop of %s stopped; restarting on next sync", self.component, name)
+            log.exception("%s: loop of %s stopped on an error", self.component, name)
+            self._failed(name, loop.group, time.monotonic() - started)
+
+    def _failed(self, name: str, group: str, ran_s: float) -> None:
+        failures = self.failures.setdefault(name, _Failures())
+        failures.failed(ran_s)
+        CONSUMER_RESTARTS.labels(self.component, group).inc()
+        wait = max(0.0, failures.next_start - time.monotonic())
+        log.warning("%s: %s fails %d time(s) in a row; starting it again in %.1fs",
+                    self.component, name, failures.count, wait)  # fmt: skip
+
+    def _may_start(self, name: str) -> bool:
+        failures = self.failures.get(name)
+        return failures is None or time.monotonic() >= failures.next_start
 
     def _stop(self, name: str, discard: bool = False) -> None:
         r = self.running.pop(name)
@@ -98,12 +146,16 @@ class ProjectionManager:
             for name in [n for n in self.running if n not in versions]:
                 log.info("%s: version %s dropped", self.component, name)
                 self._stop(name, discard=True)
+            for name in [n for n in self.failures if n not in versions]:
+                del self.failures[name]
             for name, info in versions.items():
+                if self.stopping.is_set() or not self._may_start(name):
+                    continue  # a failed loop keeps its projector (and index) until then
                 r = self.running.get(name)
-                if r is not None and not r.thread.is_alive() and not self.stopping.is_set():
+                if r is not None and not r.thread.is_alive():
                     self._stop(name)
                     r = None
-                if r is None and not self.stopping.is_set():
+                if r is None:
                     self._start(info)
 
     def run_forever(self, interval: float = 1.0) -> None:

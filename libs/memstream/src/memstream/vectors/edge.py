@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import shutil
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -19,6 +19,7 @@ from memstream.vectors.port import (
     TIME_FIELD,
     Mode,
     Search,
+    VectorRefused,
     check_query,
     event_point_key,
     keyword_filters,
@@ -235,7 +236,7 @@ class EdgeVectorIndex:
             return
         # Writers take the shard under the lock: a compaction swaps it under the same lock.
         for start in range(0, len(points), self.batch_size):
-            batch = [self._point(p) for p in points[start : start + self.batch_size]]
+            batch = _converted(self._point, points[start : start + self.batch_size])
             with self._lock:
                 shard = self._open(create=True)
                 assert shard is not None
@@ -541,6 +542,23 @@ class _Question:
         return qe.QueryRequest(
             limit=limit, prefetches=prefetches, query=_RRF, filter=flt, with_payload=True
         )
+
+
+def _converted(
+    convert: Callable[[VectorPoint], qe.Point], points: list[VectorPoint]
+) -> list[qe.Point]:
+    """The points as the engine takes them. The engine holds any Rust string (NUL included)
+    but a Python string holding a lone surrogate is not one: the conversion fails (orjson for
+    packed fields, PyO3 for the others), and that refusal is the data's."""
+    try:
+        return [convert(p) for p in points]
+    except (TypeError, UnicodeError) as exc:
+        text = str(exc)
+        if "surrogates not allowed" not in text and "not valid UTF-8" not in text:
+            raise
+        raise VectorRefused(
+            f"Qdrant Edge cannot hold a string that is not UTF-8: {text}", in_data=True
+        ) from exc
 
 
 def _hit(sp: qe.ScoredPoint) -> VectorHit:

@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import Any, Literal, Protocol, cast
 
 from memstream.projection.model import VectorHit, VectorPoint
+from memstream.store_errors import StoreRefused, StoreUnavailable
 from memstream.times import as_utc, utc_z
 
 Mode = Literal["hybrid", "dense", "sparse"]
@@ -21,6 +22,18 @@ KEYWORD_FILTERS = {
 KEYWORD_FIELDS = tuple(KEYWORD_FILTERS.values())
 # Datetime-indexed payload field bounding a query in time (``as_of``).
 TIME_FIELD = "occurred_at"
+
+
+class VectorUnavailable(StoreUnavailable):
+    """The vector store cannot be reached or cannot write for now: retry later."""
+
+    store = "vectors"
+
+
+class VectorRefused(StoreRefused):
+    """The vector store refuses what a write carries (e.g. a string that is not UTF-8)."""
+
+    store = "vectors"
 
 
 def time_bound(as_of: datetime | None) -> str | None:
@@ -90,7 +103,11 @@ class Search:
 
 
 class VectorIndex(Protocol):
-    """One collection (= one embedding model + projection version)."""
+    """One collection (= one embedding model + projection version).
+
+    Writes raise :class:`VectorUnavailable` when the store cannot be reached and
+    :class:`VectorRefused` when it refuses the data; any other exception is a bug.
+    """
 
     collection: str
     dim: int

@@ -5,11 +5,13 @@ from __future__ import annotations
 import logging
 import threading
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
 from qdrant_client import QdrantClient, models
-from qdrant_client.http.exceptions import UnexpectedResponse
+from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
 from memstream.projection.model import VectorHit, VectorPoint
 from memstream.vectors.port import (
@@ -17,6 +19,8 @@ from memstream.vectors.port import (
     TIME_FIELD,
     Mode,
     Search,
+    VectorRefused,
+    VectorUnavailable,
     check_query,
     event_point_key,
     keyword_filters,
@@ -36,6 +40,39 @@ log = logging.getLogger(__name__)
 
 DENSE = "dense"
 SPARSE = "bm25"
+# HTTP answers that judge the request's data (a malformed point, a payload too large) and
+# those that mean the server cannot take it now (overloaded, restarting, behind a proxy).
+REFUSED_STATUS = frozenset({400, 413, 422})
+UNAVAILABLE_STATUS = frozenset({429, 502, 503, 504})
+REASON_CHARS = 300
+
+
+def classify(exc: BaseException) -> VectorRefused | VectorUnavailable | None:
+    """The port error a ``qdrant-client`` exception means; None: a bug of ours (or a server
+    error, 500, that nothing says is transient): it propagates."""
+    if isinstance(exc, ResponseHandlingException):  # the transport failed: no answer at all
+        return VectorUnavailable(f"Qdrant unreachable: {exc.source!r}")
+    if isinstance(exc, UnexpectedResponse):
+        content = exc.content.decode(errors="replace")[:REASON_CHARS]
+        if exc.status_code in REFUSED_STATUS:
+            return VectorRefused(f"Qdrant refused the write ({exc.status_code}): {content}")
+        if exc.status_code in UNAVAILABLE_STATUS:
+            return VectorUnavailable(f"Qdrant cannot write now ({exc.status_code}): {content}")
+    if isinstance(exc, UnicodeError) or "surrogates not allowed" in str(exc):
+        # Raised while the client serialises the request: a string that is not UTF-8.
+        return VectorRefused(f"the Qdrant client cannot send the points: {exc}", in_data=True)
+    return None
+
+
+@contextmanager
+def _port_errors() -> Iterator[None]:
+    try:
+        yield
+    except Exception as exc:
+        mapped = classify(exc)
+        if mapped is None:
+            raise
+        raise mapped from exc
 
 
 def _sparse(vec: SparseVec) -> models.SparseVector:
@@ -155,36 +192,42 @@ class QdrantVectorIndex:
         """Idempotent by ``point_key``; written in batches of ``batch_size``."""
         if not points:
             return
-        self.ensure()
-        for start in range(0, len(points), self.batch_size):
-            batch = [self._point(p) for p in points[start : start + self.batch_size]]
-            with self._lock:
-                self.client.upsert(self.collection, points=batch, wait=True)
+        with _port_errors():
+            self.ensure()
+            for start in range(0, len(points), self.batch_size):
+                batch = [self._point(p) for p in points[start : start + self.batch_size]]
+                with self._lock:
+                    self.client.upsert(self.collection, points=batch, wait=True)
 
     def delete_where(self, tenant: str, key: str, value: str) -> int:
         """Delete the tenant's points whose payload ``key`` equals (or, for lists, contains)."""
-        if not self._exists():
-            return 0
-        flt = models.Filter(must=[_match("tenant", tenant), _match(key, value)])
-        with self._lock:
-            n = self.client.count(self.collection, count_filter=flt, exact=True).count
-            if n:
-                selector = models.FilterSelector(filter=flt)
-                self.client.delete(self.collection, points_selector=selector, wait=True)
+        with _port_errors():
+            if not self._exists():
+                return 0
+            flt = models.Filter(must=[_match("tenant", tenant), _match(key, value)])
+            with self._lock:
+                n = self.client.count(self.collection, count_filter=flt, exact=True).count
+                if n:
+                    selector = models.FilterSelector(filter=flt)
+                    self.client.delete(self.collection, points_selector=selector, wait=True)
         return n
 
     def delete(self, point_keys: list[str]) -> None:
         """Delete the points with these keys (keys without a point are ignored)."""
-        if not point_keys or not self._exists():
-            return
-        ids: list[models.ExtendedPointId] = [point_id(k) for k in point_keys]
-        with self._lock:
-            selector = models.PointIdsList(points=ids)
-            self.client.delete(self.collection, points_selector=selector, wait=True)
+        with _port_errors():
+            if not point_keys or not self._exists():
+                return
+            ids: list[models.ExtendedPointId] = [point_id(k) for k in point_keys]
+            with self._lock:
+                selector = models.PointIdsList(points=ids)
+                self.client.delete(self.collection, points_selector=selector, wait=True)
 
     def purge_events(self, tenant: str, event_ids: list[str]) -> dict[str, int]:
         """See :meth:`memstream.vectors.port.VectorIndex.purge_events`."""
-        ids = sorted(set(event_ids))
+        with _port_errors():
+            return self._purge_events(tenant, sorted(set(event_ids)))
+
+    def _purge_events(self, tenant: str, ids: list[str]) -> dict[str, int]:
         if not ids or not self._exists():
             return {"points": 0, "latents": 0}
         events = models.Filter(must=[_match("tenant", tenant), _any("event_id", ids)])
@@ -248,15 +291,16 @@ class QdrantVectorIndex:
 
     def count(self, tenant: str | None = None, kinds: list[str] | None = None) -> int:
         """Points (of one tenant, of some kinds); ``kinds=["event"]``: one per ledger event."""
-        if not self._exists():
-            return 0
-        must: list[models.Condition] = []
-        if tenant is not None:
-            must.append(_match("tenant", tenant))
-        if kinds is not None:
-            must.append(models.FieldCondition(key="kind", match=models.MatchAny(any=kinds)))
-        flt = models.Filter(must=must) if must else None
-        return self.client.count(self.collection, count_filter=flt, exact=True).count
+        with _port_errors():
+            if not self._exists():
+                return 0
+            must: list[models.Condition] = []
+            if tenant is not None:
+                must.append(_match("tenant", tenant))
+            if kinds is not None:
+                must.append(models.FieldCondition(key="kind", match=models.MatchAny(any=kinds)))
+            flt = models.Filter(must=must) if must else None
+            return self.client.count(self.collection, count_filter=flt, exact=True).count
 
     def query(
         self,

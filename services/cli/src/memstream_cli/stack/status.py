@@ -1,7 +1,14 @@
-"""Health of every component and consumer lag per group."""
+"""Health of every component and consumer lag per group.
+
+A component is healthy when its process lives, answers ``/metrics`` and has no problem: a
+supervised process restarting in a loop, or one of its consumer loops restarting in a loop,
+stopped on an error or stalled (lag without commits). The rules are in
+:mod:`memstream.ops.loops`; each problem is listed with its reason.
+"""
 
 from __future__ import annotations
 
+import time
 import urllib.request
 from typing import Any
 
@@ -17,6 +24,7 @@ from memstream.kafka.topics import (
     RETROSPECTIVE_GROUP,
     SEQUENCER_GROUP,
 )
+from memstream.ops.loops import child_restarts, process_started, read_loops, restarting
 
 from memstream_cli.stack.locate import Endpoints
 
@@ -65,6 +73,22 @@ def _lag(bootstrap: str, group: str, topics: tuple[str, ...]) -> dict[str, Any]:
     return {"topic": name, "total": sum(parts.values()), "partitions": parts}
 
 
+def _judge(name: str, c: dict[str, Any], pid: int | None, restarts: int, now: float) -> None:
+    """Add the consumers of the component's metrics endpoint and its problems to ``c``."""
+    problems: list[str] = []
+    if pid is not None and (why := restarting(restarts, process_started(pid), now)):
+        problems.append(f"{name} {why}")
+    url = c.get("metrics_url")
+    if url and c["healthy"]:
+        loops = read_loops(url)
+        c["consumers"] = {g: loop.summary(now) for g, loop in sorted(loops.items())}
+        problems += [p for loop in loops.values() for p in loop.problems(now)]
+    if restarts:
+        c["restarts"] = restarts
+    c["problems"] = problems
+    c["healthy"] = c["healthy"] and not problems
+
+
 def collect_status(ep: Endpoints) -> dict[str, Any]:
     """``{"kafka": {...}, "metrics_endpoints": [...], "components": {...}, "lag": {...}}``."""
     components: dict[str, Any] = {}
@@ -82,30 +106,48 @@ def collect_status(ep: Endpoints) -> dict[str, Any]:
                 continue
             lag[group] = _lag(ep.kafka_bootstrap, group, read)
     metrics: list[str] = []
+    now = time.time()
     if ep.stack is not None:
         metrics = list(ep.stack.metrics_endpoints)
-        try:
-            graph_ok = bool(redis.Redis.from_url(ep.stack.falkordb_url, socket_timeout=2).ping())
-        except Exception:
-            graph_ok = False
-        components["falkordb"] = {"healthy": graph_ok, "url": ep.stack.falkordb_url}
-        for name, c in ep.stack.components.items():
-            if name in ("tansu", "falkordb"):
-                components.setdefault(name, {})["pid"] = c.pid
-                continue
-            healthy = _pid_alive(c.pid) and (c.metrics_url is None or _http_ok(c.metrics_url))
-            components[name] = {"healthy": healthy, "pid": c.pid, "metrics_url": c.metrics_url}
-        components["tansu"] = components.pop("kafka") | components.get("tansu", {})
+        _embedded(ep, components, now)
         kafka_key = "tansu"
     else:
         kafka_key = "kafka"
     if ep.api_url:
-        components.setdefault("api", {})["healthy"] = _http_ok(f"{ep.api_url}/healthz")
-        components["api"]["url"] = ep.api_url
+        api = components.setdefault("api", {})
+        api["healthy"] = _http_ok(f"{ep.api_url}/healthz") and api.get("healthy", True)
+        api["url"] = ep.api_url
+        if ep.stack is None:  # a stack of services: the API's own consumers (vector projection)
+            api["metrics_url"] = f"{ep.api_url}/metrics"
+            _judge("api", api, None, 0, now)
+    problems = [p for c in components.values() for p in c.get("problems", [])]
     return {
         "kafka": {"bootstrap": ep.kafka_bootstrap, "healthy": components[kafka_key]["healthy"]},
         "metrics_endpoints": metrics,
         "components": components,
         "lag": lag,
         "healthy": all(bool(c.get("healthy", True)) for c in components.values()),
+        "problems": problems,
     }
+
+
+def _embedded(ep: Endpoints, components: dict[str, Any], now: float) -> None:
+    """The supervised children of an embedded stack: alive, answering, not in trouble."""
+    assert ep.stack is not None
+    try:
+        graph_ok = bool(redis.Redis.from_url(ep.stack.falkordb_url, socket_timeout=2).ping())
+    except Exception:
+        graph_ok = False
+    components["falkordb"] = {"healthy": graph_ok, "url": ep.stack.falkordb_url}
+    supervisor = ep.stack.components.get("supervisor")
+    url = supervisor.metrics_url if supervisor is not None else None
+    restarts = child_restarts(url) if url else {}
+    for name, c in ep.stack.components.items():
+        if name in ("tansu", "falkordb"):
+            components.setdefault(name, {})["pid"] = c.pid
+            continue
+        healthy = _pid_alive(c.pid) and (c.metrics_url is None or _http_ok(c.metrics_url))
+        components[name] = {"healthy": healthy, "pid": c.pid, "metrics_url": c.metrics_url}
+    components["tansu"] = components.pop("kafka") | components.get("tansu", {})
+    for name, c in components.items():
+        _judge(name, c, c.get("pid"), restarts.get(name, 0), now)

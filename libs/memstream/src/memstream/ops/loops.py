@@ -1,0 +1,134 @@
+"""A consumer loop's health, judged from the metrics it serves (``memstream status``).
+
+The same two rules as the alerts in ``deploy/prometheus/memstream-rules.yml``, read from one
+scrape instead of a time series:
+
+- **restarting in a loop**: a loop (or a supervised process) restarted at least
+  ``RESTART_LOOP`` times and its current run began less than ``RESTART_RECENT_S`` ago. One
+  scrape holds a counter, not its history, so the window is the age of the current run: a
+  crash loop never lets it grow (the projection runner and the supervisor restart within
+  30 s), and a run that lasts ``RESTART_RECENT_S`` clears it.
+- **stalled**: records are waiting (lag > 0) and the loop has committed nothing for
+  ``STALL_S`` seconds (counted from its start before its first commit).
+
+A loop that waits for an unavailable store is healthy until it stalls, and says it waits.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from prometheus_client.samples import Sample
+
+from memstream.metrics import scrape
+
+RESTART_LOOP = 3
+RESTART_RECENT_S = 300.0
+STALL_S = 120.0
+
+RUNNING = "memstream_consumer_running"
+STARTED = "memstream_consumer_started_timestamp_seconds"
+RESTARTS = "memstream_consumer_restarts_total"
+LAST_COMMIT = "memstream_consumer_last_commit_timestamp_seconds"
+WAITING = "memstream_consumer_waiting"
+LAG = "memstream_consumer_lag"
+CHILD_RESTARTS = "memstream_child_restarts_total"
+LOOP_SERIES = (RUNNING, STARTED, RESTARTS, LAST_COMMIT, WAITING, LAG)
+
+
+@dataclass
+class Loop:
+    """One consumer loop (component, group) as one scrape shows it."""
+
+    component: str
+    group: str
+    running: bool = True
+    started: float | None = None
+    restarts: int = 0
+    last_commit: float | None = None
+    waiting: bool = False
+    lag: int = 0
+
+    def problems(self, now: float) -> list[str]:
+        """Why the loop is unhealthy (empty: it is healthy)."""
+        out: list[str] = []
+        if not self.running:
+            out.append(f"consumer {self.group} is not running (stopped on an error)")
+        elif (reason := restarting(self.restarts, self.started, now)) is not None:
+            out.append(f"consumer {self.group} {reason}")
+        if self.lag > 0 and self.last_commit is not None and now - self.last_commit > STALL_S:
+            why = " (waiting for an unavailable store)" if self.waiting else ""
+            out.append(
+                f"consumer {self.group} has committed nothing for {now - self.last_commit:.0f}s "
+                f"with {self.lag} records waiting{why}"
+            )
+        return out
+
+    def summary(self, now: float) -> dict[str, object]:
+        since = None if self.last_commit is None else round(now - self.last_commit, 1)
+        return {
+            "component": self.component,
+            "running": self.running,
+            "waiting": self.waiting,
+            "lag": self.lag,
+            "since_commit_s": since,
+            "restarts": self.restarts,
+        }
+
+
+def restarting(restarts: int, started: float | None, now: float) -> str | None:
+    """The reason a loop or a process counts as restarting in a loop, or None."""
+    if restarts < RESTART_LOOP or started is None or now - started >= RESTART_RECENT_S:
+        return None
+    age = now - started
+    return f"is restarting in a loop: {restarts} restarts, the current run began {age:.0f}s ago"
+
+
+def loops_of(samples: Iterable[Sample]) -> dict[str, Loop]:
+    """The loops the samples describe, by consumer group."""
+    loops: dict[str, Loop] = {}
+    for s in samples:
+        group, component = s.labels.get("group"), s.labels.get("component")
+        if group is None or component is None:
+            continue
+        loop = loops.setdefault(group, Loop(component, group))
+        if s.name == RUNNING:
+            loop.running = s.value >= 1
+        elif s.name == STARTED:
+            loop.started = s.value
+        elif s.name == RESTARTS:
+            loop.restarts = int(s.value)
+        elif s.name == LAST_COMMIT:
+            loop.last_commit = s.value
+        elif s.name == WAITING:
+            loop.waiting = s.value >= 1
+        elif s.name == LAG:
+            loop.lag += int(s.value)
+    # Only a loop that reports itself is judged: lag alone is another process's (a rebalance).
+    return {g: loop for g, loop in loops.items() if loop.started is not None or not loop.running}
+
+
+def read_loops(metrics_url: str) -> dict[str, Loop]:
+    """The loops of the process serving ``metrics_url`` (none if it does not answer)."""
+    return loops_of(scrape([metrics_url], LOOP_SERIES))
+
+
+def child_restarts(supervisor_metrics_url: str) -> dict[str, int]:
+    """Restarts per supervised child, from the embedded supervisor's metrics."""
+    samples = scrape([supervisor_metrics_url], (CHILD_RESTARTS,))
+    return {s.labels["child"]: int(s.value) for s in samples if "child" in s.labels}
+
+
+def process_started(pid: int) -> float | None:
+    """Unix time at which process ``pid`` started (Linux ``/proc``), or None."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            # the command may hold spaces and parentheses: fields count from the last ")"
+            fields = fh.read().rsplit(")", 1)[1].split()
+        with open("/proc/stat") as fh:
+            boot = next(int(line.split()[1]) for line in fh if line.startswith("btime"))
+    except (OSError, IndexError, StopIteration, ValueError):
+        return None
+    return boot + int(fields[19]) / os.sysconf("SC_CLK_TCK")
