@@ -173,10 +173,10 @@ def test_falkordb_refuses_the_nul_records_alone_and_the_rest_commits(
     )
     assert text["source"] == {"topic": topic, "partition": 0, "offset": NUL_TEXT}
     assert base64.b64decode(text["raw_b64"]) == values[NUL_TEXT]
-    # The extractor reads a feedback payload through its model: should the model refuse a
-    # NUL itself, the record is dead-lettered as malformed before the store sees it.
+    # The extractor reads a feedback payload through its model, whose id rule refuses a NUL:
+    # the record is dead-lettered as malformed before the store sees it.
     target = dead[NUL_TARGET]["reason"]
-    assert "NUL character (U+0000)" in target or "malformed ledger entry" in target, target
+    assert "malformed ledger entry" in target and "ids take no control characters" in target
     assert (
         "malformed ledger entry" in dead[MALFORMED]["reason"]
         or "undecodable" in dead[MALFORMED]["reason"]
@@ -192,14 +192,18 @@ def test_qdrant_edge_holds_nul_and_the_vector_projection_writes_every_record(
     projector = VectorProjector(index, get_embedder(None), "vtest", make_producer(topics))
     loop = loop_for(topics, topic, projector)
     try:
-        committed = run_until(topics, loop, lambda: index.count("v", ["event"]) >= N - 1, topic)
+        committed = run_until(topics, loop, lambda: index.count("v", ["event"]) >= N - 2, topic)
         assert committed == N
-        assert index.count("v", ["event"]) == N - 1  # all but the malformed record
+        # all but the malformed record and the feedback whose target id holds a NUL: the
+        # payload model's id rule refuses that one before any store sees it
+        assert index.count("v", ["event"]) == N - 2
         hits = index.query("v", None, "Tom Berg", limit=50, mode="sparse")
         assert any(h.payload["text"] == "a\x00b met Tom Berg" for h in hits)
     finally:
         projector.close()
-    assert sorted(dead_letters(topics, topic)) == [MALFORMED]
+    dead = dead_letters(topics, topic)
+    assert sorted(dead) == [NUL_TARGET, MALFORMED]
+    assert "ids take no control characters" in dead[NUL_TARGET]["reason"]
 
 
 def test_qdrant_edge_refuses_a_lone_surrogate(tmp_path: Path) -> None:
