@@ -93,7 +93,11 @@ def test_a_chaos_window_counts_its_answers_failures_gap_and_wait() -> None:
         Answer(first_sent=11.0, answered=18.5, ids=(ids[3],)),
         Answer(first_sent=19.0, answered=19.5, ids=(ids[4], ids[5])),
     ]
-    failures = [Failure(12.0, "refused"), Failure(13.0, "transport"), Failure(14.0, "status")]
+    failures = [
+        Failure(12.0, "refused", "ConnectError"),
+        Failure(13.0, "transport", "RemoteProtocolError"),
+        Failure(14.0, "status", "503"),
+    ]
     counts = Counter({ids[0]: 1, ids[1]: 1, ids[2]: 2, ids[3]: 1, ids[4]: 1})
     rows = [
         {"fault": "none", "killed_at": 0.0, "recover_s": None},
@@ -104,6 +108,7 @@ def test_a_chaos_window_counts_its_answers_failures_gap_and_wait() -> None:
     assert fault["accepted"] == 5 and fault["ledgered"] == 4 and fault["lost"] == 1
     assert fault["duplicated"] == 1
     assert (fault["refused"], fault["transport_errors"], fault["non_202"]) == (1, 1, 1)
+    assert fault["errors"] == {"RemoteProtocolError": 1, "503": 1}
     assert fault["longest_gap_s"] == 7.5  # 11.0 -> 18.5 without a 202
     assert fault["longest_wait_s"] == 7.5 and fault["recover_s"] == 3.0
 

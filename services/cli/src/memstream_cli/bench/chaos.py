@@ -57,10 +57,12 @@ class Answer:
 
 @dataclass(frozen=True)
 class Failure:
-    """One request that got no 202: ``kind`` is refused, transport or status."""
+    """One request that got no 202: ``kind`` is refused, transport or status; ``what`` names
+    the error (its class, or the HTTP status)."""
 
     at: float
     kind: str
+    what: str = ""
 
 
 @dataclass
@@ -93,28 +95,30 @@ class _Load:
         first = time.monotonic()
         while not self.stop.is_set():
             sent = time.monotonic()
-            kind = self._post(client, key, events)
-            if kind is None:
+            failure = self._post(client, key, events, sent)
+            if failure is None:
                 with self.lock:
                     self.answers.append(Answer(first, time.monotonic(), ids))
                 return
             with self.lock:
-                self.failures.append(Failure(sent, kind))
+                self.failures.append(failure)
             self.stop.wait(RETRY_S)
 
-    def _post(self, client: httpx.Client, key: str, events: list[dict[str, Any]]) -> str | None:
-        """None when accepted, else the kind of failure."""
+    def _post(
+        self, client: httpx.Client, key: str, events: list[dict[str, Any]], sent: float
+    ) -> Failure | None:
+        """None when accepted, else what went wrong."""
         try:
             r = client.post(
                 f"{self.api_url}/v1/events",
                 json={"events": events},
                 headers={"Authorization": f"Bearer {key}"},
             )
-        except httpx.ConnectError:
-            return "refused"
-        except httpx.HTTPError:
-            return "transport"
-        return None if r.status_code == 202 else "status"
+        except httpx.ConnectError as exc:
+            return Failure(sent, "refused", type(exc).__name__)
+        except httpx.HTTPError as exc:
+            return Failure(sent, "transport", type(exc).__name__)
+        return None if r.status_code == 202 else Failure(sent, "status", str(r.status_code))
 
     def accepted_since(self, t: float) -> set[str]:
         with self.lock:
@@ -226,7 +230,8 @@ def fault_rows(
         mine = [a for a in answers if start <= a.answered < end]
         window = {i for a in mine for i in a.ids}
         ledgered = {i for i in window if counts[i] > 0}
-        failed = Counter(f.kind for f in failures if start <= f.at < end)
+        in_window = [f for f in failures if start <= f.at < end]
+        failed = Counter(f.kind for f in in_window)
         out.append(
             {
                 "fault": row["fault"],
@@ -237,6 +242,7 @@ def fault_rows(
                 "refused": failed["refused"],
                 "transport_errors": failed["transport"],
                 "non_202": failed["status"],
+                "errors": dict(Counter(f.what for f in in_window if f.kind != "refused")),
                 "longest_gap_s": round(longest_gap(start, end, [a.answered for a in mine]), 2),
                 "longest_wait_s": round(
                     max((a.answered - a.first_sent for a in mine), default=0.0), 2
