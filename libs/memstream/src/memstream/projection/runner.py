@@ -57,8 +57,8 @@ class ProjectionManager:
         r = self.running.get(version)
         return r.projector if r is not None else None
 
-    def _start(self, info: VersionInfo) -> None:
-        projector = self.factory(info)
+    def _start(self, info: VersionInfo, projector: Projector | None = None) -> None:
+        projector = projector if projector is not None else self.factory(info)
         group = self.group_of(info)
         loop = BatchLoop(
             consumer=make_consumer(self.bootstrap, group, self.settings),
@@ -105,6 +105,22 @@ class ProjectionManager:
                     r = None
                 if r is None and not self.stopping.is_set():
                     self._start(info)
+
+    def restart_loops(self, timeout: float = 120.0) -> None:
+        """Give every running version a new consumer, keeping its projector (and what it
+        holds open): e.g. the broker restarted empty and positions in the old log mean
+        nothing. A loop that does not stop within ``timeout`` is left to ``sync``."""
+        with self.lock:
+            versions = self.registry.load().versions
+            for name, r in list(self.running.items()):
+                r.loop.stop_event.set()
+                r.thread.join(timeout)
+                if r.thread.is_alive():
+                    log.error("%s: loop of %s did not stop; sync restarts it later",
+                              self.component, name)  # fmt: skip
+                elif name in versions and not self.stopping.is_set():
+                    self._start(versions[name], r.projector)
+                # else: a dropped version; sync discards it
 
     def run_forever(self, interval: float = 1.0) -> None:
         while not self.stopping.is_set():
