@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -52,6 +53,7 @@ class ProjectionManager:
     running: dict[str, _Running] = field(default_factory=dict)
     stopping: threading.Event = field(default_factory=threading.Event)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    assigned_at: dict[str, float] = field(default_factory=dict)  # version -> last assignment
 
     def projector(self, version: str) -> Projector | None:
         r = self.running.get(version)
@@ -67,6 +69,7 @@ class ProjectionManager:
             group=group,
             component=self.component,
             process=projector.process,
+            on_assign=self._on_assign(info.name),
             batch_size=self.settings.batch_size,
             wait_s=self.settings.batch_wait_s,
         )
@@ -106,19 +109,39 @@ class ProjectionManager:
                 if r is None and not self.stopping.is_set():
                     self._start(info)
 
-    def restart_loops(self, timeout: float = 120.0) -> None:
-        """Give every running version a new consumer, keeping its projector (and what it
-        holds open): e.g. the broker restarted empty and positions in the old log mean
-        nothing. A loop that does not stop within ``timeout`` is left to ``sync``."""
+    def _on_assign(self, name: str) -> Callable[[list[int]], None]:
+        def assigned(_partitions: list[int]) -> None:
+            self.assigned_at[name] = time.time()
+
+        return assigned
+
+    def after_broker_restart(
+        self, since: float, wait_s: float = 60.0, stop_s: float = 120.0
+    ) -> None:
+        """The broker restarted empty at ``since`` (wall time): positions in the old log mean
+        nothing. A loop whose consumer was assigned again since then had them reset by that
+        rebalance (to the group's offsets on the new broker); one that was not, within
+        ``wait_s``, gets a new consumer and keeps its projector. Consumers are not replaced
+        at once: one that leaves while it is rejoining leaves a Tansu group that nobody can
+        join for minutes (seen with Tansu's group coordinator)."""
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline and not self.stopping.is_set():
+            if all(self.assigned_at.get(n, 0.0) >= since for n in list(self.running)):
+                return
+            time.sleep(0.2)
         with self.lock:
             versions = self.registry.load().versions
             for name, r in list(self.running.items()):
+                if self.assigned_at.get(name, 0.0) >= since or self.stopping.is_set():
+                    continue
+                log.warning("%s: loop of %s not assigned since the broker restarted; "
+                            "new consumer", self.component, name)  # fmt: skip
                 r.loop.stop_event.set()
-                r.thread.join(timeout)
+                r.thread.join(stop_s)
                 if r.thread.is_alive():
                     log.error("%s: loop of %s did not stop; sync restarts it later",
                               self.component, name)  # fmt: skip
-                elif name in versions and not self.stopping.is_set():
+                elif name in versions:
                     self._start(versions[name], r.projector)
                 # else: a dropped version; sync discards it
 
