@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import socket
 import sys
 
 import uvicorn
@@ -26,7 +27,7 @@ def main() -> None:
         settings.kafka_bootstrap,
         project_vectors=settings.qdrant_url is None and settings.embedded_projections,
     )
-    uvicorn.run(
+    config = uvicorn.Config(
         app,
         host=settings.api_host,
         port=settings.api_port,
@@ -34,6 +35,10 @@ def main() -> None:
         # Our own histogram covers requests; per-request access lines drown the logs.
         access_log=False,
     )
+    # The embedded supervisor holds the listening socket: requests that arrive while this
+    # process (re)starts wait in its backlog instead of being refused.
+    sockets = [socket.socket(fileno=settings.api_fd)] if settings.api_fd is not None else None
+    uvicorn.Server(config).run(sockets=sockets)
 
 
 if __name__ == "__main__":

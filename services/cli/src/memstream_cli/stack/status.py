@@ -84,8 +84,11 @@ def collect_status(ep: Endpoints) -> dict[str, Any]:
     metrics: list[str] = []
     if ep.stack is not None:
         metrics = list(ep.stack.metrics_endpoints)
+        secret = ep.graph_password
+        password = secret.get_secret_value() if secret is not None else None
         try:
-            graph_ok = bool(redis.Redis.from_url(ep.stack.falkordb_url, socket_timeout=2).ping())
+            graph = redis.Redis.from_url(ep.stack.falkordb_url, socket_timeout=2, password=password)
+            graph_ok = bool(graph.ping())
         except Exception:
             graph_ok = False
         components["falkordb"] = {"healthy": graph_ok, "url": ep.stack.falkordb_url}
