@@ -103,10 +103,10 @@ def start_falkordb(
     """FalkorDB (redis-server + module) with AOF persistence in ``data_dir``, refusing any
     client that does not AUTH with ``password``.
 
-    Returns once it answers PING; with ``loaded`` false, as soon as it answers at all (a
-    restart: reading a long append-only file back can take minutes, and meanwhile clients
-    hear "loading", a store briefly down). With ``loaded``, a server still loading is waited
-    for as long as it lives.
+    Returns once it answers PING; with ``loaded`` false, as soon as it listens (a restart:
+    replaying a long append-only file can take minutes, during which it answers "loading"
+    or not at all; clients meanwhile see a store briefly down). With ``loaded``, a server
+    still loading is waited for as long as it lives.
     """
     import redis
 
@@ -155,7 +155,8 @@ def start_falkordb(
         try:
             if client.ping():
                 break
-        except redis.BusyLoadingError as exc:
+        except (redis.BusyLoadingError, redis.TimeoutError) as exc:
+            # Listening but "loading", or too busy replaying its file to answer in time.
             if not loaded:
                 break
             if proc.poll() is not None:
