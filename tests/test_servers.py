@@ -12,6 +12,7 @@ from confluent_kafka.admin import AdminClient
 from falkordb import FalkorDB
 from memstream.settings import FALKORDB_PASSWORD_FILE, Settings
 from memstream.stack.servers import Server, falkordb_password
+from memstream_cli.stack.supervisor import lock_down
 
 
 def test_broker_answers_metadata(broker: str) -> None:
@@ -46,3 +47,24 @@ def test_a_data_dir_keeps_one_private_password(tmp_path: Path) -> None:
     assert secret is not None and secret.get_secret_value() == first
     assert Settings(data_dir=tmp_path / "none").falkordb_secret() is None
     assert first not in repr(Settings(data_dir=tmp_path, falkordb_password=secret))
+
+
+def test_lock_down_makes_an_older_data_dir_private(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    (data / "graph" / "appendonlydir").mkdir(parents=True)
+    aof = data / "graph" / "appendonlydir" / "appendonly.aof.1.incr.aof"
+    aof.write_text("GRAPH.QUERY ...")
+    keys = data / "keys.json"
+    keys.write_text("{}")
+    for path, mode in ((data, 0o755), (data / "graph", 0o755), (aof, 0o644), (keys, 0o644)):
+        path.chmod(mode)
+    outside = tmp_path / "shared.txt"
+    outside.write_text("not ours")
+    outside.chmod(0o644)
+    (data / "link").symlink_to(outside)
+    lock_down(data)
+    for path in (data, data / "graph", data / "graph" / "appendonlydir"):
+        assert stat.S_IMODE(path.stat().st_mode) == 0o700, path
+    for path in (aof, keys):
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
+    assert stat.S_IMODE(outside.stat().st_mode) == 0o644  # a link's target is left alone

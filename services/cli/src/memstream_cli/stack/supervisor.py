@@ -241,7 +241,8 @@ class EmbeddedStack:
 
     def _prepare_broker(self, started_ns: int) -> None:
         """Topics, the ledger restored from the archive (a fresh broker holds nothing), and a
-        new broker epoch, which tells the API's outbox to re-send what it holds."""
+        new broker epoch (the time the broker was started), which tells the API to drop what
+        pointed into the old broker and re-send what its outbox holds."""
         ensure_topics(self.bootstrap, self.settings)
         if ledger_is_empty(self.bootstrap):
             self.restored = restore_ledger(self.bootstrap, self.settings.archive_dir)
@@ -256,7 +257,7 @@ class EmbeddedStack:
         ledger back from the archive, then the workers start again and rebuild their state
         from it (consumers that kept running would hold positions in a log that no longer
         exists). The API keeps running: its outbox accepts writes meanwhile, and on the new
-        epoch it re-sends them, renews its producer and restarts its vector projection loops.
+        epoch it renews its producer, re-sends them and sees its vector loops reset.
         A graph server is back once it answers; it may go on loading its file for a while."""
         s.restarts += 1
         RESTARTS.labels("supervisor", s.name).inc()
