@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from memstream.stack.net import free_port
-from memstream.stack.servers import Server, start_falkordb, start_tansu
+from memstream.stack.servers import Server, falkordb_password, start_falkordb, start_tansu
 from messages_standin import MessagesStandin, llm_env, running_standin
 from stackproc import RunningStack, start_stack
 
@@ -25,9 +25,10 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 @pytest.fixture(scope="session")
 def falkordb_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    """A real FalkorDB server (AOF on) for the session."""
+    """A real FalkorDB server (AOF on) for the session, with a password as the stack's."""
     root: Path = tmp_path_factory.mktemp("falkordb")
-    server = start_falkordb(free_port(), root / "data", root)
+    password = falkordb_password(root)
+    server = start_falkordb(free_port(), root / "data", root, password=password)
     try:
         yield server
     finally:

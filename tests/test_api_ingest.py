@@ -17,7 +17,9 @@ from memstream.kafka.reading import high_watermarks, read_to_end
 from memstream.kafka.topics import RAW, ensure_topics
 from memstream.keys import KeyStore
 from memstream.metrics import EVENTS_PRODUCED, EVENTS_RECEIVED, EVENTS_REJECTED
+from memstream.projection.embedded import ensure_default_version
 from memstream.settings import Settings
+from memstream.stack.epoch import new_epoch
 from memstream.stack.net import free_port
 from memstream.stack.servers import start_tansu
 from memstream_api.app import create_app
@@ -253,7 +255,15 @@ def test_with_the_outbox_events_accepted_while_the_broker_is_down_reach_the_next
         ensure_topics(bootstrap, Settings())
         settings = Settings(data_dir=tmp_path, outbox_ack_wait_s=1.0)
         key = KeyStore.from_settings(settings).create("acme")
-        with TestClient(create_app(settings, bootstrap)) as client:
+        ensure_default_version(settings)
+        app = create_app(settings, bootstrap, project_vectors=True)
+        with TestClient(app) as client:
+            vectors = app.state.vectors
+            wait_until(lambda: "v1" in vectors.assigned_at, 60, "the vector loop's assignment")
+            auth = {"Authorization": f"Bearer {key}"}
+            r = client.post("/v1/events", json=_msg("s", "before", id="before-1"), headers=auth)
+            assert r.status_code == 202, r.text  # the producer has delivered to this broker
+            wait_until(lambda: "before-1" in raw_ids(bootstrap), 60, "delivery before the stop")
             server.stop()
             r = client.post(
                 "/v1/events",
@@ -263,23 +273,25 @@ def test_with_the_outbox_events_accepted_while_the_broker_is_down_reach_the_next
             assert r.status_code == 202, r.text  # durable in the outbox: accepted
             spooled = b"".join(p.read_bytes() for p in settings.outbox_dir.glob("*.jsonl"))
             assert b"kept-1" in spooled and b"kept-2" in spooled
+            started = time.time_ns()
             server = start_tansu(port, tmp_path / "logs")  # a new, empty broker
             ensure_topics(bootstrap, Settings())
-            (tmp_path / "broker-epoch").write_text("2\n")
-
-            def arrived() -> bool:
-                ids = {
-                    orjson.loads(m.value() or b"{}").get("id") for m in read_to_end(bootstrap, RAW)
-                }
-                return {"kept-1", "kept-2"} <= ids
-
-            # Usually the producer delivers its queued sends to the new broker at once. If it
-            # asked for the topic before ensure_topics created it, those sends wait for the
-            # producer's message timeout (30 s), fail, and the outbox re-sends the segment on
-            # a later tick: the bound is that timeout plus a few ticks, not 30 s.
-            wait_until(arrived, 90, "outbox re-send to the new broker")
+            new_epoch(tmp_path, started)
+            wanted = {"kept-1", "kept-2"}
+            wait_until(lambda: wanted <= raw_ids(bootstrap), 90, "outbox re-send to it")
+            # the producer that knew the old broker was replaced: new writes get through too
+            r = client.post("/v1/events", json=_msg("s", "after", id="after-1"), headers=auth)
+            assert r.status_code == 202, r.text
+            wait_until(lambda: "after-1" in raw_ids(bootstrap), 60, "a write after the restart")
+            # the vector projection reads the new broker's log from its start
+            again = lambda: vectors.assigned_at["v1"] >= started / 1e9  # noqa: E731
+            wait_until(again, 90, "the vector loop assigned on the new broker")
     finally:
         server.stop()
+
+
+def raw_ids(bootstrap: str) -> set[str]:
+    return {str(orjson.loads(m.value() or b"{}").get("id")) for m in read_to_end(bootstrap, RAW)}
 
 
 def test_main_requires_a_bootstrap(monkeypatch: pytest.MonkeyPatch) -> None:

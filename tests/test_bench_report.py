@@ -3,10 +3,18 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 
 import pytest
-from memstream_cli.bench.report import blocks_from, learn_table, load_table, update_readme
+from memstream_cli.bench.chaos import Answer, Failure, fault_rows, longest_gap
+from memstream_cli.bench.report import (
+    blocks_from,
+    chaos_table,
+    learn_table,
+    load_table,
+    update_readme,
+)
 
 MACHINE = {"cpus": 2, "date": "2031-01-02"}
 
@@ -75,3 +83,53 @@ def test_learn_table_shows_each_round_and_the_praise_burst() -> None:
     assert "| 2 | 0.50 | 1.00 |" in table
     assert "| after 1,200 praise events | 0.50 | 1.00 |" in table
     assert "on top in 0.25 (off) and 0.00 (on)" in table and "2–3 competing" in table
+
+
+def test_a_chaos_window_counts_its_answers_failures_gap_and_wait() -> None:
+    ids = [f"e{i}" for i in range(6)]
+    answers = [
+        Answer(first_sent=0.0, answered=1.0, ids=(ids[0],)),
+        Answer(first_sent=9.0, answered=11.0, ids=(ids[1], ids[2])),  # sent before the kill
+        Answer(first_sent=11.0, answered=18.5, ids=(ids[3],)),
+        Answer(first_sent=19.0, answered=19.5, ids=(ids[4], ids[5])),
+    ]
+    failures = [
+        Failure(12.0, "refused", "ConnectError"),
+        Failure(13.0, "transport", "RemoteProtocolError"),
+        Failure(14.0, "status", "503"),
+    ]
+    counts = Counter({ids[0]: 1, ids[1]: 1, ids[2]: 2, ids[3]: 1, ids[4]: 1})
+    rows = [
+        {"fault": "none", "killed_at": 0.0, "recover_s": None},
+        {"fault": "tansu", "killed_at": 10.0, "recover_s": 3.04},
+    ]
+    quiet, fault = fault_rows(rows, 20.0, answers, failures, counts)
+    assert quiet["accepted"] == 1 and quiet["refused"] == 0 and quiet["longest_gap_s"] == 9.0
+    assert fault["accepted"] == 5 and fault["ledgered"] == 4 and fault["lost"] == 1
+    assert fault["duplicated"] == 1
+    assert (fault["refused"], fault["transport_errors"], fault["non_202"]) == (1, 1, 1)
+    assert fault["errors"] == {"RemoteProtocolError": 1, "503": 1}
+    assert fault["longest_gap_s"] == 7.5  # 11.0 -> 18.5 without a 202
+    assert fault["longest_wait_s"] == 7.5 and fault["recover_s"] == 3.0
+
+
+def test_longest_gap_counts_from_the_kill_and_to_the_end() -> None:
+    assert longest_gap(0.0, 10.0, []) == 10.0
+    assert longest_gap(0.0, 10.0, [6.0, 7.0]) == 6.0
+    assert longest_gap(0.0, 10.0, [1.0, 2.0]) == 8.0
+
+
+def test_the_chaos_table_shows_refusals_errors_gap_and_wait() -> None:
+    fault = {
+        "fault": "tansu", "accepted": 1200, "ledgered": 1200, "lost": 0, "duplicated": 0,
+        "refused": 0, "transport_errors": 1, "non_202": 2, "longest_gap_s": 1.25,
+        "longest_wait_s": 0.5, "recover_s": None,
+    }  # fmt: skip
+    doc = {
+        "faults": [fault], "accepted": 1200, "lost": 0, "duplicated": 0,
+        "refused_requests": 0, "transport_errors": 1, "chain_verifies": True,
+        "projections_converged": True, "converge_s": 0.5, "machine": MACHINE,
+    }  # fmt: skip
+    (row,) = [r for r in chaos_table(doc).splitlines() if r.startswith("| tansu")]
+    assert row == "| tansu | 1,200 | 1,200 | 0 | 0 | 0 | 3 | 1.25 s | 0.5 s | – |"
+    assert "0 connections refused and 1 other transport errors" in chaos_table(doc)

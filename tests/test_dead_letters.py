@@ -79,7 +79,10 @@ def dead_letters_from(bootstrap: str, topic: str) -> dict[int, dict[str, Any]]:
 
 @pytest.fixture
 def graph(falkordb_server: Server) -> Iterator[FalkorGraphStore]:
-    store = FalkorGraphStore(FalkorDB(port=falkordb_server.port), f"dlq_{uuid.uuid4().hex[:8]}")
+    store = FalkorGraphStore(
+        FalkorDB(port=falkordb_server.port, password=falkordb_server.password),
+        f"dlq_{uuid.uuid4().hex[:8]}",
+    )
     try:
         yield store
     finally:

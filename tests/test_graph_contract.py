@@ -41,6 +41,7 @@ from memstream.projection.model import (
 from memstream.settings import Settings
 from memstream.stack.servers import Server
 from memstream.times import iso_z
+from pydantic import SecretStr
 
 NEO4J_URI = os.environ.get("MEMSTREAM_TEST_NEO4J_URI")
 ADAPTERS = ["falkordb"] + (["neo4j"] if NEO4J_URI else [])
@@ -53,7 +54,7 @@ def store(request: pytest.FixtureRequest) -> Iterator[CypherGraphStore]:
     """A fresh, schema-ready namespace per test, dropped afterwards."""
     if request.param == "falkordb":
         server: Server = request.getfixturevalue("falkordb_server")
-        client = FalkorDB(port=server.port)
+        client = FalkorDB(port=server.port, password=server.password)
         graph: CypherGraphStore = FalkorGraphStore(client, f"contract_{uuid.uuid4().hex[:12]}")
         graph.ensure_schema()
         try:
@@ -720,7 +721,7 @@ def test_deleted_latents_take_their_edges_and_loose_stubs(store: CypherGraphStor
 
 
 def test_compact_leaves_no_purged_text_in_the_falkordb_files(falkordb_server: Server) -> None:
-    client = FalkorDB(port=falkordb_server.port)
+    client = FalkorDB(port=falkordb_server.port, password=falkordb_server.password)
     graph = FalkorGraphStore(client, f"purge_{uuid.uuid4().hex[:12]}")
     graph.ensure_schema()
     marker = f"Éloïse Martin-Duval déménage à Lisbonne {uuid.uuid4().hex}"
@@ -814,7 +815,9 @@ def test_factory_picks_neo4j_when_configured_without_connecting() -> None:
 
 def test_factory_opens_falkordb_from_its_url(falkordb_server: Server) -> None:
     url = f"redis://127.0.0.1:{falkordb_server.port}"
-    graph = open_graph_store(Settings(neo4j_uri=None, falkordb_url=url), "factory_probe")
+    password = SecretStr(falkordb_server.password or "")
+    settings = Settings(neo4j_uri=None, falkordb_url=url, falkordb_password=password)
+    graph = open_graph_store(settings, "factory_probe")
     assert isinstance(graph, FalkorGraphStore)
     try:
         graph.ensure_schema()

@@ -182,7 +182,10 @@ def artifacts(tenant: str) -> tuple[LatentArtifact, LatentArtifact]:
 
 @pytest.fixture
 def graph(falkordb_server: Server) -> Iterator[FalkorGraphStore]:
-    store = FalkorGraphStore(FalkorDB(port=falkordb_server.port), f"lat_{uuid.uuid4().hex[:8]}")
+    store = FalkorGraphStore(
+        FalkorDB(port=falkordb_server.port, password=falkordb_server.password),
+        f"lat_{uuid.uuid4().hex[:8]}",
+    )
     try:
         yield store
     finally:

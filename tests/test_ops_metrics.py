@@ -69,7 +69,9 @@ def test_probe_publishes_each_result_and_an_error_is_down() -> None:
 def test_graph_and_kafka_checks_against_real_and_absent_servers(falkordb_server: Server) -> None:
     closed = free_port()
     checks = {
-        "graph": falkordb_check(f"redis://127.0.0.1:{falkordb_server.port}"),
+        "graph": falkordb_check(
+            f"redis://127.0.0.1:{falkordb_server.port}", password=falkordb_server.password
+        ),
         "graph-gone": falkordb_check(f"redis://127.0.0.1:{closed}", timeout=0.5),
         "kafka-gone": kafka_check(f"127.0.0.1:{closed}", timeout=0.5),
     }

@@ -68,7 +68,7 @@ def project(store: FalkorGraphStore, entries: list[dict[str, Any]], batch: int) 
 
 
 def test_graph_replay_is_identical_and_idempotent(falkordb_server: Server) -> None:
-    client = FalkorDB(port=falkordb_server.port)
+    client = FalkorDB(port=falkordb_server.port, password=falkordb_server.password)
     entries = ledger(300)
     a, b = FalkorGraphStore(client, "replay_a"), FalkorGraphStore(client, "replay_b")
     try:

@@ -75,7 +75,7 @@ def test_a_replayed_ledger_ends_without_the_purged_data(
 ) -> None:
     tenant, marker = f"t-{uuid.uuid4().hex[:6]}", uuid.uuid4().hex
     _, msgs = as_messages(topics, [orjson.dumps(e) for e in entries(tenant, marker)])
-    client = FalkorDB(port=falkordb_server.port)
+    client = FalkorDB(port=falkordb_server.port, password=falkordb_server.password)
     graph = FalkorGraphStore(client, f"purge_{uuid.uuid4().hex[:8]}")
     emb = HashingEmbedder()
     index = EdgeVectorIndex(tmp_path / "edge", "v", emb.dim)
@@ -108,7 +108,10 @@ def test_purged_entries_are_skipped_not_dead_lettered(
     ledger = entries(tenant, marker)
     restored = [purged_form(e, "e4") if e["id"] in ("e1", "e2") else e for e in ledger]
     topic, msgs = as_messages(topics, [orjson.dumps(e) for e in restored])
-    graph = FalkorGraphStore(FalkorDB(port=falkordb_server.port), f"p_{uuid.uuid4().hex[:8]}")
+    graph = FalkorGraphStore(
+        FalkorDB(port=falkordb_server.port, password=falkordb_server.password),
+        f"p_{uuid.uuid4().hex[:8]}",
+    )
     gp = GraphProjector(graph, "vpurge", make_producer(topics))
     try:
         gp.process(msgs)

@@ -58,7 +58,9 @@ def entries() -> list[dict[str, Any]]:
 @pytest.fixture
 def retriever(falkordb_server: Server, tmp_path: Path) -> Iterator[Retriever]:
     emb = get_embedder()
-    graph = FalkorGraphStore(FalkorDB(port=falkordb_server.port), "lanes_test")
+    graph = FalkorGraphStore(
+        FalkorDB(port=falkordb_server.port, password=falkordb_server.password), "lanes_test"
+    )
     index = EdgeVectorIndex(tmp_path / "edge", "lanes", emb.dim)
     docs = entries()
     graph.ensure_schema()

@@ -134,7 +134,9 @@ def _entries() -> list[dict[str, Any]]:
 @pytest.fixture
 def searcher(falkordb_server: Server, tmp_path: Path) -> Iterator[Searcher]:
     emb = get_embedder()
-    graph = FalkorGraphStore(FalkorDB(port=falkordb_server.port), "search_test")
+    graph = FalkorGraphStore(
+        FalkorDB(port=falkordb_server.port, password=falkordb_server.password), "search_test"
+    )
     index = EdgeVectorIndex(tmp_path / "edge", "search", emb.dim)
     entries = _entries()
     graph.ensure_schema()

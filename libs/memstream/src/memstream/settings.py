@@ -8,6 +8,16 @@ from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 LOG_FORMAT = "%(asctime)s %(name)s %(levelname)s %(message)s"
+# The FalkorDB password the embedded stack generates, in the data dir (0600).
+FALKORDB_PASSWORD_FILE = "falkordb-password"
+
+
+def read_secret(path: Path) -> SecretStr | None:
+    """A secret kept in a file (whitespace around it dropped); None when there is no file."""
+    try:
+        return SecretStr(path.read_text().strip())
+    except FileNotFoundError:
+        return None
 
 
 class Settings(BaseSettings):
@@ -18,6 +28,11 @@ class Settings(BaseSettings):
     data_dir: Path = Field(default=Path(".memstream"), description="embedded stack state")
     api_host: str = "127.0.0.1"
     api_port: int = Field(default=8080, ge=0, le=65535)
+    api_fd: int | None = Field(
+        default=None,
+        description="serve on this inherited listening socket instead of binding api_port "
+        "(the embedded supervisor holds the port, so the API restarts without refusing)",
+    )
     metrics_host: str = Field(default="127.0.0.1", description="0.0.0.0 in containers")
     metrics_port: int = Field(default=0, ge=0, le=65535, description="0 = pick a free port")
 
@@ -26,6 +41,11 @@ class Settings(BaseSettings):
     neo4j_user: str = "neo4j"
     neo4j_password: str = ""
     falkordb_url: str | None = Field(default=None, description="external FalkorDB redis:// URL")
+    falkordb_password: SecretStr | None = Field(
+        default=None,
+        description="FalkorDB password; unset: the one the embedded stack keeps in "
+        "<data_dir>/falkordb-password",
+    )
     qdrant_url: str | None = Field(default=None, description="external Qdrant; None = Edge")
 
     topic_partitions: int = Field(default=4, ge=1)
@@ -85,6 +105,12 @@ class Settings(BaseSettings):
         validation_alias=AliasChoices("MEMSTREAM_ANTHROPIC_API_KEY", "ANTHROPIC_API_KEY"),
         description="the client also reads ANTHROPIC_BASE_URL itself",
     )
+
+    def falkordb_secret(self) -> SecretStr | None:
+        """The FalkorDB password: the setting, else the embedded stack's in the data dir."""
+        if self.falkordb_password is not None:
+            return self.falkordb_password
+        return read_secret(self.data_dir / FALKORDB_PASSWORD_FILE)
 
     def resolved_keys_file(self) -> Path:
         """The key store path: explicit setting or ``<data_dir>/keys.json``."""

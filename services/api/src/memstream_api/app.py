@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any, Literal
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
@@ -18,6 +18,7 @@ from memstream.metrics import UP
 from memstream.ops.health import DependencyProbe, dependency_checks
 from memstream.projection.embedded import vector_manager
 from memstream.settings import Settings
+from memstream.vectors.port import IndexUnavailable
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
@@ -34,6 +35,7 @@ from memstream_api import (
     purge_routes,
     summarize_routes,
 )
+from memstream_api.broker import BrokerFollower
 from memstream_api.http_metrics import HttpMetrics
 from memstream_api.limits import BodyGuard
 from memstream_api.mcp_endpoint import PATH as MCP_PATH
@@ -84,6 +86,7 @@ def create_app(
             thread = threading.Thread(target=manager.run_forever, name="vector-projection")
             thread.start()
         app.state.vectors = manager
+        follower = BrokerFollower(settings.data_dir, producer, outbox, manager).start()
         app.state.checkout = build_checkout(settings, manager, producer)
         app.state.summarizer = summarize_routes.build_summarizer(settings, app.state.checkout)
         # The API's own view of Kafka and the graph: the distributed stack has no supervisor.
@@ -95,6 +98,7 @@ def create_app(
         finally:
             UP.labels(component=COMPONENT).set(0)
             await run_in_threadpool(probe.stop)
+            await run_in_threadpool(follower.stop)
             if manager is not None and thread is not None:
                 manager.stopping.set()
                 await run_in_threadpool(thread.join, 60)
@@ -136,15 +140,8 @@ def create_app(
     app.state.pending_purges = PendingPurges(COMPONENT)
     mcp_sessions = mount_mcp(app, settings.api_host, COMPONENT, ingest_limit)
 
-    @app.exception_handler(GraphUnavailable)
-    async def graph_down(_request: Request, exc: GraphUnavailable) -> JSONResponse:
-        # The supervisor (or the platform) brings the graph server back; ask to come again.
-        return JSONResponse(
-            {"detail": f"memory is briefly unavailable: {exc}"},
-            status_code=503,
-            headers=errors.retry_after(),
-        )
-
+    app.add_exception_handler(GraphUnavailable, errors.store_down)
+    app.add_exception_handler(IndexUnavailable, errors.store_down)
     app.add_exception_handler(RequestValidationError, errors.request_invalid)
 
     @app.get(

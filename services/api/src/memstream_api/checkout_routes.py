@@ -38,11 +38,13 @@ def unavailable_error(exc: NoProjection) -> HTTPException:
     )
 
 
-# Reads answer 503 while no projection is live yet or the graph server is down.
+# Reads answer 503 while no projection is live yet, the graph server is down or the vector
+# index reopens.
 READ_RESPONSES = {
     **AUTH,
     **unavailable(
-        "memory is briefly unavailable (no live projection yet, or the graph server is restarting)"
+        "memory is briefly unavailable (no live projection yet, the graph server is "
+        "restarting, or the vector index is reopening)"
     ),
 }
 

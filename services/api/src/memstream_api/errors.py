@@ -100,6 +100,17 @@ def _problem(error: dict[str, Any]) -> Problem:
     return Problem(field=where, message=message, type=kind)
 
 
+async def store_down(_request: Request, exc: Exception) -> JSONResponse:
+    """A store a read needs is down or reopening (the graph server restarting, the vector
+    index reopened by its projector): 503, come again; the supervisor or the platform
+    brings it back."""
+    return JSONResponse(
+        {"detail": f"memory is briefly unavailable: {exc}"},
+        status_code=503,
+        headers=retry_after(),
+    )
+
+
 async def request_invalid(_request: Request, exc: Exception) -> JSONResponse:
     """FastAPI's 422 with a one-line ``detail`` first, like the ingest route's."""
     assert isinstance(exc, RequestValidationError)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import socket
 import sys
 
 import uvicorn
@@ -27,7 +28,7 @@ def main() -> None:
         settings.kafka_bootstrap,
         project_vectors=settings.qdrant_url is None and settings.embedded_projections,
     )
-    uvicorn.run(
+    config = uvicorn.Config(
         app,
         host=settings.api_host,
         port=settings.api_port,
@@ -37,6 +38,10 @@ def main() -> None:
         # Half-sent requests are closed (the body limit and stall: memstream_api.limits).
         http=guarded_h11(settings.api_header_timeout_s, settings.api_body_timeout_s),
     )
+    # The embedded supervisor holds the listening socket: requests that arrive while this
+    # process (re)starts wait in its backlog instead of being refused.
+    sockets = [socket.socket(fileno=settings.api_fd)] if settings.api_fd is not None else None
+    uvicorn.Server(config).run(sockets=sockets)
 
 
 if __name__ == "__main__":

@@ -4,7 +4,8 @@
 they reach the ledger even if the broker, the sequencer or this process dies. A thread
 advances the pure :class:`~memstream.outbox.tracker.Tracker` once a second with offsets read
 from Kafka, deletes segments proved archived and re-sends the others when the broker lost
-its memory (the supervisor bumps ``broker-epoch`` whenever it starts a broker).
+its memory (told by :meth:`Outbox.broker_restarted`, or seen in the ledger's end offsets).
+While the broker is known to be down a request does not wait for it at all.
 """
 
 from __future__ import annotations
@@ -28,7 +29,6 @@ from memstream_api.producing import BatchProducer
 
 log = logging.getLogger(__name__)
 TICK_S = 1.0
-EPOCH_FILE = "broker-epoch"
 
 
 class OutboxFull(RuntimeError):
@@ -47,11 +47,9 @@ class Outbox:
         self.producer = producer
         self.max_bytes = max_bytes
         self.component = component
-        self.epoch_file = directory.parent / EPOCH_FILE
         self.tracker = Tracker()
         self.lock = threading.Lock()
         self.events: dict[int, int] = {}  # segment id -> events, for the gauge
-        self._epoch = self._read_epoch()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="outbox", daemon=True)
 
@@ -70,8 +68,9 @@ class Outbox:
         self.spool.close()
 
     async def accept(self, events: Sequence[Event], wait_s: float) -> None:
-        """Spool ``events`` durably, then produce them, waiting at most ``wait_s`` for Kafka
-        (raises DeliveryFailed then; the tracker re-sends whatever did not arrive)."""
+        """Spool ``events`` durably, then produce them, waiting at most ``wait_s`` for Kafka,
+        not at all while the broker is down (raises DeliveryFailed then; the tracker
+        re-sends whatever did not arrive)."""
         if self.spool.size_bytes() > self.max_bytes:
             raise OutboxFull(f"outbox holds over {self.max_bytes} bytes; retry later")
         lines = [e.model_dump_json().encode() for e in events]
@@ -81,7 +80,15 @@ class Outbox:
             self.events[seg_id] = self.events.get(seg_id, 0) + len(events)
             if closed is not None:
                 self.tracker.close(closed.seg_id)
-        await self.producer.produce(events, on_report=self._report(seg_id), wait_s=wait_s)
+        wait = 0.0 if self.producer.broker_down else wait_s
+        await self.producer.produce(events, on_report=self._report(seg_id), wait_s=wait)
+
+    def broker_restarted(self) -> None:
+        """The broker came back empty: every segment goes again once its sends are settled
+        (a replaced producer fails what it held at once)."""
+        log.warning("broker restarted; re-sending the outbox")
+        with self.lock:
+            self.tracker.broker_restarted()
 
     def _report(self, seg_id: int) -> Callable[[str, Message | None], None]:
         def report(_event_id: str, msg: Message | None) -> None:
@@ -101,16 +108,11 @@ class Outbox:
                 log.warning("outbox tick: %s", exc)
 
     def tick(self) -> None:
-        """Close a due segment, notice a new broker, advance the tracker, act on it."""
+        """Close a due segment, advance the tracker, act on it."""
         closed = self.spool.roll_if_due()
-        epoch = self._read_epoch()
         with self.lock:
             if closed is not None:
                 self.tracker.close(closed.seg_id)
-            if epoch != self._epoch:
-                log.warning("broker restarted (epoch %s); re-sending the outbox", epoch)
-                self.tracker.broker_restarted()
-                self._epoch = epoch
             settled = self.tracker.settled()
             if not self.tracker.segments:
                 OUTBOX_EVENTS.labels(self.component).set(0)
@@ -143,9 +145,3 @@ class Outbox:
             ledger_ends=end_offsets(self.bootstrap, LEDGER, timeout=5),
             archived=committed_offsets(self.bootstrap, ARCHIVER_GROUP, LEDGER),
         )
-
-    def _read_epoch(self) -> str:
-        try:
-            return self.epoch_file.read_text().strip()
-        except FileNotFoundError:
-            return ""

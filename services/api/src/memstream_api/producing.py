@@ -1,4 +1,10 @@
-"""One shared Kafka producer; each request awaits the delivery reports of its own events."""
+"""One shared Kafka producer; each request awaits the delivery reports of its own events.
+
+The embedded broker can restart empty under the API. An idempotent producer that delivered
+to the old broker never delivers to the new one (its producer id is unknown there; seen with
+Tansu: no report at all, however long one waits), so on a new broker epoch the client is
+replaced: what the old one held fails at once and its callers send it again.
+"""
 
 from __future__ import annotations
 
@@ -31,6 +37,7 @@ TRACES_DROPPED = Counter(
 
 # Told of every event's fate: its delivered message, or None when the broker did not take it.
 Report = Callable[[str, Message | None], None]
+RETIRED_S = 10.0  # a replaced client is let go this long after its last purge
 
 
 class _Batch:
@@ -38,9 +45,10 @@ class _Batch:
 
     def __init__(
         self, n: int, loop: asyncio.AbstractEventLoop, component: str,
-        on_report: Report | None = None,
+        on_report: Report | None = None, on_delivered: Callable[[], None] | None = None,
     ) -> None:  # fmt: skip
         self.on_report = on_report
+        self.on_delivered = on_delivered
         self.left = n
         self.loop = loop
         self.future: asyncio.Future[None] = loop.create_future()
@@ -59,6 +67,8 @@ class _Batch:
     def settle(self, event_id: str, error: str | None, msg: Message | None = None) -> None:
         if self.on_report is not None:
             self.on_report(event_id, msg if error is None else None)
+        if error is None and self.on_delivered is not None:
+            self.on_delivered()
         with self._lock:
             if error is None:
                 EVENTS_PRODUCED.labels(component=self.component, topic=RAW).inc()
@@ -84,6 +94,7 @@ class BatchProducer:
             # The raw topic must come from ensure_topics, never from auto-creation.
             "allow.auto.create.topics": False,
             "logger": logging.getLogger("memstream_api.kafka"),
+            "error_cb": self._on_error,
         }
         conf.update(overrides)
         self.config = producer_config(bootstrap, **conf)
@@ -92,15 +103,52 @@ class BatchProducer:
         # Wait a little longer than librdkafka's own retry budget before giving up.
         self.wait_s = int(self.config["message.timeout.ms"]) / 1000 + 5
         self._producer = Producer(self.config)
+        self._retired: dict[int, tuple[Producer, float]] = {}  # id -> (client, last purge)
+        self._swap = threading.Lock()
+        # From "all brokers down" until the next delivery: requests need not wait for Kafka.
+        self.broker_down = False
         EVENTS_PRODUCED.labels(component=component, topic=RAW)
         TRACES_DROPPED.labels(component=component, topic=CHECKOUTS)
         self._stop = threading.Event()
         self._poller = threading.Thread(target=self._poll, name="kafka-delivery", daemon=True)
         self._poller.start()
 
+    def _on_error(self, err: KafkaError) -> None:
+        if err.code() == KafkaError._ALL_BROKERS_DOWN:
+            self.broker_down = True
+
+    def _delivered(self) -> None:
+        self.broker_down = False
+
     def _poll(self) -> None:
         while not self._stop.is_set():
             self._producer.poll(0.1)
+            self._drain_retired()
+
+    def reconnect(self) -> None:
+        """Replace the client (the broker restarted empty); what the old one still holds is
+        reported failed at once."""
+        fresh = Producer(self.config)
+        with self._swap:
+            old, self._producer = self._producer, fresh
+            self._retired[id(old)] = (old, time.monotonic())
+        log.warning("broker restarted: new Kafka producer; unacknowledged sends fail over")
+        self._drain_retired()
+
+    def _drain_retired(self) -> None:
+        """Fail what replaced clients hold (a send that raced the swap included) and let them
+        go once empty and quiet; one still referenced by a blocked send is freed after it."""
+        with self._swap:
+            retired = list(self._retired.items())
+        for key, (old, since) in retired:
+            old.purge(in_queue=True, in_flight=True, blocking=False)
+            old.poll(0)
+            if len(old):
+                with self._swap:
+                    self._retired[key] = (old, time.monotonic())
+            elif time.monotonic() - since > RETIRED_S:
+                with self._swap:
+                    self._retired.pop(key, None)
 
     def reachable(self, timeout: float = 3.0) -> str | None:
         """None when Kafka answers and the raw topic exists, else the reason (blocking)."""
@@ -118,9 +166,10 @@ class BatchProducer:
     ) -> None:  # fmt: skip
         """Produce every event and wait for all delivery reports (at most ``wait_s``);
         raises DeliveryFailed. ``on_report`` hears of each event, even after a timeout."""
-        batch = _Batch(len(events), asyncio.get_running_loop(), self.component, on_report)
-        await run_in_threadpool(self._enqueue, events, batch)
         wait = self.wait_s if wait_s is None else wait_s
+        loop = asyncio.get_running_loop()
+        batch = _Batch(len(events), loop, self.component, on_report, self._delivered)
+        await run_in_threadpool(self._enqueue, events, batch, wait)
         try:
             await asyncio.wait_for(batch.future, wait)
         except TimeoutError:
@@ -136,8 +185,8 @@ class BatchProducer:
                 list(batch.failures),
             )
 
-    def _enqueue(self, events: Sequence[Event], batch: _Batch) -> None:
-        deadline = time.monotonic() + self.wait_s
+    def _enqueue(self, events: Sequence[Event], batch: _Batch, wait: float) -> None:
+        deadline = time.monotonic() + min(wait, self.wait_s)
         for event in events:
             try:
                 produce_with_backpressure(
@@ -161,6 +210,8 @@ class BatchProducer:
         in a full queue, up to the delivery wait."""
 
         def on_delivery(err: KafkaError | None, msg: Message) -> None:
+            if err is None:
+                self._delivered()
             report(event_id, msg if err is None else None)
 
         try:

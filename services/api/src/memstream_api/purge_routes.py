@@ -8,6 +8,7 @@ answers keeps being watched; its age is ``memstream_purge_pending_oldest_seconds
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -22,11 +23,11 @@ from memstream.archive.segments import read_archive
 from memstream.checkout.service import CheckoutService, NoProjection, RecallRequest
 from memstream.forget.metrics import PURGES, PendingPurges
 from memstream.forget.purge import PurgeReport, is_complete, planned, tombstone
-from memstream.graph.port import GraphStore, PurgeScope
+from memstream.graph.port import GraphUnavailable, PurgeScope
 from memstream.ledger.purge import is_purged
 from memstream.projection.names import entity_key, name_forms, names_in
 from memstream.summarize.cache import SummaryCache
-from memstream.vectors.port import VectorIndex
+from memstream.vectors.port import IndexUnavailable
 from memstream.wire import STORABLE
 from pydantic import Field
 from starlette.concurrency import run_in_threadpool
@@ -36,11 +37,13 @@ from memstream_api.checkout_routes import READ_RESPONSES, checkout_service, unav
 from memstream_api.errors import INVALID, ErrorBody, unavailable
 from memstream_api.ingest import COMPONENT, DeliveryErrorBody, deliver
 
+log = logging.getLogger(__name__)
 router = APIRouter(tags=["forget"])
 POLL_S = 0.25
 NAMED_CANDIDATES = 200  # the most a recall returns
 BACKGROUND_WATCH_S = 3600.0  # after an hour the purge is left to the alert, not this thread
 
+StoreCheck = Callable[[], bool]
 Subject = Annotated[
     str,
     Field(min_length=1, max_length=500),
@@ -50,20 +53,51 @@ Subject = Annotated[
 Check = Callable[[], dict[str, bool]]
 
 
-def converged(
-    graph: GraphStore, index: VectorIndex | None, archive: Path, tenant: str, scope: PurgeScope
-) -> dict[str, bool]:
-    """Per watched store: it no longer holds what the purge removes."""
+def store_checks(
+    checkout: CheckoutService, archive: Path, tenant: str, scope: PurgeScope
+) -> dict[str, StoreCheck]:
+    """Per watched store, the check that it no longer holds what the purge removes. The live
+    graph and index are looked up at each check: a projector that restarted meanwhile has
+    another index object."""
     ids = set(scope.event_ids)
-    done = {
-        "graph": not graph.events(tenant, scope.event_ids),
-        "latents": not graph.latents_by_id(tenant, scope.latent_ids),
-    }
-    if index is not None:  # None: not open yet in this process (it holds nothing to read)
-        done["vectors"] = index.holding(tenant, scope.event_ids) == 0
-    if archive.is_dir():  # the embedded stack: the archive is on this machine
+
+    def vectors() -> bool:
+        index = checkout.live_index()
+        # None: not open in this process (it holds nothing to read)
+        return index is None or index.holding(tenant, scope.event_ids) == 0
+
+    def archived() -> bool:
         entries = read_archive(archive, tenant)
-        done["archive"] = all(is_purged(e) for e, _ in entries if e.get("id") in ids)
+        return all(is_purged(e) for e, _ in entries if e.get("id") in ids)
+
+    checks: dict[str, StoreCheck] = {
+        "graph": lambda: not checkout.live_graph().events(tenant, scope.event_ids),
+        "latents": lambda: not checkout.live_graph().latents_by_id(tenant, scope.latent_ids),
+    }
+    try:
+        indexed = checkout.live_index() is not None
+    except (NoProjection, IndexUnavailable):  # reopening: checked once it answers again
+        indexed = True
+    if indexed:
+        checks["vectors"] = vectors
+    if archive.is_dir():  # the embedded stack: the archive is on this machine
+        checks["archive"] = archived
+    return checks
+
+
+def converged(checks: dict[str, StoreCheck], what: str) -> dict[str, bool]:
+    """Run every store's check; one that fails (a store down, an index reopening) reads as
+    not converged yet, and is logged; the others still answer."""
+    done: dict[str, bool] = {}
+    for store, check in checks.items():
+        try:
+            done[store] = check()
+        except (GraphUnavailable, IndexUnavailable, NoProjection, OSError) as exc:
+            log.warning("%s: %s not checked (will try again): %s", what, store, exc)
+            done[store] = False
+        except Exception:  # not a store being down: say so loudly, keep watching
+            log.exception("%s: checking %s failed (will try again)", what, store)
+            done[store] = False
     return done
 
 
@@ -79,7 +113,8 @@ def named_events(request: Request, tenant: str, subject: str, key: str) -> list[
 
 
 def watch(check: Check, seconds: float) -> dict[str, bool]:
-    """Poll ``check`` until every store converged or ``seconds`` passed; the last answer."""
+    """Poll ``check`` until every store converged or ``seconds`` passed; the last answer.
+    ``check`` never raises (see ``converged``)."""
     until = time.monotonic() + seconds
     while True:
         done = check()
@@ -124,8 +159,11 @@ def _follow_up(pending: PendingPurges, tombstone_id: str, check: Check) -> None:
     pending.add(tombstone_id)
 
     def run() -> None:
-        if is_complete(watch(check, BACKGROUND_WATCH_S)):
-            pending.done(tombstone_id)
+        try:
+            if is_complete(watch(check, BACKGROUND_WATCH_S)):
+                pending.done(tombstone_id)
+        except Exception:  # a bug here must be seen, not end the thread silently
+            log.exception("purge %s: the watch stopped", tombstone_id)
 
     threading.Thread(target=run, name=f"purge-watch-{tombstone_id[:8]}", daemon=True).start()
 
@@ -175,14 +213,12 @@ async def purge_subject(
     if refused is not None:
         return refused
     removed |= _in_memory(request, tenant, key, scope, apply=True)
-    archive = request.app.state.settings.archive_dir
-
-    index = await run_in_threadpool(checkout_service(request).live_index)
-
     checkout = checkout_service(request)
+    archive = request.app.state.settings.archive_dir
+    checks = await run_in_threadpool(store_checks, checkout, archive, tenant, scope)
 
     def check() -> dict[str, bool]:
-        done = converged(graph, index, archive, tenant, scope)
+        done = converged(checks, f"purge {event.id}")
         checkout.forget_artifacts(tenant)  # a checkout may have read one before it went
         return done
 

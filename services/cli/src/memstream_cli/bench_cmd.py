@@ -176,7 +176,10 @@ def chaos(json_out: JsonFlag = False) -> None:
     if json_out:
         print_json(doc)
         return
-    table = Table("fault (kill -9)", "accepted", "ledgered", "lost", "duplicated", "recover s")
+    table = Table(
+        "fault (kill -9)", "accepted", "ledgered", "lost", "duplicated", "refused",
+        "other errors", "longest gap s", "longest wait s", "recover s",
+    )  # fmt: skip
     for f in doc["faults"]:
         table.add_row(
             f["fault"],
@@ -184,11 +187,20 @@ def chaos(json_out: JsonFlag = False) -> None:
             str(f["ledgered"]),
             str(f["lost"]),
             str(f["duplicated"]),
+            str(f["refused"]),
+            str(f["transport_errors"] + f["non_202"]),
+            f"{f['longest_gap_s']:.2f}",
+            f"{f['longest_wait_s']:.2f}",
             "-" if f["recover_s"] is None else f"{f['recover_s']:.1f}",
         )
     out.print(table)
     out.print(
-        f"accepted {doc['accepted']}, lost {doc['lost']}, duplicated {doc['duplicated']}; "
+        "longest gap: the longest time without a 202 in the fault's window (from the kill); "
+        "longest wait: the longest time one batch took from its first send to its 202"
+    )
+    out.print(
+        f"accepted {doc['accepted']}, lost {doc['lost']}, duplicated {doc['duplicated']}, "
+        f"refused {doc['refused_requests']}, transport errors {doc['transport_errors']}; "
         f"chain verifies: {doc['chain_verifies']}; projections converged: "
         f"{doc['projections_converged']} ({doc['converge_s']} s after the load)"
     )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from memstream.graph.port import GraphStore
+from memstream.graph.port import GraphStore, GraphUnavailable
 from memstream.settings import Settings
 
 
@@ -11,7 +11,8 @@ class GraphNotConfiguredError(RuntimeError):
 
 
 def open_graph_store(settings: Settings, namespace: str) -> GraphStore:
-    """A store for ``namespace`` (FalkorDB graph name / Neo4j database name); no I/O yet."""
+    """A store for ``namespace`` (FalkorDB graph name / Neo4j database name). The FalkorDB
+    client asks the server one question as it is built: GraphUnavailable if it is down."""
     if settings.neo4j_uri:
         import neo4j
 
@@ -23,10 +24,19 @@ def open_graph_store(settings: Settings, namespace: str) -> GraphStore:
         return Neo4jGraphStore(driver, namespace)
     if settings.falkordb_url:
         import falkordb
+        from redis.exceptions import ConnectionError as RedisConnectionError
+        from redis.exceptions import TimeoutError as RedisTimeoutError
 
         from memstream.graph.falkor import FalkorGraphStore
 
-        return FalkorGraphStore(falkordb.FalkorDB.from_url(settings.falkordb_url), namespace)
+        secret = settings.falkordb_secret()
+        password = secret.get_secret_value() if secret is not None else None
+        try:
+            # the client asks the server what it is (sentinel, cluster) as it is built
+            client = falkordb.FalkorDB.from_url(settings.falkordb_url, password=password)
+        except (RedisConnectionError, RedisTimeoutError) as exc:
+            raise GraphUnavailable(f"FalkorDB unreachable: {exc}") from exc
+        return FalkorGraphStore(client, namespace)
     raise GraphNotConfiguredError(
         "no graph backend configured: set MEMSTREAM_NEO4J_URI or MEMSTREAM_FALKORDB_URL "
         "(the embedded stack sets the FalkorDB URL it started)"

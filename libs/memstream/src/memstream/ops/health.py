@@ -32,8 +32,10 @@ def kafka_check(bootstrap: str, timeout: float = 2.0) -> Check:
     return check
 
 
-def falkordb_check(url: str, timeout: float = 2.0) -> Check:
-    client = redis.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout)
+def falkordb_check(url: str, timeout: float = 2.0, password: str | None = None) -> Check:
+    client = redis.Redis.from_url(
+        url, socket_timeout=timeout, socket_connect_timeout=timeout, password=password
+    )
     return lambda: bool(client.ping())
 
 
@@ -59,7 +61,9 @@ def graph_check(settings: Settings, timeout: float = 2.0) -> Check | None:
     if settings.neo4j_uri:
         return neo4j_check(settings, timeout)
     if settings.falkordb_url:
-        return falkordb_check(settings.falkordb_url, timeout)
+        secret = settings.falkordb_secret()
+        password = secret.get_secret_value() if secret is not None else None
+        return falkordb_check(settings.falkordb_url, timeout, password)
     return None
 
 

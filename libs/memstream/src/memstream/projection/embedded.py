@@ -1,4 +1,9 @@
-"""Wiring of the vector projection (Edge in the API process, or a Qdrant server)."""
+"""Wiring of the vector projection (Edge in the API process, or a Qdrant server).
+
+In the embedded stack the projection lives in the API process, which outlives broker
+restarts: on a new broker epoch the API gives its loops new consumers
+(:meth:`ProjectionManager.restart_loops`), the index and projectors stay open for reads.
+"""
 
 from __future__ import annotations
 
@@ -15,6 +20,11 @@ from memstream.projection.versions import (
 )
 from memstream.settings import Settings
 from memstream.vectors.factory import open_vector_index
+
+# The projector's producer only sends dead letters. An idempotent producer whose broker
+# restarted empty never delivers again (its producer id is unknown there; seen with Tansu),
+# a plain one reconnects; acks=all stays. A dead letter sent twice is harmless.
+DEAD_LETTER_PRODUCER = {"enable.idempotence": False}
 
 
 def default_config(embedder_name: str | None = None, feedback: bool = True) -> ProjectionConfig:
@@ -38,8 +48,9 @@ def vector_manager(settings: Settings, bootstrap: str) -> ProjectionManager:
     def factory(info: VersionInfo) -> VectorProjector:
         embedder = get_embedder(info.config.embedder)
         index = open_vector_index(settings, info.vector_collection, info.config.dim)
+        producer = make_producer(bootstrap, **DEAD_LETTER_PRODUCER)
         return VectorProjector(
-            index, embedder, info.name, make_producer(bootstrap), optimize=settings.vector_optimize
+            index, embedder, info.name, producer, optimize=settings.vector_optimize
         )
 
     return ProjectionManager(

@@ -79,20 +79,23 @@ class ProjectionManager:
     failures: dict[str, _Failures] = field(default_factory=dict)
     stopping: threading.Event = field(default_factory=threading.Event)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    assigned_at: dict[str, float] = field(default_factory=dict)  # version -> last assignment
 
     def projector(self, version: str) -> Projector | None:
         r = self.running.get(version)
         return r.projector if r is not None else None
 
-    def _start(self, info: VersionInfo) -> None:
+    def _start(self, info: VersionInfo, projector: Projector | None = None) -> None:
+        """Start the loop of ``info`` (with ``projector``, or a new one from the factory)."""
         group = self.group_of(info)
-        try:
-            projector = self.factory(info)
-        except Exception:  # e.g. the graph server down while the schema is ensured
-            log.exception("%s: version %s could not start", self.component, info.name)
-            self._failed(info.name, group, ran_s=0.0)
-            CONSUMER_RUNNING.labels(self.component, group).set(0)
-            return
+        if projector is None:
+            try:
+                projector = self.factory(info)
+            except Exception:  # e.g. the graph server down while the schema is ensured
+                log.exception("%s: version %s could not start", self.component, info.name)
+                self._failed(info.name, group, ran_s=0.0)
+                CONSUMER_RUNNING.labels(self.component, group).set(0)
+                return
         loop = BatchLoop(
             consumer=make_consumer(self.bootstrap, group, self.settings),
             topic=LEDGER,
@@ -101,6 +104,7 @@ class ProjectionManager:
             component=self.component,
             process=projector.process,
             dead_letters=projector.dead_letters,
+            on_assign=self._on_assign(info.name),
             batch_size=self.settings.batch_size,
             wait_s=self.settings.batch_wait_s,
         )
@@ -157,6 +161,42 @@ class ProjectionManager:
                     r = None
                 if r is None:
                     self._start(info)
+
+    def _on_assign(self, name: str) -> Callable[[list[int]], None]:
+        def assigned(_partitions: list[int]) -> None:
+            self.assigned_at[name] = time.time()
+
+        return assigned
+
+    def after_broker_restart(
+        self, since: float, wait_s: float = 60.0, stop_s: float = 120.0
+    ) -> None:
+        """The broker restarted empty at ``since`` (wall time): positions in the old log mean
+        nothing. A loop whose consumer was assigned again since then had them reset by that
+        rebalance (to the group's offsets on the new broker); one that was not, within
+        ``wait_s``, gets a new consumer and keeps its projector. Consumers are not replaced
+        at once: one that leaves while it is rejoining leaves a Tansu group that nobody can
+        join for minutes (seen with Tansu's group coordinator)."""
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline and not self.stopping.is_set():
+            if all(self.assigned_at.get(n, 0.0) >= since for n in list(self.running)):
+                return
+            time.sleep(0.2)
+        with self.lock:
+            versions = self.registry.load().versions
+            for name, r in list(self.running.items()):
+                if self.assigned_at.get(name, 0.0) >= since or self.stopping.is_set():
+                    continue
+                log.warning("%s: loop of %s not assigned since the broker restarted; "
+                            "new consumer", self.component, name)  # fmt: skip
+                r.loop.stop_event.set()
+                r.thread.join(stop_s)
+                if r.thread.is_alive():
+                    log.error("%s: loop of %s did not stop; sync restarts it later",
+                              self.component, name)  # fmt: skip
+                elif name in versions:
+                    self._start(versions[name], r.projector)
+                # else: a dropped version; sync discards it
 
     def run_forever(self, interval: float = 1.0) -> None:
         while not self.stopping.is_set():

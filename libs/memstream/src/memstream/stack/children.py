@@ -1,7 +1,11 @@
-"""Child processes that die with their parent (no orphans, even on SIGKILL of the parent)."""
+"""Child processes that die with their parent (no orphans, even on SIGKILL of the parent).
+
+Every child creates its files for its user alone: folders 0700, files 0600 (umask 077).
+"""
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import signal
@@ -11,6 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 _PR_SET_PDEATHSIG = 1
+PRIVATE_UMASK = 0o077  # what a child creates is its user's alone
 
 
 def _die_with_parent() -> None:
@@ -21,22 +26,37 @@ def _die_with_parent() -> None:
         pass
     # A Ctrl-C in the terminal reaches the whole foreground group; the parent decides the order.
     os.setpgrp()
+    os.umask(PRIVATE_UMASK)
 
 
 def spawn(
-    argv: list[str], log: Path, env: Mapping[str, str] | None = None
+    argv: list[str],
+    log: Path,
+    env: Mapping[str, str] | None = None,
+    *,
+    stdin: bytes | None = None,
+    pass_fds: tuple[int, ...] = (),
 ) -> subprocess.Popen[bytes]:
-    """Start ``argv`` with stdout/stderr appended to ``log``."""
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with open(log, "ab") as out:
-        return subprocess.Popen(
+    """Start ``argv`` with stdout/stderr appended to ``log`` (0600). ``stdin`` is written to
+    the child's standard input, then closed (a secret that must not be on the command line);
+    ``pass_fds`` stay open in the child (an inherited listening socket)."""
+    log.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    with os.fdopen(fd, "ab") as out:
+        proc = subprocess.Popen(
             argv,
             stdout=out,
             stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
+            stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
             env=dict(env) if env is not None else None,
+            pass_fds=pass_fds,
             preexec_fn=_die_with_parent,
         )
+    if proc.stdin is not None:
+        # a child that died at once closed its end: its exit code tells the caller
+        with proc.stdin, contextlib.suppress(BrokenPipeError):
+            proc.stdin.write(stdin or b"")
+    return proc
 
 
 def stop_process(proc: subprocess.Popen[bytes], timeout: float = 15.0) -> None:

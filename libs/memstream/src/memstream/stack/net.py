@@ -22,6 +22,21 @@ def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
     return False
 
 
+def listening_socket(host: str, port: int, backlog: int = 2048) -> socket.socket:
+    """A TCP socket listening on ``host:port`` that a child process can serve on; while the
+    parent holds it, connections wait in its backlog instead of being refused."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(backlog)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
 def wait_for_port(port: int, timeout: float, host: str = "127.0.0.1") -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import secrets
 import subprocess
 import time
 from collections.abc import Callable
@@ -10,6 +12,7 @@ from pathlib import Path
 
 from confluent_kafka.admin import AdminClient
 
+from memstream.settings import FALKORDB_PASSWORD_FILE, read_secret
 from memstream.stack.binaries import falkordb_binaries, tansu_binary
 from memstream.stack.children import spawn, stop_process
 from memstream.stack.net import wait_for_port
@@ -28,6 +31,7 @@ class Server:
     start_again: Callable[[], Server] | None = None  # the same server on the same port
     restarts: int = 0
     next_start: float = 0.0
+    password: str | None = None  # what a client must AUTH with
 
     def stop(self, timeout: float = 10.0) -> None:
         stop_process(self.proc, timeout)
@@ -69,16 +73,52 @@ def start_tansu(port: int, log_dir: Path, timeout: float = 30.0) -> Server:
     return Server("tansu", proc, port, log, lambda: start_tansu(port, log_dir, timeout))
 
 
-def start_falkordb(port: int, data_dir: Path, log_dir: Path, timeout: float = 30.0) -> Server:
-    """FalkorDB (redis-server + module) with AOF persistence in ``data_dir``."""
+def falkordb_password(data_dir: Path) -> str:
+    """The FalkorDB password of a data dir: generated on first use, kept in a 0600 file."""
+    path = data_dir / FALKORDB_PASSWORD_FILE
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        pass
+    else:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(secrets.token_urlsafe(32) + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+    secret = read_secret(path)
+    if secret is None or not secret.get_secret_value():
+        raise ServerStartError(f"{path} holds no FalkorDB password; delete it to get a new one")
+    return secret.get_secret_value()
+
+
+def start_falkordb(
+    port: int,
+    data_dir: Path,
+    log_dir: Path,
+    timeout: float = 30.0,
+    *,
+    password: str,
+    loaded: bool = True,
+) -> Server:
+    """FalkorDB (redis-server + module) with AOF persistence in ``data_dir``, refusing any
+    client that does not AUTH with ``password``.
+
+    Returns once it answers PING; with ``loaded`` false, as soon as it listens (a restart:
+    replaying a long append-only file can take minutes, during which it answers "loading"
+    or not at all; clients meanwhile see a store briefly down). With ``loaded``, a server
+    still loading is waited for as long as it lives.
+    """
     import redis
 
     server, module = falkordb_binaries()
-    data_dir.mkdir(parents=True, exist_ok=True)
+    data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     log = log_dir / "falkordb.log"
     proc = spawn(
         [
             server,
+            # The configuration starts on stdin: the password is on no command line (ps)
+            # and in no file but the data dir's own.
+            "-",
             "--port",
             str(port),
             "--bind",
@@ -107,17 +147,28 @@ def start_falkordb(port: int, data_dir: Path, log_dir: Path, timeout: float = 30
             "no",
         ],
         log,
+        stdin=f"requirepass {password}\n".encode(),
     )
     deadline = time.monotonic() + timeout
-    client = redis.Redis(host="127.0.0.1", port=port, socket_timeout=2)
+    client = redis.Redis(host="127.0.0.1", port=port, password=password, socket_timeout=2)
     while True:
         try:
             if client.ping():
                 break
+        except (redis.BusyLoadingError, redis.TimeoutError) as exc:
+            # Listening but "loading", or too busy replaying its file to answer in time.
+            if not loaded:
+                break
+            if proc.poll() is not None:
+                raise _fail("FalkorDB", proc, log, f"exited while loading: {exc}") from exc
+            time.sleep(0.2)
         except Exception as exc:
             if time.monotonic() > deadline or proc.poll() is not None:
                 raise _fail("FalkorDB", proc, log, f"PING failed: {exc}") from exc
             time.sleep(0.1)
-    return Server(
-        "falkordb", proc, port, log, lambda: start_falkordb(port, data_dir, log_dir, timeout)
-    )
+    client.close()
+
+    def again() -> Server:
+        return start_falkordb(port, data_dir, log_dir, timeout, password=password, loaded=False)
+
+    return Server("falkordb", proc, port, log, again, password=password)

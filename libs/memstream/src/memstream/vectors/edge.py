@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 import threading
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -17,6 +18,7 @@ from memstream.projection.model import VectorHit, VectorPoint
 from memstream.vectors.port import (
     KEYWORD_FIELDS,
     TIME_FIELD,
+    IndexUnavailable,
     Mode,
     Search,
     VectorRefused,
@@ -87,14 +89,29 @@ def _any(key: str, values: list[str]) -> qe.FieldCondition:
     return qe.FieldCondition(key, match=qe.MatchAny(values))
 
 
+@dataclass(eq=False)
+class _Held:
+    """One open shard and the reads in flight on it (guarded by the index's condition)."""
+
+    shard: qe.EdgeShard
+    scoped: bool  # see EdgeVectorIndex._index_payload
+    readers: int = 0
+    retired: bool = False  # replaced or closed: closes once ``readers`` reaches 0
+
+
 class EdgeVectorIndex:
     """Dense (cosine) + sparse BM25 (IDF) hybrid index on an ``EdgeShard`` at ``path``.
 
     Thread-safe. ``EdgeShard`` is a ``Sync`` PyO3 object that releases the GIL and
     synchronises internally (checked: concurrent upserts, deletes, ``optimize`` and queries
     from several threads, no errors, consistent counts). Queries run lock-free and in
-    parallel; writes and open/close/drop are serialised by one lock, so a projector thread
-    and request handlers can share one instance. Use one instance per shard directory.
+    parallel; writes and open/close/drop/compact are serialised by one lock, so a projector
+    thread and request handlers can share one instance. Use one instance per shard directory.
+
+    A read holds the shard it started on until it ends: a compaction publishes the fresh
+    shard at once (later reads take it) and closes the old one only after the reads still on
+    it finish, so no read ever meets a closed or half-swapped shard. After ``close`` a read
+    raises :class:`~memstream.vectors.port.IndexUnavailable`.
 
     IDF statistics are scoped to the querying tenant: tenants never influence each other's
     ranking. The shard never builds HNSW by itself: dense search is an exact scan (≈1 ms
@@ -107,9 +124,9 @@ class EdgeVectorIndex:
         self.dim = dim
         self.batch_size = batch_size
         self._lock = threading.RLock()  # writes and lifecycle
-        self._optimize_lock = threading.Lock()  # close/drop wait for a running optimize
-        self._shard: qe.EdgeShard | None = None
-        self._scoped = True  # set on open: see _index_payload
+        self._optimize_lock = threading.Lock()  # close/drop/compact wait for a running optimize
+        self._readers = threading.Condition(threading.Lock())  # guards _held and its counts
+        self._held: _Held | None = None
         self._closed = False
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -141,28 +158,71 @@ class EdgeVectorIndex:
 
     def ensure(self) -> None:
         """Open the shard, creating it (and its payload indexes) if missing."""
-        self._open(create=True)
+        with self._lock:
+            self._open(create=True)
+
+    def _unavailable(self) -> IndexUnavailable:
+        return IndexUnavailable(f"vector index {self.collection!r} is closed")
 
     def _open(self, *, create: bool) -> qe.EdgeShard | None:
-        shard = self._shard
-        if shard is not None:
-            return shard
-        with self._lock:
-            if self._closed:
-                raise RuntimeError(f"vector index {self.collection!r} is closed")
-            if self._shard is not None:
-                return self._shard
-            self._recover()
-            if self._has_data():
-                shard = qe.EdgeShard.load(str(self.path), self._config())
-            elif create:
-                self.path.mkdir(parents=True, exist_ok=True)
-                shard = qe.EdgeShard.create(str(self.path), self._config())
-            else:
+        """The current shard, opened (or created) if need be; None when there is none and
+        ``create`` is false. Callers hold ``_lock``."""
+        held = self._held
+        if held is not None:
+            return held.shard
+        if self._closed:
+            raise self._unavailable()
+        self._recover()
+        if self._has_data():
+            shard = qe.EdgeShard.load(str(self.path), self._config())
+        elif create:
+            self.path.mkdir(parents=True, exist_ok=True)
+            shard = qe.EdgeShard.create(str(self.path), self._config())
+        else:
+            return None
+        self._publish(_Held(shard, self._index_payload(shard)))
+        return shard
+
+    def _publish(self, held: _Held | None) -> _Held | None:
+        """Make ``held`` the shard later reads take; returns the one it replaces."""
+        with self._readers:
+            old, self._held = self._held, held
+            return old
+
+    def _retire(self, held: _Held) -> None:
+        """Close a replaced shard once the reads on it are over (callers hold ``_lock``; a
+        read never waits on ``_lock`` while it holds a shard, so this cannot deadlock)."""
+        with self._readers:
+            held.retired = True
+            self._readers.wait_for(lambda: held.readers == 0)
+        held.shard.close()
+
+    @contextmanager
+    def _reading(self) -> Iterator[_Held | None]:
+        """The current shard, held open for the block; None when the collection has none."""
+        held = self._take()
+        if held is None:
+            with self._lock:  # not open yet in this process: open what is on disk
+                self._open(create=False)
+            held = self._take()
+        try:
+            yield held
+        finally:
+            if held is not None:
+                with self._readers:
+                    held.readers -= 1
+                    if held.retired and held.readers == 0:
+                        self._readers.notify_all()
+
+    def _take(self) -> _Held | None:
+        with self._readers:
+            held = self._held
+            if held is None:
+                if self._closed:
+                    raise self._unavailable()
                 return None
-            self._scoped = self._index_payload(shard)
-            self._shard = shard
-            return shard
+            held.readers += 1
+            return held
 
     @staticmethod
     def _index_payload(shard: qe.EdgeShard) -> bool:
@@ -194,29 +254,31 @@ class EdgeVectorIndex:
 
         Slow (≈20 s for 20k 256-d points on 2 cores): run it from an idle/background thread.
         """
-        with self._optimize_lock:
-            shard = self._open(create=False)
-            return shard.optimize() if shard is not None else False
+        with self._optimize_lock, self._reading() as held:
+            return held.shard.optimize() if held is not None else False
 
     def flush(self) -> None:
         with self._lock:
-            if self._shard is not None:
-                self._shard.flush()
+            if self._held is not None:
+                self._held.shard.flush()
 
     def close(self) -> None:
+        """Flush and close; reads still running finish first, later ones raise
+        ``IndexUnavailable``."""
         with self._optimize_lock, self._lock:
-            if self._shard is not None:
-                self._shard.flush()
-                self._shard.close()
-            self._shard = None
-            self._closed = True
+            with self._readers:
+                self._closed = True
+            held = self._publish(None)
+            if held is not None:
+                held.shard.flush()
+                self._retire(held)
 
     def drop(self) -> None:
         """Delete the whole collection from disk; ``ensure``/``upsert`` recreate it."""
         with self._optimize_lock, self._lock:
-            if self._shard is not None:
-                self._shard.close()
-            self._shard = None
+            held = self._publish(None)
+            if held is not None:
+                self._retire(held)
             shutil.rmtree(self.path, ignore_errors=True)
 
     # -- writes ----------------------------------------------------------------------------
@@ -299,14 +361,14 @@ class EdgeVectorIndex:
     def holding(self, tenant: str, event_ids: list[str]) -> int:
         """See :meth:`memstream.vectors.port.VectorIndex.holding`."""
         ids = sorted(set(event_ids))
-        shard = self._open(create=False)
-        if shard is None or not ids:
-            return 0
         flt = qe.Filter(
             must=[_match("tenant", tenant)],
             should=[_any("event_id", ids), _any("source_ids", ids)],
         )
-        return shard.count(qe.CountRequest(exact=True, filter=flt))
+        with self._reading() as held:
+            if held is None or not ids:
+                return 0
+            return held.shard.count(qe.CountRequest(exact=True, filter=flt))
 
     def compact(self) -> None:
         """Copy the live points into a fresh shard that replaces this one.
@@ -314,7 +376,10 @@ class EdgeVectorIndex:
         A deleted point stays in its segment until a vacuum, which Edge runs only past a
         deleted fraction (0.2 of at least 1000 vectors by default), and in the WAL until
         the WAL rotates; ``optimize`` does not remove it either. A fresh shard holds only
-        what is live. Queries wait on nothing: the swap holds the write lock only.
+        what is live. Reads wait on nothing: they go on on the old shard while the copy is
+        made (writes wait), then take the fresh one; the old one closes when its last read
+        ends. An open shard keeps reading through a renamed directory (its files stay open),
+        and closing it after the renames writes nothing (checked on Edge 0.9).
         """
         with self._optimize_lock, self._lock:
             shard = self._open(create=False)
@@ -327,16 +392,15 @@ class EdgeVectorIndex:
             self._copy(shard, fresh)
             fresh.flush()
             fresh.close()
-            # Readers that come now wait on the lock in _open for the fresh shard; one that
-            # took the old shard just before is retried by query (see _query_once).
-            self._shard = None
-            shard.close()
+            shard.flush()
             old_path = self.path.with_name(self.path.name + ".old")
             self.path.rename(old_path)
             fresh_path.rename(self.path)
+            loaded = qe.EdgeShard.load(str(self.path), self._config())
+            old = self._publish(_Held(loaded, scoped=True))
+            if old is not None:
+                self._retire(old)
             shutil.rmtree(old_path)
-            self._shard = qe.EdgeShard.load(str(self.path), self._config())
-            self._scoped = True
 
     def _copy(self, source: qe.EdgeShard, target: qe.EdgeShard) -> None:
         for records in self._pages(source, None, vectors=True):
@@ -368,16 +432,14 @@ class EdgeVectorIndex:
 
     def count(self, tenant: str | None = None, kinds: list[str] | None = None) -> int:
         """Points (of one tenant, of some kinds); ``kinds=["event"]``: one per ledger event."""
-        shard = self._open(create=False)
-        if shard is None:
-            return 0
         must: list[qe.ConditionType] = []
         if tenant is not None:
             must.append(_match("tenant", tenant))
         if kinds is not None:
             must.append(qe.FieldCondition("kind", match=qe.MatchAny(kinds)))
         flt = qe.Filter(must=must) if must else None
-        return shard.count(qe.CountRequest(exact=True, filter=flt))
+        with self._reading() as held:
+            return held.shard.count(qe.CountRequest(exact=True, filter=flt)) if held else 0
 
     def query(
         self,
@@ -409,13 +471,13 @@ class EdgeVectorIndex:
         of the engine, so the GIL is taken and the shard planned once, not per lane."""
         for search in searches:
             check_query(search.mode, dense, text, self.dim)
-        shard = self._open(create=False)
-        if shard is None:
-            return [[] for _ in searches]
-        question = _Question.of(tenant, dense, text, as_of, self._scoped)
-        requests = [question.request(search) for search in searches]
-        planned = [r for r in requests if r is not None]
-        found = self._run_batch(shard, planned) if planned else []
+        with self._reading() as held:
+            if held is None:
+                return [[] for _ in searches]
+            question = _Question.of(tenant, dense, text, as_of, held.scoped)
+            requests = [question.request(search) for search in searches]
+            planned = [r for r in requests if r is not None]
+            found = held.shard.query_batch(qe.QueryBatchRequest(planned)) if planned else []
         answers = iter(found)
         return [[_hit(sp) for sp in next(answers)] if r is not None else [] for r in requests]
 
@@ -427,33 +489,21 @@ class EdgeVectorIndex:
         as_of: datetime | None = None,
     ) -> list[VectorHit]:
         """See :meth:`memstream.vectors.port.VectorIndex.recent`."""
-        shard = self._open(create=False)
-        if shard is None or limit <= 0 or streams == []:
+        if limit <= 0 or streams == []:
             return []
-        question = _Question.of(tenant, None, None, as_of, self._scoped)
         keyed = {"stream": streams} if streams else None
-        request = qe.ScrollRequest(
-            limit=limit,
-            filter=qe.Filter(must=question.where(["event"], keyed)),
-            with_payload=True,
-            order_by=qe.OrderBy(TIME_FIELD, direction=qe.Direction.Desc),
-        )
-        records, _ = shard.scroll(request)
+        with self._reading() as held:
+            if held is None:
+                return []
+            question = _Question.of(tenant, None, None, as_of, held.scoped)
+            request = qe.ScrollRequest(
+                limit=limit,
+                filter=qe.Filter(must=question.where(["event"], keyed)),
+                with_payload=True,
+                order_by=qe.OrderBy(TIME_FIELD, direction=qe.Direction.Desc),
+            )
+            records, _ = held.shard.scroll(request)
         return [_hit_of(r.payload, 0.0) for r in records]
-
-    def _run_batch(
-        self, shard: qe.EdgeShard, requests: list[qe.QueryRequest]
-    ) -> list[list[qe.ScoredPoint]]:
-        batch = qe.QueryBatchRequest(requests)
-        try:
-            return shard.query_batch(batch)
-        except Exception as exc:  # qdrant_edge raises a plain Exception
-            # A compaction closed this shard between our _open and the query: ask the fresh
-            # one. Any other failure, or one on the current shard, is not ours to hide.
-            if shard is self._shard or "not initialized" not in str(exc):
-                raise
-            fresh = self._open(create=False)
-            return fresh.query_batch(batch) if fresh is not None else [[] for _ in requests]
 
 
 @dataclass(frozen=True)

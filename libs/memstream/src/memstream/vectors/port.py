@@ -11,6 +11,13 @@ from memstream.store_errors import StoreRefused, StoreUnavailable
 from memstream.times import as_utc, utc_z
 
 Mode = Literal["hybrid", "dense", "sparse"]
+
+
+class IndexUnavailable(RuntimeError):
+    """The index cannot be read now (closed, or reopening while its projector restarts);
+    the same read succeeds again later."""
+
+
 # Payload fields a query can filter on (keyword-indexed by every adapter), by query argument.
 KEYWORD_FILTERS = {
     "kinds": "kind",

@@ -2,10 +2,15 @@
 
 A throw-away embedded stack, supervised as ``memstream up`` supervises it, takes a steady HTTP
 load for two tenants. Each fault kills one process (broker, graph server, sequencer, archiver,
-graph projector, API); the load goes on. Per fault: events accepted (2xx) in its window, how
-many reached the ledger, lost and duplicated ones, and the seconds from the kill until an
-event accepted after it is in the ledger. At the end: the archived chains verify, and the
-graph and vector counts converge to the ledger's.
+graph projector, API); the load goes on, and a batch that was not answered 202 is sent again
+with the same ids, as a client should. Per fault (from its kill to the next): events accepted
+(2xx), how many reached the ledger, lost and duplicated ones, requests refused (connection
+refused), other transport errors (reset, timeout) and non-202 answers; the longest gap (the
+longest time without a 202, the kill counting as the gap's start) and the longest wait (the
+longest time one batch took from its first send to its 202, retries included); and the
+seconds from the kill until an event accepted after it is in the ledger. A first row, before
+any kill, is the same load undisturbed. At the end: the archived chains verify, and the graph
+and vector counts converge to the ledger's.
 """
 
 from __future__ import annotations
@@ -17,6 +22,8 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from itertools import pairwise
 from typing import Any
 
 import httpx
@@ -33,58 +40,89 @@ from memstream_cli.progress import Report
 from memstream_cli.stack.supervisor import EmbeddedStack
 
 FAULTS = ("tansu", "falkordb", "sequencer", "archiver", "graph-projector", "api")
+BASELINE = "none"  # the row of the undisturbed load before the first kill
 TENANTS = ("chaos-a", "chaos-b")
 BATCH = 10
+RETRY_S = 0.2
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One batch accepted: when it was first sent and when the 202 came."""
+
+    first_sent: float
+    answered: float
+    ids: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Failure:
+    """One request that got no 202: ``kind`` is refused, transport or status; ``what`` names
+    the error (its class, or the HTTP status)."""
+
+    at: float
+    kind: str
+    what: str = ""
 
 
 @dataclass
 class _Load:
-    """Posts batches for two tenants until stopped; remembers when each id was accepted."""
+    """Posts batches for two tenants until stopped, each batch until it is accepted."""
 
     api_url: str
     keys: dict[str, str]
-    accepted: dict[str, float] = field(default_factory=dict)  # id -> monotonic time of the 2xx
-    refused: int = 0
+    answers: list[Answer] = field(default_factory=list)
+    failures: list[Failure] = field(default_factory=list)
     stop: threading.Event = field(default_factory=threading.Event)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def run(self) -> None:
         n = 0
-        with httpx.Client(timeout=30) as client:
+        with httpx.Client(timeout=60) as client:
             while not self.stop.is_set():
                 for tenant, key in self.keys.items():
                     n += 1
-                    if self._post(client, tenant, key, n):
-                        continue
-                    self.refused += 1
-                    self.stop.wait(0.2)
+                    self._deliver(client, tenant, key, n)
                 self.stop.wait(0.02)
 
-    def _post(self, client: httpx.Client, tenant: str, key: str, n: int) -> bool:
-        ids = [f"{tenant}-{n}-{i}" for i in range(BATCH)]
+    def _deliver(self, client: httpx.Client, tenant: str, key: str, n: int) -> None:
+        ids = tuple(f"{tenant}-{n}-{i}" for i in range(BATCH))
         events = [
             {"id": i, "stream": f"s{n % 4}", "type": "message.user", "agent": "load",
              "payload": {"text": f"{tenant} steady note {i}"}}
             for i in ids
         ]  # fmt: skip
+        first = time.monotonic()
+        while not self.stop.is_set():
+            sent = time.monotonic()
+            failure = self._post(client, key, events, sent)
+            if failure is None:
+                with self.lock:
+                    self.answers.append(Answer(first, time.monotonic(), ids))
+                return
+            with self.lock:
+                self.failures.append(failure)
+            self.stop.wait(RETRY_S)
+
+    def _post(
+        self, client: httpx.Client, key: str, events: list[dict[str, Any]], sent: float
+    ) -> Failure | None:
+        """None when accepted, else what went wrong."""
         try:
             r = client.post(
                 f"{self.api_url}/v1/events",
                 json={"events": events},
                 headers={"Authorization": f"Bearer {key}"},
             )
-        except httpx.HTTPError:
-            return False
-        if r.status_code != 202:
-            return False
-        now = time.monotonic()
-        with self.lock:
-            self.accepted.update(dict.fromkeys(ids, now))
-        return True
+        except httpx.ConnectError as exc:
+            return Failure(sent, "refused", type(exc).__name__)
+        except httpx.HTTPError as exc:
+            return Failure(sent, "transport", type(exc).__name__)
+        return None if r.status_code == 202 else Failure(sent, "status", str(r.status_code))
 
-    def since(self, t: float) -> set[str]:
+    def accepted_since(self, t: float) -> set[str]:
         with self.lock:
-            return {i for i, at in self.accepted.items() if at >= t}
+            return {i for a in self.answers if a.answered >= t for i in a.ids}
 
 
 def _pids(stack: EmbeddedStack) -> dict[str, int]:
@@ -107,7 +145,7 @@ def _fault(stack: EmbeddedStack, load: _Load, name: str, settle_s: float) -> dic
     deadline = killed + 180
     while recovered is None and time.monotonic() < deadline:
         time.sleep(0.5)
-        after = load.since(killed)
+        after = load.accepted_since(killed)
         if after and after & set(_ledger_ids(stack.bootstrap)):
             recovered = time.monotonic() - killed
     time.sleep(settle_s)
@@ -141,16 +179,19 @@ def run_chaos_bench(progress: Report, settle_s: float = 5.0) -> dict[str, Any]:
         assert stack.info is not None
         load = _Load(stack.info.api_url, keys)
         loader = threading.Thread(target=load.run, name="load")
+        rows: list[dict[str, Any]] = [
+            {"fault": BASELINE, "killed_at": time.monotonic(), "recover_s": None}
+        ]
         loader.start()
-        time.sleep(settle_s)
-        rows = []
+        time.sleep(settle_s * 2)
         for name in FAULTS:
             progress(f"kill -9 {name}")
             rows.append(_fault(stack, load, name, settle_s))
+        ended = time.monotonic()
         load.stop.set()
         loader.join(60)
         progress("waiting for every accepted event to reach the ledger")
-        accepted = set(load.accepted)
+        accepted = {i for a in load.answers for i in a.ids}
         _wait(lambda: accepted <= set(_ledger_ids(stack.bootstrap)), 180)
         counts = _ledger_ids(stack.bootstrap)
         report = verify_archive(settings.archive_dir)
@@ -158,38 +199,62 @@ def run_chaos_bench(progress: Report, settle_s: float = 5.0) -> dict[str, Any]:
         converge_s = _wait(lambda: _converged(settings, stack.bootstrap, metrics), 300)
         stack.stopping.set()
         supervisor.join(10)
-        return _report(rows, load, counts, report.broken is None, converge_s)
+        faults = fault_rows(rows, ended, load.answers, load.failures, counts)
+        return {
+            "faults": faults,
+            "accepted": len(accepted),
+            "refused_requests": sum(f["refused"] for f in faults),
+            "transport_errors": sum(f["transport_errors"] for f in faults),
+            "lost": sum(f["lost"] for f in faults),
+            "duplicated": sum(1 for c in counts.values() if c > 1),
+            "chain_verifies": report.broken is None,
+            "projections_converged": converge_s is not None,
+            "converge_s": None if converge_s is None else round(converge_s, 1),
+            "machine": {"cpus": os.cpu_count(), "date": datetime.now(UTC).date().isoformat()},
+        }
 
 
-def _report(
+def fault_rows(
     rows: list[dict[str, Any]],
-    load: _Load,
+    ended: float,
+    answers: list[Answer],
+    failures: list[Failure],
     counts: Counter[str],
-    verified: bool,
-    converge_s: float | None,
-) -> dict[str, Any]:
-    ends = [r["killed_at"] for r in rows[1:]] + [float("inf")]
-    faults = []
-    for row, end in zip(rows, ends, strict=True):
-        window = {i for i, at in load.accepted.items() if row["killed_at"] <= at < end}
+) -> list[dict[str, Any]]:
+    """One row per fault over its window, from its kill to the next kill (the last: to
+    ``ended``, when the load stopped). An answer belongs to the window its 202 came in, a
+    failure to the window it was sent in."""
+    starts = [r["killed_at"] for r in rows]
+    out = []
+    for row, start, end in zip(rows, starts, [*starts[1:], ended], strict=True):
+        mine = [a for a in answers if start <= a.answered < end]
+        window = {i for a in mine for i in a.ids}
         ledgered = {i for i in window if counts[i] > 0}
-        faults.append(
+        in_window = [f for f in failures if start <= f.at < end]
+        failed = Counter(f.kind for f in in_window)
+        out.append(
             {
                 "fault": row["fault"],
                 "accepted": len(window),
                 "ledgered": len(ledgered),
                 "lost": len(window - ledgered),
                 "duplicated": sum(1 for i in window if counts[i] > 1),
+                "refused": failed["refused"],
+                "transport_errors": failed["transport"],
+                "non_202": failed["status"],
+                "errors": dict(Counter(f.what for f in in_window if f.kind != "refused")),
+                "longest_gap_s": round(longest_gap(start, end, [a.answered for a in mine]), 2),
+                "longest_wait_s": round(
+                    max((a.answered - a.first_sent for a in mine), default=0.0), 2
+                ),
                 "recover_s": None if row["recover_s"] is None else round(row["recover_s"], 1),
             }
         )
-    return {
-        "faults": faults,
-        "accepted": len(load.accepted),
-        "refused_requests": load.refused,
-        "lost": sum(f["lost"] for f in faults),
-        "duplicated": sum(1 for c in counts.values() if c > 1),
-        "chain_verifies": verified,
-        "projections_converged": converge_s is not None,
-        "converge_s": None if converge_s is None else round(converge_s, 1),
-    }
+    return out
+
+
+def longest_gap(start: float, end: float, answered: list[float]) -> float:
+    """The longest time in ``[start, end)`` without a 202: from ``start`` to the first answer,
+    between successive answers, and from the last one to ``end``."""
+    marks = [start, *sorted(answered), end]
+    return max(b - a for a, b in pairwise(marks))

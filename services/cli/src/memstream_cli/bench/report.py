@@ -138,14 +138,16 @@ def load_table(docs: list[Doc]) -> str:
 
 def chaos_table(doc: Doc) -> str:
     rows = [
-        "| kill -9 of | accepted (2xx) | in the ledger | lost | duplicated | recovered in |",
-        "|---|---:|---:|---:|---:|---:|",
+        "| kill -9 of | accepted (2xx) | in the ledger | lost | duplicated | refused "
+        "| other errors | longest gap | longest wait | recovered in |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for f in doc["faults"]:
         took = "–" if f["recover_s"] is None else f"{f['recover_s']:g} s"
         rows.append(
             f"| {f['fault']} | {_n(f['accepted'])} | {_n(f['ledgered'])} | {f['lost']} | "
-            f"{f['duplicated']} | {took} |"
+            f"{f['duplicated']} | {f['refused']} | {f['transport_errors'] + f['non_202']} | "
+            f"{f['longest_gap_s']:g} s | {f['longest_wait_s']:g} s | {took} |"
         )
     converged = (
         f"converged {doc['converge_s']:g} s after the load stopped"
@@ -154,11 +156,12 @@ def chaos_table(doc: Doc) -> str:
     )
     tail = (
         f"{_n(doc['accepted'])} events accepted in all, {doc['lost']} lost, "
-        f"{doc['duplicated']} duplicated; {doc['refused_requests']} requests refused while a "
-        f"process was down; the chain {'verifies' if doc['chain_verifies'] else 'is BROKEN'}; "
+        f"{doc['duplicated']} duplicated; {doc['refused_requests']} connections refused and "
+        f"{doc['transport_errors']} other transport errors (each batch was sent again until "
+        f"accepted); the chain {'verifies' if doc['chain_verifies'] else 'is BROKEN'}; "
         f"graph and vector counts {converged}."
     )
-    return "\n".join([*rows, "", tail])
+    return "\n".join([*rows, "", tail, "", _machine(doc)])
 
 
 def learn_table(doc: Doc) -> str:

@@ -134,8 +134,11 @@ def collect_status(ep: Endpoints) -> dict[str, Any]:
 def _embedded(ep: Endpoints, components: dict[str, Any], now: float) -> None:
     """The supervised children of an embedded stack: alive, answering, not in trouble."""
     assert ep.stack is not None
+    secret = ep.graph_password
+    password = secret.get_secret_value() if secret is not None else None
     try:
-        graph_ok = bool(redis.Redis.from_url(ep.stack.falkordb_url, socket_timeout=2).ping())
+        graph = redis.Redis.from_url(ep.stack.falkordb_url, socket_timeout=2, password=password)
+        graph_ok = bool(graph.ping())
     except Exception:
         graph_ok = False
     components["falkordb"] = {"healthy": graph_ok, "url": ep.stack.falkordb_url}

@@ -1,4 +1,9 @@
-"""The embedded stack: broker, graph server, workers and API as supervised children."""
+"""The embedded stack: broker, graph server, workers and API as supervised children.
+
+What the stack writes is its user's alone: the supervisor and every child run with umask
+077 (folders 0700, files 0600), and a data dir an older version left readable is locked
+down at start. FalkorDB refuses clients without the data dir's generated password.
+"""
 
 from __future__ import annotations
 
@@ -6,10 +11,13 @@ import fcntl
 import logging
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
 import time
+import urllib.error
+import urllib.request
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -22,9 +30,10 @@ from memstream.metrics import UP, serve_metrics
 from memstream.ops.health import Check, falkordb_check, kafka_check, probe
 from memstream.projection.embedded import ensure_default_version
 from memstream.settings import Settings
-from memstream.stack.children import spawn, stop_all, stop_process
-from memstream.stack.net import free_port, port_in_use, wait_for_port
-from memstream.stack.servers import Server, start_falkordb, start_tansu
+from memstream.stack.children import PRIVATE_UMASK, spawn, stop_all, stop_process
+from memstream.stack.epoch import new_epoch
+from memstream.stack.net import free_port, listening_socket
+from memstream.stack.servers import Server, falkordb_password, start_falkordb, start_tansu
 from prometheus_client import Counter
 
 from memstream_cli.stack.restore import ledger_is_empty, restore_ledger
@@ -37,8 +46,8 @@ RESTARTS = Counter(
     ["component", "child"],
 )
 DEV_TENANT = "dev"
-BROKER_EPOCH = "broker-epoch"  # rewritten whenever a broker (re)starts; the outbox watches it
 PROBE_EVERY_S = 5.0
+API_START_S = 120.0  # the API's first answer (it opens the vector index before serving)
 
 
 class StackError(RuntimeError):
@@ -55,9 +64,11 @@ class Worker:
     proc: subprocess.Popen[bytes] | None = None
     restarts: int = 0
     next_start: float = 0.0
+    pass_fds: tuple[int, ...] = ()
 
     def start(self) -> None:
-        self.proc = spawn([sys.executable, "-m", self.module], self.log, self.env)
+        argv = [sys.executable, "-m", self.module]
+        self.proc = spawn(argv, self.log, self.env, pass_fds=self.pass_fds)
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
@@ -81,13 +92,14 @@ class EmbeddedStack:
     restored: int = 0
     info: StackInfo | None = None
     checks: dict[str, Check] = field(default_factory=dict)
+    api_socket: socket.socket | None = None  # held across API restarts: nobody is refused
 
     @property
     def logs(self) -> Path:
         return self.data_dir / "logs"
 
     def _lock(self) -> None:
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         fh = open(self.data_dir / "stack.lock", "a+")  # noqa: SIM115 - held for the stack's life
         try:
             fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -110,12 +122,20 @@ class EmbeddedStack:
 
     def start(self) -> StackInfo:
         """Start everything in dependency order; raises StackError with the reason."""
-        if port_in_use(self.api_port, self.settings.api_host):
+        os.umask(PRIVATE_UMASK)  # what the supervisor writes is private, as its children's
+        try:
+            self.api_socket = listening_socket(self.settings.api_host, self.api_port)
+        except OSError as exc:
             raise StackError(
                 f"API port {self.api_port} is already in use (choose another with --api-port)"
-            )
-        self._lock()
-        self.logs.mkdir(parents=True, exist_ok=True)
+            ) from exc
+        try:
+            self._lock()
+        except StackError:
+            self.api_socket.close()
+            raise
+        lock_down(self.data_dir)
+        self.logs.mkdir(mode=0o700, parents=True, exist_ok=True)
         try:
             return self._start()
         except Exception:
@@ -123,12 +143,14 @@ class EmbeddedStack:
             raise
 
     def _start(self) -> StackInfo:
+        started_ns = time.time_ns()
         broker = start_tansu(free_port(), self.logs)
         self.servers.append(broker)
         self.bootstrap = f"127.0.0.1:{broker.port}"
-        graph = start_falkordb(free_port(), self.data_dir / "graph", self.logs)
+        password = falkordb_password(self.data_dir)
+        graph = start_falkordb(free_port(), self.data_dir / "graph", self.logs, password=password)
         self.servers.append(graph)
-        self._prepare_broker()
+        self._prepare_broker(started_ns)
         self.dev_key = self._dev_key()
         ensure_default_version(self.settings.model_copy(update={"data_dir": self.data_dir}))
         env = dict(os.environ)
@@ -154,13 +176,15 @@ class EmbeddedStack:
             port = free_port()
             wenv = dict(env, MEMSTREAM_METRICS_PORT=str(port))
             self.workers.append(Worker(name, module, port, self.logs / f"{name}.log", wenv))
-        self.workers.append(Worker("api", "memstream_api.main", None, self.logs / "api.log", env))
+        assert self.api_socket is not None
+        fd = self.api_socket.fileno()
+        api_env = dict(env, MEMSTREAM_API_FD=str(fd))
+        api = Worker("api", "memstream_api.main", None, self.logs / "api.log", api_env)
+        api.pass_fds = (fd,)
+        self.workers.append(api)
         for w in self.workers:
             w.start()
-        if not wait_for_port(self.api_port, 60, self.settings.api_host):
-            raise StackError(
-                f"API did not come up on port {self.api_port}; see {self.logs}/api.log"
-            )
+        self._wait_for_api(api)
         sup_port = serve_metrics(0)
         UP.labels("supervisor").set(1)
         names = [s.name for s in self.servers] + [w.name for w in self.workers]
@@ -168,9 +192,23 @@ class EmbeddedStack:
             RESTARTS.labels("supervisor", name)
         self.checks = {
             "kafka": kafka_check(self.bootstrap),
-            "graph": falkordb_check(f"redis://127.0.0.1:{graph.port}"),
+            "graph": falkordb_check(f"redis://127.0.0.1:{graph.port}", password=password),
         }
         return self._write_info(graph, sup_port)
+
+    def _wait_for_api(self, api: Worker) -> None:
+        """Until the API answers HTTP (its port listens from the start: this socket)."""
+        url = f"http://{self.settings.api_host}:{self.api_port}/healthz"
+        deadline = time.monotonic() + API_START_S
+        while time.monotonic() < deadline and api.alive():
+            try:
+                with urllib.request.urlopen(url, timeout=2):
+                    return
+            except urllib.error.HTTPError:  # an answer (503: Kafka not there yet) is enough
+                return
+            except OSError:
+                time.sleep(0.1)
+        raise StackError(f"API did not come up on port {self.api_port}; see {api.log}")
 
     def _write_info(self, graph: Server, sup_port: int) -> StackInfo:
         host = self.settings.api_host
@@ -201,34 +239,37 @@ class EmbeddedStack:
         self.info = info
         return info
 
-    def _prepare_broker(self) -> None:
+    def _prepare_broker(self, started_ns: int) -> None:
         """Topics, the ledger restored from the archive (a fresh broker holds nothing), and a
-        new broker epoch, which tells the API's outbox to re-send what it holds."""
+        new broker epoch (the time the broker was started), which tells the API to drop what
+        pointed into the old broker and re-send what its outbox holds."""
         ensure_topics(self.bootstrap, self.settings)
         if ledger_is_empty(self.bootstrap):
             self.restored = restore_ledger(self.bootstrap, self.settings.archive_dir)
             if self.restored:
                 log.info("restored %d ledger entries from the archive", self.restored)
-        epoch = self.data_dir / BROKER_EPOCH
-        epoch.write_text(f"{time.time_ns()}\n")
+        new_epoch(self.data_dir, started_ns)
 
     def _restart_server(self, s: Server) -> None:
         """Start a dead server again on its port.
 
-        A broker comes back empty: every worker stops first, the broker gets its topics and
-        the ledger back from the archive, then the workers start again and rebuild their
-        state from it. Consumers that kept running would hold positions in a log that no
-        longer exists; the API restarts too, and its outbox re-sends what it accepted."""
+        A broker comes back empty: the workers stop first, the broker gets its topics and the
+        ledger back from the archive, then the workers start again and rebuild their state
+        from it (consumers that kept running would hold positions in a log that no longer
+        exists). The API keeps running: its outbox accepts writes meanwhile, and on the new
+        epoch it renews its producer, re-sends them and sees its vector loops reset.
+        A graph server is back once it answers; it may go on loading its file for a while."""
         s.restarts += 1
         RESTARTS.labels("supervisor", s.name).inc()
         log.warning("%s exited (code %s); restart #%d", s.name, s.proc.returncode, s.restarts)
         s.next_start = time.monotonic() + min(30.0, 0.5 * 2 ** min(s.restarts, 6))
-        pipeline = list(self.workers) if s.name == "tansu" else []
+        pipeline = [w for w in self.workers if w.name != "api"] if s.name == "tansu" else []
         stop_all([w.proc for w in pipeline if w.proc is not None], timeout=3)
+        started_ns = time.time_ns()
         fresh = s.restart()
         s.proc = fresh.proc
         if s.name == "tansu":
-            self._prepare_broker()
+            self._prepare_broker(started_ns)
         for w in pipeline:
             w.start()
             self._record_pid(w)
@@ -289,6 +330,9 @@ class EmbeddedStack:
         by_name = {w.name: w for w in self.workers}
         if "api" in by_name:
             by_name["api"].stop()
+        if self.api_socket is not None:  # connections waiting in it are refused from now on
+            self.api_socket.close()
+            self.api_socket = None
         pipeline_up = all(w.alive() for w in self.workers if w.name != "api")
         if drain and self.bootstrap and pipeline_up and not self.drain():
             log.warning("pipeline not drained before stop; events may remain in the broker")
@@ -301,6 +345,18 @@ class EmbeddedStack:
             stack_file(self.data_dir).unlink(missing_ok=True)
             self.lock_fh.close()
             self.lock_fh = None
+
+
+def lock_down(data_dir: Path) -> None:
+    """Folders 0700 and files 0600 under ``data_dir`` (written before the stack ran with
+    umask 077, or by hand); symbolic links are left as they are."""
+    for root, dirs, files in os.walk(data_dir):
+        os.chmod(root, 0o700)
+        for name in files:
+            path = os.path.join(root, name)
+            if not os.path.islink(path):
+                os.chmod(path, 0o600)
+        dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(root, d))]
 
 
 def install_stop_signals(stack: EmbeddedStack) -> None:
