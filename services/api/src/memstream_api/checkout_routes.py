@@ -19,9 +19,18 @@ from memstream.checkout.service import (
 from starlette.concurrency import run_in_threadpool
 
 from memstream_api.auth import Tenant
-from memstream_api.errors import AUTH, BODY, INVALID, ErrorBody, retry_after, unavailable
+from memstream_api.errors import (
+    AUTH,
+    BODY,
+    INVALID,
+    THROTTLED,
+    ErrorBody,
+    retry_after,
+    unavailable,
+)
+from memstream_api.fair_share import ReadRoute, metered
 
-router = APIRouter(tags=["checkout"])
+router = APIRouter(tags=["checkout"], route_class=ReadRoute)
 
 
 def checkout_service(request: Request) -> CheckoutService:
@@ -57,11 +66,12 @@ READ_RESPONSES = {
         },
         **BODY,
         **READ_RESPONSES,
+        **THROTTLED,
     },
 )
 async def checkout(body: CheckoutRequest, request: Request, tenant: Tenant) -> Response:
     try:
-        packet = await run_in_threadpool(checkout_service(request).checkout, tenant, body)
+        packet = await metered(request, checkout_service(request).checkout, tenant, body)
     except NoProjection as exc:
         raise unavailable_error(exc) from exc
     if body.format == "markdown":
@@ -74,12 +84,12 @@ async def checkout(body: CheckoutRequest, request: Request, tenant: Tenant) -> R
 @router.post(
     "/v1/recall",
     summary="The raw fused top-k items (no synthesis)",
-    responses={**BODY, **READ_RESPONSES},
+    responses={**BODY, **READ_RESPONSES, **THROTTLED},
 )
 async def recall(body: RecallRequest, request: Request, tenant: Tenant) -> dict[str, Any]:
     try:
-        items: list[Candidate] = await run_in_threadpool(
-            checkout_service(request).recall, tenant, body
+        items: list[Candidate] = await metered(
+            request, checkout_service(request).recall, tenant, body
         )
     except NoProjection as exc:
         raise unavailable_error(exc) from exc

@@ -67,6 +67,16 @@ AUTH: dict[int | str, dict[str, Any]] = {
     **unavailable("the API key store cannot be read; try again"),
 }
 
+# What the fair share of the read routes answers (see `fair_share`).
+THROTTLED: dict[int | str, dict[str, Any]] = {
+    429: {
+        "model": ErrorBody,
+        "description": "this tenant is over its fair share of reads (too many in flight, or "
+        "its budget of read time is spent), or every read slot is taken; the detail says which",
+        "headers": _RETRY_AFTER_DOC,
+    },
+}
+
 # FastAPI's validation of parameters and body models (see `request_invalid`).
 INVALID: dict[int | str, dict[str, Any]] = {
     422: {"model": RequestErrorBody, "description": "the body or a parameter is invalid"},
