@@ -6,7 +6,7 @@ Pure: the clock is passed in, costs are given, nothing sleeps.
 from __future__ import annotations
 
 import pytest
-from memstream.fairshare import Admitted, FairShare, Refused, ShareLimits
+from memstream.fairshare import MAX_PAUSE_S, MIN_RETRY_S, Admitted, FairShare, Refused, ShareLimits
 
 LIMITS = ShareLimits(concurrency=2, share=0.25, burst_s=1.0, total=4, reserved=1)
 
@@ -27,7 +27,7 @@ def test_a_tenant_has_at_most_its_concurrency_in_flight() -> None:
     share = FairShare(LIMITS)
     first, _ = admitted(share, "Ana", 0.0), admitted(share, "Ana", 0.0)
     no = refused(share, "Ana", 0.0)
-    assert no.reason == "concurrency" and no.retry_after_s == 0.0
+    assert no.reason == "concurrency" and no.retry_after_s == MIN_RETRY_S  # whole seconds
     share.release(first, 0.01, 0.001)
     admitted(share, "Ana", 0.01)  # a slot came back
 
@@ -126,6 +126,33 @@ def test_idle_tenants_are_forgotten() -> None:
     share.release(busy, 1000.0, 0.0)
 
 
+def test_a_client_that_honours_retry_after_is_answered_at_once() -> None:
+    share = FairShare(LIMITS)
+    share.release(admitted(share, "polite", 0.0), 0.0, cost_s=1.5)  # -0.5: 2 s to wait
+    first = refused(share, "polite", 0.0)
+    assert first.pause_s == 0.0 and first.retry_after_s == pytest.approx(2.0)
+    again = refused(share, "polite", 1.5)  # not yet refilled... but it was told 2 s
+    assert again.pause_s == pytest.approx(0.5)  # early by 0.5 s: it waits that long
+
+
+def test_a_client_that_ignores_retry_after_waits_for_its_next_refusal() -> None:
+    share = FairShare(LIMITS)
+    share.release(admitted(share, "rude", 0.0), 0.0, cost_s=3.0)  # -2.0: 8 s to wait
+    assert refused(share, "rude", 0.0).pause_s == 0.0  # the first refusal is immediate
+    early = refused(share, "rude", 0.01)
+    assert early.pause_s == MAX_PAUSE_S  # capped: never held longer than that
+    # Its Retry-After counts from the end of the pause and stays honest.
+    assert early.retry_after_s == pytest.approx(8.0 - 0.01 * 0.25 / 0.25 - MAX_PAUSE_S)
+    assert isinstance(share.admit("polite", 0.01), Admitted)  # nobody else is paused
+
+
+def test_every_refusal_tells_a_retry_after_of_at_least_a_second() -> None:
+    share = FairShare(ShareLimits(concurrency=1, share=100.0, burst_s=0.01, total=8, reserved=0))
+    share.release(admitted(share, "t", 0.0), 0.0, cost_s=0.02)  # 0.01 s short: 0.1 ms to wait
+    no = refused(share, "t", 0.0)
+    assert no.reason == "budget" and no.retry_after_s == MIN_RETRY_S
+
+
 @pytest.mark.parametrize(
     "kw",
     [
@@ -141,3 +168,12 @@ def test_limits_that_cannot_work_are_refused(kw: dict[str, float]) -> None:
     base = {"concurrency": 2, "share": 0.25, "burst_s": 1.0, "total": 4, "reserved": 1}
     with pytest.raises(ValueError):
         ShareLimits(**(base | kw))  # type: ignore[arg-type]
+
+
+def test_a_tenant_not_seen_yet_is_charged_what_reads_have_cost_lately() -> None:
+    """A new flood's first wave is held by the budget, not only by the concurrency limit."""
+    share = FairShare(ShareLimits(concurrency=8, share=0.1, burst_s=0.15, total=16, reserved=0))
+    for t in range(20):
+        share.release(admitted(share, "regular", t * 10.0), t * 10.0, cost_s=0.1)
+    wave = [share.admit("newcomer", 300.0) for _ in range(8)]
+    assert sum(isinstance(r, Admitted) for r in wave) == 2, wave

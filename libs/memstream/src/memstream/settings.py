@@ -66,12 +66,12 @@ class Settings(BaseSettings):
         default=4, ge=1, description="reads one tenant may have in flight at once"
     )
     read_tenant_share: float = Field(
-        default=0.25,
+        default=0.1,
         gt=0,
         description="CPU seconds of read work per second one tenant's budget refills",
     )
     read_tenant_burst_s: float = Field(
-        default=2.0, gt=0, description="the most CPU seconds one tenant's read budget holds"
+        default=0.2, gt=0, description="the most CPU seconds one tenant's read budget holds"
     )
     read_total_concurrency: int = Field(
         default=8, ge=1, description="reads in flight across tenants"

@@ -1,15 +1,17 @@
 """Fair share of the read routes: a gate in each, after routing and before the body is read.
 
 The gate finds the tenant from the bearer key, asks ``memstream.fairshare`` whether the read
-may start, and answers 429 with ``Retry-After`` at once when it may not. A request without a
-known key passes through, so the route answers 401 (or 503) with its own reason. The route
-runs its work through ``metered``, which measures the CPU time the work spent in its worker
-thread; the gate charges that to the tenant when the response is sent. MCP tool calls reach
-these routes in process, through the same gates.
+may start, and answers 429 with ``Retry-After`` when it may not: at once, or after a pause
+(a sleeping coroutine, no work) for a client that came back before its last Retry-After. A
+request without a known key passes through, so the route answers 401 (or 503) with its own
+reason. The route runs its work through ``metered``, which measures the CPU time the work
+spent in its worker thread; the gate charges that to the tenant when the work is done. MCP
+tool calls reach these routes in process, through the same gates.
 """
 
 from __future__ import annotations
 
+import asyncio
 import math
 import time
 from collections.abc import Callable, Coroutine
@@ -101,6 +103,8 @@ class ReadRoute(APIRoute):
             decision = share.admit(tenant, time.monotonic())
             if isinstance(decision, Refused):
                 READS_THROTTLED.labels(_component(request), route, decision.reason).inc()
+                if decision.pause_s > 0:  # it came back before its Retry-After
+                    await asyncio.sleep(decision.pause_s)
                 return _refusal(decision, share.limits)
             return await _run(request, handler, share, decision)
 
