@@ -133,3 +133,58 @@ def test_the_chaos_table_shows_refusals_errors_gap_and_wait() -> None:
     (row,) = [r for r in chaos_table(doc).splitlines() if r.startswith("| tansu")]
     assert row == "| tansu | 1,200 | 1,200 | 0 | 0 | 0 | 3 | 1.25 s | 0.5 s | – |"
     assert "0 connections refused and 1 other transport errors" in chaos_table(doc)
+
+
+def neighbours_doc() -> dict[str, object]:
+    def phase(limits: bool, p95: float, flood_p95: float) -> dict[str, object]:
+        quiet = {
+            "checkouts": 200,
+            "checkout_p50_ms": 20.0,
+            "checkout_p95_ms": p95,
+            "healthz_p95_ms": 3.5,
+            "statuses": {"2xx": 400},
+        }
+        flood = {
+            "checkouts": 150,
+            "checkout_p50_ms": 30.0,
+            "checkout_p95_ms": flood_p95,
+            "healthz_p95_ms": 9.0,
+            "statuses": {"2xx": 299, "5xx": 1},
+        }
+        a = {"2xx": 40, "429": 12_000} if limits else {"2xx": 900}
+        return {
+            "limits": limits,
+            "quiet": quiet,
+            "flood": flood,
+            "checkout_p95_ratio": round(flood_p95 / p95, 2),
+            "flooder": {"per_s": 200.5, "statuses": a},
+        }
+
+    return {
+        "events": 4000,
+        "flood_connections": 20,
+        "flood_checkout": {"max_tokens": 8000, "k": 50},
+        "cycles": 4,
+        "window_s": 15.0,
+        "neighbour_period_s": 0.25,
+        "limits": {
+            "read_tenant_concurrency": 4,
+            "read_tenant_share": 0.25,
+            "read_tenant_burst_s": 2.0,
+            "read_total_concurrency": 8,
+            "read_reserved_slots": 2,
+        },
+        "runs": [phase(False, 40.0, 400.0), phase(True, 40.0, 60.0)],
+        "machine": MACHINE,
+    }
+
+
+def test_neighbours_table_shows_off_and_on_with_every_status(tmp_path: Path) -> None:
+    (tmp_path / "neighbours.json").write_text(json.dumps(neighbours_doc()))
+    table = blocks_from(tmp_path)["neighbours"]
+    off, on = [r for r in table.splitlines() if r.startswith(("| off", "| on"))]
+    assert "| 20 / 40 ms | 30 / 400 ms (150) | 10.00 |" in off
+    assert "| 900 / 0 / 0 (200.5/s) | 0 / 1 |" in off  # B's one 5xx is shown, not hidden
+    assert "| 1.50 |" in on and "| 40 / 12,000 / 0 (200.5/s) |" in on
+    assert "a budget of 0.25 CPU s/s (bursts of 2 s)" in table
+    assert "_Measured 2031-01-02 on a 2-core machine._" in table

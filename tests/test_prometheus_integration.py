@@ -4,8 +4,9 @@ Prometheus comes from Debian's package (`make test` installs it as root); withou
 test fails, it never skips. It scrapes every endpoint `memstream status --json` lists, every
 second, loads the alert rules, and is queried while a workload runs: HTTP events for two
 tenants, refused events, checkouts for tasks and the tasks' outcomes, explicit feedback,
-recalls, summarize_recall calls (against a Messages API stand-in), lineage, garbage for the DLQ
-and ledger entries the graph cannot hold (dead-lettered alone, no consumer restarts).
+recalls, summarize_recall calls (against a Messages API stand-in), lineage, garbage for the DLQ,
+ledger entries the graph cannot hold (dead-lettered alone, no consumer restarts), and a
+third tenant's bursts of concurrent recalls, some refused by the fair share.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -60,9 +62,12 @@ BUSY = {
     # consumer loops commit; a ledger entry FalkorDB cannot hold is dead-lettered alone
     "sum(rate(memstream_consumer_committed_total[1m]))",
     'sum(rate(memstream_events_dead_lettered_total{component="graph-projector"}[1m]))',
+    # a third tenant's burst of concurrent recalls every round: the fair share refuses some
+    'sum(rate(memstream_reads_throttled_total{reason="concurrency"}[1m]))',
 }
 # Alerts a healthy run must never even have pending.
 NEVER = ("MemstreamConsumerRestarting", "MemstreamConsumerStalled")
+FLOOD = 16  # concurrent recalls of the flooding tenant per round (its limit is 4 in flight)
 
 
 def prometheus_binary() -> str:
@@ -77,9 +82,10 @@ def prometheus_binary() -> str:
 class Workload:
     """Posts events for two tenants and reads them back until stopped (a daemon thread)."""
 
-    def __init__(self, stack: RunningStack, beta_key: str) -> None:
+    def __init__(self, stack: RunningStack, beta_key: str, flood_key: str) -> None:
         self.stack = stack
         self.keys = {"dev": stack.dev_key, "beta": beta_key}
+        self.flood_key = flood_key
         self.stop = threading.Event()
         self.errors: list[str] = []
         self.rounds = 0
@@ -130,6 +136,7 @@ class Workload:
             lineage = http.get(f"/v1/lineage/{tenant}-{max(0, n - 10)}-0", headers=auth)
             self._expect(lineage, 200, 404)
             self._purge(http, auth, n)
+        self._flood(http)
         if n % 10 == 0:  # keeps the DLQ rate above zero
             producer.produce(RAW, b"\x00 not an envelope \xff", key=b"dev/chat-0")
             producer.flush(10)
@@ -160,6 +167,17 @@ class Workload:
         support = [i for a in packet["answer_candidates"] for i in a["support_ids"]]
         feedback = {"target_ids": support[:1] or ["nothing-yet"], "signal": 0.5}
         self._expect(http.post("/v1/feedback", json=feedback, headers=auth), 202)
+
+    def _flood(self, http: httpx.Client) -> None:
+        """Concurrent recalls of one tenant: served or refused by the fair share, never 5xx."""
+        auth = {"Authorization": f"Bearer {self.flood_key}"}
+        with ThreadPoolExecutor(FLOOD) as pool:
+            answers = pool.map(
+                lambda _: http.post("/v1/recall", json={"query": "budget"}, headers=auth),
+                range(FLOOD),
+            )
+            for resp in answers:
+                self._expect(resp, 200, 429)
 
     def _purge(self, http: httpx.Client, auth: dict[str, str], n: int) -> None:
         """A passer-by named in one round is purged in the next (and dry-run first)."""
@@ -280,7 +298,8 @@ def prometheus(
 @pytest.fixture(scope="module")
 def workload(stack: RunningStack, prometheus: Prometheus) -> Iterator[Workload]:
     beta = memstream("keys", "create", "--tenant", "beta", data_dir=stack.data_dir).stdout.strip()
-    w = Workload(stack, beta)
+    flood = memstream("keys", "create", "--tenant", "flood", data_dir=stack.data_dir).stdout
+    w = Workload(stack, beta, flood.strip())
 
     def checkout_ready() -> bool:  # the live version's vector index opens after start-up
         resp = httpx.post(

@@ -200,3 +200,17 @@ PURGE_APPLIED_AT = Gauge(
     "Unix time at which this store last applied a purge tombstone",
     ["component", "store"],
 )
+
+
+# Fair share of the read routes (memstream.fairshare): no tenant label, the bound is per route.
+READS_THROTTLED = Counter(
+    "memstream_reads_throttled_total",
+    "Reads answered 429 by the fair share, by route and reason (concurrency = the tenant's "
+    "reads in flight, budget = its share of read time, busy = every slot taken)",
+    ["component", "route", "reason"],
+)
+READS_IN_FLIGHT = Gauge(
+    "memstream_reads_in_flight",
+    "Reads admitted by the fair share and not yet answered, across tenants",
+    ["component"],
+)

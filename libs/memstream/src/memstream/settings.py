@@ -91,6 +91,29 @@ class Settings(BaseSettings):
         default=30.0, gt=0, description="longest pause inside a request body before it is refused"
     )
     consumer_session_timeout_ms: int = 6000
+    # Fair share of the read routes between tenants (memstream.fairshare; 429 beyond it)
+    read_limits: bool = Field(
+        default=True, description="false: no per-tenant limits on the read routes"
+    )
+    read_tenant_concurrency: int = Field(
+        default=4, ge=1, description="reads one tenant may have in flight at once"
+    )
+    read_tenant_share: float = Field(
+        default=0.1,
+        gt=0,
+        description="CPU seconds of read work per second one tenant's budget refills",
+    )
+    read_tenant_burst_s: float = Field(
+        default=0.2, gt=0, description="the most CPU seconds one tenant's read budget holds"
+    )
+    read_total_concurrency: int = Field(
+        default=8, ge=1, description="reads in flight across tenants"
+    )
+    read_reserved_slots: int = Field(
+        default=2,
+        ge=0,
+        description="of the total, slots only a tenant with no read in flight may take",
+    )
     batch_size: int = Field(default=2000, ge=1)
     batch_wait_s: float = Field(default=0.05, gt=0)
     log_level: str = "INFO"

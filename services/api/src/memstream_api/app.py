@@ -28,6 +28,7 @@ from memstream_api import (
     checkout_routes,
     errors,
     explorer,
+    fair_share,
     feedback,
     ingest,
     invalidate_routes,
@@ -137,6 +138,7 @@ def create_app(
     app.include_router(explorer.router)
     app.include_router(summarize_routes.router)
     app.include_router(purge_routes.router)
+    fair_share.limit_reads(app, settings, COMPONENT)
     app.state.pending_purges = PendingPurges(COMPONENT)
     mcp_sessions = mount_mcp(app, settings.api_host, COMPONENT, ingest_limit)
 

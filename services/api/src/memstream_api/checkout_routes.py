@@ -21,9 +21,18 @@ from memstream.wire import ItemId
 from starlette.concurrency import run_in_threadpool
 
 from memstream_api.auth import Tenant
-from memstream_api.errors import AUTH, BODY, INVALID, ErrorBody, retry_after, unavailable
+from memstream_api.errors import (
+    AUTH,
+    BODY,
+    INVALID,
+    THROTTLED,
+    ErrorBody,
+    retry_after,
+    unavailable,
+)
+from memstream_api.fair_share import ReadRoute, metered
 
-router = APIRouter(tags=["checkout"])
+router = APIRouter(tags=["checkout"], route_class=ReadRoute)
 
 
 def checkout_service(request: Request) -> CheckoutService:
@@ -61,29 +70,37 @@ READ_RESPONSES = {
         },
         **BODY,
         **READ_RESPONSES,
+        **THROTTLED,
     },
 )
 async def checkout(body: CheckoutRequest, request: Request, tenant: Tenant) -> Response:
+    service = checkout_service(request)
+
+    def packet_response() -> Response:
+        # Rendering a large packet takes milliseconds: in the worker thread, charged to the
+        # tenant, not on the event loop every other request waits for.
+        packet = service.checkout(tenant, body)
+        if body.format == "markdown":
+            return PlainTextResponse(render_markdown(packet), media_type="text/markdown")
+        if body.format == "gathered":
+            return PlainTextResponse(render_gathered(packet), media_type="text/markdown")
+        return Response(render_json(packet), media_type="application/json")
+
     try:
-        packet = await run_in_threadpool(checkout_service(request).checkout, tenant, body)
+        return await metered(request, packet_response)
     except NoProjection as exc:
         raise unavailable_error(exc) from exc
-    if body.format == "markdown":
-        return PlainTextResponse(render_markdown(packet), media_type="text/markdown")
-    if body.format == "gathered":
-        return PlainTextResponse(render_gathered(packet), media_type="text/markdown")
-    return Response(render_json(packet), media_type="application/json")
 
 
 @router.post(
     "/v1/recall",
     summary="The raw fused top-k items (no synthesis)",
-    responses={**BODY, **READ_RESPONSES},
+    responses={**BODY, **READ_RESPONSES, **THROTTLED},
 )
 async def recall(body: RecallRequest, request: Request, tenant: Tenant) -> dict[str, Any]:
     try:
-        items: list[Candidate] = await run_in_threadpool(
-            checkout_service(request).recall, tenant, body
+        items: list[Candidate] = await metered(
+            request, checkout_service(request).recall, tenant, body
         )
     except NoProjection as exc:
         raise unavailable_error(exc) from exc

@@ -72,6 +72,15 @@ LIMITS: dict[int | str, dict[str, Any]] = {
     408: {"model": ErrorBody, "description": "the request's headers or body came too slowly"},
     413: {"model": ErrorBody, "description": "the request body exceeds the route's limit"},
 }
+# What the fair share of the read routes answers (see `fair_share`).
+THROTTLED: dict[int | str, dict[str, Any]] = {
+    429: {
+        "model": ErrorBody,
+        "description": "this tenant is over its fair share of reads (too many in flight, or "
+        "its budget of read time is spent), or every read slot is taken; the detail says which",
+        "headers": _RETRY_AFTER_DOC,
+    },
+}
 
 # FastAPI's validation of parameters and body models (see `request_invalid`).
 INVALID: dict[int | str, dict[str, Any]] = {

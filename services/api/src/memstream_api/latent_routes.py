@@ -14,9 +14,10 @@ from starlette.concurrency import run_in_threadpool
 
 from memstream_api.auth import Tenant
 from memstream_api.checkout_routes import READ_RESPONSES, checkout_service, unavailable_error
-from memstream_api.errors import BODY, INVALID
+from memstream_api.errors import BODY, INVALID, THROTTLED
+from memstream_api.fair_share import ReadRoute, metered
 
-router = APIRouter(tags=["latents"])
+router = APIRouter(tags=["latents"], route_class=ReadRoute)
 
 MAX_LATENTS = 1000
 
@@ -65,11 +66,11 @@ async def latents(
     "/v1/search",
     summary="Search at an altitude: events, facts, episodes or latent artifacts",
     response_model=SearchResult,
-    responses={**BODY, **READ_RESPONSES},
+    responses={**BODY, **READ_RESPONSES, **THROTTLED},
 )
 async def search(body: SearchRequest, request: Request, tenant: Tenant) -> SearchResult:
     try:
-        hits = await run_in_threadpool(checkout_service(request).search, tenant, body)
+        hits = await metered(request, checkout_service(request).search, tenant, body)
     except NoProjection as exc:
         raise unavailable_error(exc) from exc
     return SearchResult(hits=hits)

@@ -12,13 +12,13 @@ from memstream.summarize.cache import SummaryCache
 from memstream.summarize.model import SummarizeRequest, SummarizeResult
 from memstream.summarize.providers import ProviderError, SummarizeDisabled, build_provider
 from memstream.summarize.service import Summarizer
-from starlette.concurrency import run_in_threadpool
 
 from memstream_api.auth import Tenant
 from memstream_api.checkout_routes import READ_RESPONSES, unavailable_error
-from memstream_api.errors import BODY, ErrorBody
+from memstream_api.errors import BODY, THROTTLED, ErrorBody
+from memstream_api.fair_share import ReadRoute, metered
 
-router = APIRouter(tags=["checkout"])
+router = APIRouter(tags=["checkout"], route_class=ReadRoute)
 
 _RETRY_AFTER = {
     "Retry-After": {
@@ -30,6 +30,7 @@ _RETRY_AFTER = {
 RESPONSES: dict[int | str, dict[str, Any]] = {
     **BODY,
     **READ_RESPONSES,
+    **THROTTLED,
     # One 503 entry covers the three causes; only the disabled one is not temporary.
     503: {
         "model": ErrorBody,
@@ -71,7 +72,7 @@ async def summarize_recall(
 ) -> SummarizeResult:
     service = summarizer(request)
     try:
-        return await run_in_threadpool(service.summarize, tenant, body)
+        return await metered(request, service.summarize, tenant, body)
     except NoProjection as exc:
         raise unavailable_error(exc) from exc
     except ProviderError as exc:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 from typing import Annotated
 
@@ -14,6 +15,7 @@ from memstream_cli.bench.ingest import run_ingest_bench
 from memstream_cli.bench.learn import run_learn_bench
 from memstream_cli.bench.load import run_load_bench
 from memstream_cli.bench.locomo import run_locomo_bench
+from memstream_cli.bench.neighbours import run_neighbours_bench
 from memstream_cli.bench.report import blocks_from, update_readme
 from memstream_cli.common import JsonFlag, err, out, print_json
 from memstream_cli.progress import stages
@@ -152,6 +154,43 @@ def load(
         table.add_row(key, str(doc[key]))
     for proc, mb in doc["peak_rss_mb"].items():
         table.add_row(f"peak RSS {proc} (MB)", str(mb))
+    out.print(table)
+
+
+@bench_app.command("neighbours")
+def neighbours(
+    events: Annotated[int, typer.Option("--events", help="events of the two tenants")] = 4000,
+    connections: Annotated[
+        int, typer.Option("--connections", help="tenant A's connections flooding checkout")
+    ] = 20,
+    cycles: Annotated[
+        int, typer.Option("--cycles", help="quiet and flood windows per setting")
+    ] = 3,
+    window_seconds: Annotated[float, typer.Option("--window-seconds")] = 20.0,
+    json_out: JsonFlag = False,
+) -> None:
+    """Tenant B's checkout and /healthz latency while tenant A floods, fair share off vs on."""
+    with stages(json_out) as progress:
+        doc = run_neighbours_bench(events, progress, connections, cycles, window_seconds)
+    if json_out:
+        print_json(doc)
+        return
+    table = Table(
+        "fair share", "B checkout p50 / p95 quiet", "under flood", "p95 ratio",
+        "B /healthz p95 quiet / flood", "A 2xx / 429 / 5xx", "B 429 / 5xx",
+    )  # fmt: skip
+    for r in doc["runs"]:
+        q, f, a = r["quiet"], r["flood"], r["flooder"]["statuses"]
+        b = Counter(q["statuses"]) + Counter(f["statuses"])
+        table.add_row(
+            "on" if r["limits"] else "off",
+            f"{q['checkout_p50_ms']} / {q['checkout_p95_ms']} ms",
+            f"{f['checkout_p50_ms']} / {f['checkout_p95_ms']} ms ({f['checkouts']})",
+            f"{r['checkout_p95_ratio']:.2f}",
+            f"{q['healthz_p95_ms']} / {f['healthz_p95_ms']} ms",
+            f"{a.get('2xx', 0)} / {a.get('429', 0)} / {a.get('5xx', 0)}",
+            f"{b.get('429', 0)} / {b.get('5xx', 0)}",
+        )
     out.print(table)
 
 

@@ -35,7 +35,10 @@ class MemoryBackend:
                 detail = resp.json().get("detail")
             except ValueError:
                 detail = resp.text
-            raise ToolError(f"memstream answered HTTP {resp.status_code}: {detail}")
+            # A 429 or 503 says when to come again; the model can act on it.
+            wait = resp.headers.get("retry-after")
+            again = f" (Retry-After: {wait} s)" if wait else ""
+            raise ToolError(f"memstream answered HTTP {resp.status_code}: {detail}{again}")
         return resp
 
     async def post(self, path: str, body: dict[str, Any]) -> Any:

@@ -520,6 +520,22 @@ def checkout() -> Dashboard:
                 unit="ops",
             ),
             Panel(
+                "Reads refused by the fair share",
+                "429 answers per second on checkout, recall, search and summarize_recall (MCP "
+                "tools included) by route and reason: concurrency = the tenant's reads in "
+                "flight, budget = its share of read time spent, busy = every read slot taken; "
+                "and the reads in flight across tenants.",
+                (
+                    Query(
+                        rate("memstream_reads_throttled_total", "route, reason"),
+                        "{{route}} {{reason}}",
+                    ),
+                    Query("sum(memstream_reads_in_flight)", "in flight"),
+                ),
+                unit="short",
+                width=24,
+            ),
+            Panel(
                 "API 5xx ratio",
                 "Share of all API requests answered with 5xx (503: Kafka or no live projection).",
                 (

@@ -261,7 +261,7 @@ def _measure(
         progress("waiting for the vector index build (HNSW) to finish")
         m.build_wait_s = _wait_index_built(stack.info.metrics_endpoints)
     progress("waiting for every consumer to catch up (checkouts measure the steady state)")
-    m.settle_s = _settle(stack.info, settings)
+    m.settle_s = settle(stack.info, settings)
     step = stage(progress, f"{checkouts} checkouts at {n} stored events", checkouts)
     tenant_keys = {t: keys.create(t) for t in sorted({e.tenant for e in events})}
     _checkouts(m, api, tenant_keys, checkouts, step)
@@ -292,7 +292,7 @@ def _burst(
         m.visible_s = time.perf_counter() - t0
 
 
-def _settle(info: StackInfo, settings: Settings, timeout: float = 1800) -> float:
+def settle(info: StackInfo, settings: Settings, timeout: float = 1800) -> float:
     """Seconds until no consumer group (the latent builder's and the retrospective's
     included) and no projection of the live version has anything left to read."""
     t0 = time.perf_counter()

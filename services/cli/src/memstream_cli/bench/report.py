@@ -194,6 +194,39 @@ def learn_table(doc: Doc) -> str:
     return "\n".join([*rows, "", tail])
 
 
+def neighbours_table(doc: Doc) -> str:
+    rows = [
+        "| fair share | B checkout p50 / p95, quiet | B checkout p50 / p95, A flooding | "
+        "p95 ratio | B `/healthz` p95, quiet / A flooding | A: 2xx / 429 / 5xx | B: 429 / 5xx |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in doc["runs"]:
+        q, f, a = r["quiet"], r["flood"], r["flooder"]["statuses"]
+        b = {k: q["statuses"].get(k, 0) + f["statuses"].get(k, 0) for k in ("429", "5xx")}
+        rows.append(
+            f"| {'on' if r['limits'] else 'off (baseline)'} | "
+            f"{q['checkout_p50_ms']:g} / {q['checkout_p95_ms']:g} ms | "
+            f"{f['checkout_p50_ms']:g} / {f['checkout_p95_ms']:g} ms ({f['checkouts']}) | "
+            f"{r['checkout_p95_ratio']:.2f} | "
+            f"{q['healthz_p95_ms']:g} / {f['healthz_p95_ms']:g} ms | "
+            f"{_n(a.get('2xx', 0))} / {_n(a.get('429', 0))} / {_n(a.get('5xx', 0))} "
+            f"({r['flooder']['per_s']:g}/s) | {b['429']} / {b['5xx']} |"
+        )
+    lim = doc["limits"]
+    shape = ", ".join(f"{k} {v}" for k, v in doc["flood_checkout"].items())
+    tail = (
+        f"{_n(doc['events'])} events of two tenants; A floods `/v1/checkout` ({shape}) over "
+        f"{doc['flood_connections']} connections from its own process, in {doc['cycles']} "
+        f"windows of {doc['window_s']:g} s between as many quiet ones; B starts a checkout and "
+        f"a `/healthz` every {doc['neighbour_period_s']:g} s (B's checkouts under the flood in "
+        f"brackets). Limits: {lim['read_tenant_concurrency']} "
+        f"reads in flight per tenant, a budget of {lim['read_tenant_share']:g} CPU s/s "
+        f"(bursts of {lim['read_tenant_burst_s']:g} s), {lim['read_total_concurrency']} in "
+        f"flight in all ({lim['read_reserved_slots']} reserved)."
+    )
+    return "\n".join([*rows, "", tail, "", _machine(doc)])
+
+
 def _load_order(d: Doc) -> tuple[int, bool]:
     return int(d["events"]), bool(d.get("vector_optimize"))
 
@@ -227,6 +260,8 @@ def blocks_from(results: Path) -> dict[str, str]:
         out["chaos"] = chaos_table(chaos)
     if (learn := load("learn.json")) is not None:
         out["learn"] = learn_table(learn)
+    if (neighbours := load("neighbours.json")) is not None:
+        out["neighbours"] = neighbours_table(neighbours)
     loads = [json.loads(p.read_text()) for p in sorted(results.glob("load-*.json"))]
     if loads:
         out["load"] = load_table(loads)
