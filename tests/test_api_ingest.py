@@ -161,6 +161,23 @@ def test_invalid_event_rejects_whole_batch_and_produces_nothing(api: Api) -> Non
     assert records_for(api.bootstrap, RAW, api.tenant) == []
 
 
+def test_a_lone_surrogate_is_named_by_event_and_field(api: Api) -> None:
+    # Valid JSON, not valid Unicode: pydantic's parser refuses the body as a whole.
+    body = (
+        b'{"events": [{"stream": "s", "type": "message.user", "payload": {"text": "ok"}},'
+        b' {"stream": "s", "type": "message.user", "payload": {"text": "a\\ud800"}}]}'
+    )
+    headers = {"Authorization": f"Bearer {api.key}", "Content-Type": "application/json"}
+    r = api.client.post("/v1/events", content=body, headers=headers)
+    assert r.status_code == 422
+    problem = "holds a lone surrogate at index 1: text must be valid Unicode"
+    assert r.json()["detail"] == f"events[1].payload.text: {problem}; nothing was accepted"
+    assert r.json()["errors"] == [
+        {"index": 1, "field": "payload.text", "message": problem, "type": "string_unicode"}
+    ]
+    assert records_for(api.bootstrap, RAW, api.tenant) == []
+
+
 def test_event_naming_another_tenant_is_403(api: Api) -> None:
     before = high_watermarks(api.bootstrap, RAW)
     r = api.post({"events": [_msg("s", "mine"), _msg("s", "theirs", tenant="someone-else")]})

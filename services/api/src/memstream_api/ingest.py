@@ -115,19 +115,17 @@ def _field_errors(exc: ValidationError, batch: bool) -> Iterator[FieldError]:
         loc = tuple(e["loc"])
         if e["type"] in ("union_tag_invalid", "union_tag_not_found"):
             loc = (*loc[:2], "type") if batch else ("type",)
-        yield from _located(loc, e["msg"], e["type"], batch)
+        yield _located(loc, e["msg"], e["type"], batch)
 
 
-def _located(
-    loc: tuple[int | str, ...], message: str, kind: str, batch: bool
-) -> Iterator[FieldError]:
-    """One error at ``loc`` (from the body's root) as the event index and its field."""
+def _located(loc: tuple[int | str, ...], message: str, kind: str, batch: bool) -> FieldError:
+    """An error at ``loc`` (from the body's root) as the event index and its field."""
     index = 0
     if batch and len(loc) >= 2 and loc[0] == "events" and isinstance(loc[1], int):
         index, loc = loc[1], loc[2:]
     if loc and loc[0] in EVENT_TYPES:
         loc = loc[1:]  # the discriminator tag pydantic puts first is not a field
-    yield FieldError(index=index, field=_field(loc), message=message, type=kind)
+    return FieldError(index=index, field=_field(loc), message=message, type=kind)
 
 
 def count_too_large(path: str) -> None:
@@ -178,7 +176,7 @@ def _undecodable(body: bytes, exc: ValueError) -> JSONResponse:
         problem = lone_surrogate(text)
         if problem is not None:
             batch = isinstance(doc, dict) and "events" in doc
-            (error,) = _located(loc, problem, "string_unicode", batch)
+            error = _located(loc, problem, "string_unicode", batch)
             where = f"events[{error.index}]" if batch else "event"
             reason = f"{where}.{error.field}: {problem}; nothing was accepted"
             return _error(UNPROCESSABLE, reason, errors=[error.model_dump()])

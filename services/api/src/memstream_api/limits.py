@@ -22,7 +22,7 @@ TOO_LARGE = 413
 TIMED_OUT = 408
 
 
-class Refused(HTTPException):
+class RequestRefused(HTTPException):
     """Raised into the app once its request is answered (413 or 408) in its place. An
     ``HTTPException``, so that FastAPI passes it on instead of answering 400."""
 
@@ -73,7 +73,7 @@ class BodyGuard:
         request = _Guarded(self, path, limit)
         try:
             await self.app(scope, lambda: request.receive(receive, send), request.sender(send))
-        except Refused:
+        except RequestRefused:
             if not request.answered:
                 raise
 
@@ -109,12 +109,12 @@ class _Guarded:
             # 408: the rest of the body may never come, so the connection goes too.
             await _answer(send, status, detail, close=status == TIMED_OUT)
             self.answered = True
-        raise Refused(status, detail=detail)
+        raise RequestRefused(status, detail=detail)
 
     def sender(self, send: Send) -> Send:
         async def guarded(message: Message) -> None:
             if self.answered:
-                return  # the app's answer to Refused: the refusal stands
+                return  # the app's answer to RequestRefused: the refusal stands
             if message["type"] == "http.response.start":
                 self.started = True
             await send(message)
