@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -82,16 +83,17 @@ def remembered(client: MemoryHttpClient) -> None:
 def files_holding(data_dir: Path, needles: tuple[str, ...]) -> dict[str, list[str]]:
     """Every file under ``data_dir`` holding one of ``needles`` (UTF-8 bytes), by needle."""
     found: dict[str, list[str]] = {}
-    for path in data_dir.rglob("*"):
-        if not path.is_file():
-            continue
-        try:
-            data = path.read_bytes()
-        except OSError:
-            continue
-        for needle in needles:
-            if needle.encode() in data:
-                found.setdefault(needle, []).append(str(path.relative_to(data_dir)))
+    # os.walk, not rglob: a store swapping a folder (a compaction) removes paths meanwhile
+    for root, _dirs, files in os.walk(data_dir):
+        for name in files:
+            path = Path(root) / name
+            try:
+                data = path.read_bytes()
+            except OSError:  # gone since it was listed
+                continue
+            for needle in needles:
+                if needle.encode() in data:
+                    found.setdefault(needle, []).append(str(path.relative_to(data_dir)))
     return found
 
 

@@ -42,6 +42,7 @@ router = APIRouter(tags=["forget"])
 POLL_S = 0.25
 NAMED_CANDIDATES = 200  # the most a recall returns
 BACKGROUND_WATCH_S = 3600.0  # after an hour the purge is left to the alert, not this thread
+BACKGROUND_POLL_S = 10.0  # the longest pause between two checks of a purge left running
 
 StoreCheck = Callable[[], bool]
 Subject = Annotated[
@@ -112,15 +113,18 @@ def named_events(request: Request, tenant: str, subject: str, key: str) -> list[
     return sorted({c.ref.event_id for c in found if names_in(c.text, forms)})
 
 
-def watch(check: Check, seconds: float) -> dict[str, bool]:
+def watch(check: Check, seconds: float, max_poll_s: float = POLL_S) -> dict[str, bool]:
     """Poll ``check`` until every store converged or ``seconds`` passed; the last answer.
-    ``check`` never raises (see ``converged``)."""
+    The pause between checks doubles from ``POLL_S`` up to ``max_poll_s``: a purge watched
+    for long does not keep the stores busy. ``check`` never raises (see ``converged``)."""
     until = time.monotonic() + seconds
+    pause = POLL_S
     while True:
         done = check()
         if is_complete(done) or time.monotonic() >= until:
             return done
-        time.sleep(POLL_S)
+        time.sleep(min(pause, max(0.0, until - time.monotonic())))
+        pause = min(pause * 2, max_poll_s)
 
 
 def _pending(request: Request) -> PendingPurges:
@@ -160,7 +164,7 @@ def _follow_up(pending: PendingPurges, tombstone_id: str, check: Check) -> None:
 
     def run() -> None:
         try:
-            if is_complete(watch(check, BACKGROUND_WATCH_S)):
+            if is_complete(watch(check, BACKGROUND_WATCH_S, BACKGROUND_POLL_S)):
                 pending.done(tombstone_id)
         except Exception:  # a bug here must be seen, not end the thread silently
             log.exception("purge %s: the watch stopped", tombstone_id)
