@@ -1,6 +1,7 @@
 """Fair share admission (memstream.fairshare): budgets of read time, concurrency, the global cap.
 
-Pure: the clock is passed in, costs are given, nothing sleeps.
+Pure: the clock is passed in, costs are given, nothing sleeps. Budgets count only while
+another tenant reads, so most tests keep a neighbour's read in flight.
 """
 
 from __future__ import annotations
@@ -23,6 +24,13 @@ def refused(share: FairShare, tenant: str, now: float) -> Refused:
     return got
 
 
+def contended(limits: ShareLimits) -> FairShare:
+    """A FairShare in which another tenant has a read in flight (and never ends it)."""
+    share = FairShare(limits)
+    admitted(share, "neighbour", 0.0)
+    return share
+
+
 def test_a_tenant_has_at_most_its_concurrency_in_flight() -> None:
     share = FairShare(LIMITS)
     first, _ = admitted(share, "Ana", 0.0), admitted(share, "Ana", 0.0)
@@ -33,7 +41,7 @@ def test_a_tenant_has_at_most_its_concurrency_in_flight() -> None:
 
 
 def test_a_spent_budget_refuses_until_it_refills_and_says_when() -> None:
-    share = FairShare(LIMITS)
+    share = contended(LIMITS)
     read = admitted(share, "acme", 0.0)
     share.release(read, 3.0, cost_s=1.5)  # 1.0 of budget - 1.5 spent = -0.5
     no = refused(share, "acme", 3.0)
@@ -44,7 +52,7 @@ def test_a_spent_budget_refuses_until_it_refills_and_says_when() -> None:
 
 
 def test_one_tenant_spending_its_budget_leaves_another_untouched() -> None:
-    share = FairShare(LIMITS)
+    share = contended(LIMITS)
     read = admitted(share, "a", 0.0)
     share.release(read, 0.5, cost_s=5.0)
     assert refused(share, "a", 0.5).reason == "budget"
@@ -53,7 +61,7 @@ def test_one_tenant_spending_its_budget_leaves_another_untouched() -> None:
 
 def test_a_read_is_charged_the_tenants_recent_cost_when_it_starts() -> None:
     """A flood starts its reads at the pace its budget refills, not all at once."""
-    share = FairShare(ShareLimits(concurrency=8, share=0.1, burst_s=0.15, total=16, reserved=0))
+    share = contended(ShareLimits(concurrency=8, share=0.1, burst_s=0.15, total=16, reserved=0))
     for t in range(10):  # the estimate converges on what the reads cost
         share.release(admitted(share, "flood", t * 10.0), t * 10.0, cost_s=0.1)
     now = 200.0  # budget full again (0.15)
@@ -66,7 +74,7 @@ def test_a_read_is_charged_the_tenants_recent_cost_when_it_starts() -> None:
 
 
 def test_the_correction_on_release_gives_back_what_was_overcharged() -> None:
-    share = FairShare(ShareLimits(concurrency=4, share=0.1, burst_s=0.5, total=8, reserved=0))
+    share = contended(ShareLimits(concurrency=4, share=0.1, burst_s=0.5, total=8, reserved=0))
     for t in range(10):
         share.release(admitted(share, "x", t * 10.0), t * 10.0, cost_s=0.4)
     read = admitted(share, "x", 200.0)  # charged ~0.4 of 0.5
@@ -100,7 +108,7 @@ def test_releases_free_the_global_slots() -> None:
 
 
 def test_refill_never_exceeds_the_burst() -> None:
-    share = FairShare(ShareLimits(concurrency=100, share=1.0, burst_s=0.3, total=100, reserved=0))
+    share = contended(ShareLimits(concurrency=100, share=1.0, burst_s=0.3, total=100, reserved=0))
     share.release(admitted(share, "t", 0.0), 0.0, cost_s=0.1)  # estimate now 0.03
     # A day later the budget holds 0.3, not a day's worth: ~10 reads of ~0.03 start at once.
     got = [share.admit("t", 86_400.0) for _ in range(50)]
@@ -108,7 +116,7 @@ def test_refill_never_exceeds_the_burst() -> None:
 
 
 def test_a_clock_that_steps_back_refills_nothing() -> None:
-    share = FairShare(LIMITS)
+    share = contended(LIMITS)
     share.release(admitted(share, "t", 100.0), 100.0, cost_s=2.0)  # -1.0
     no = refused(share, "t", 50.0)
     assert no.reason == "budget" and no.retry_after_s == pytest.approx(1.0 / 0.25)
@@ -127,7 +135,7 @@ def test_idle_tenants_are_forgotten() -> None:
 
 
 def test_a_client_that_honours_retry_after_is_answered_at_once() -> None:
-    share = FairShare(LIMITS)
+    share = contended(LIMITS)
     share.release(admitted(share, "polite", 0.0), 0.0, cost_s=1.5)  # -0.5: 2 s to wait
     first = refused(share, "polite", 0.0)
     assert first.pause_s == 0.0 and first.retry_after_s == pytest.approx(2.0)
@@ -136,7 +144,7 @@ def test_a_client_that_honours_retry_after_is_answered_at_once() -> None:
 
 
 def test_a_client_that_ignores_retry_after_waits_for_its_next_refusal() -> None:
-    share = FairShare(LIMITS)
+    share = contended(LIMITS)
     share.release(admitted(share, "rude", 0.0), 0.0, cost_s=3.0)  # -2.0: 8 s to wait
     assert refused(share, "rude", 0.0).pause_s == 0.0  # the first refusal is immediate
     early = refused(share, "rude", 0.01)
@@ -147,7 +155,7 @@ def test_a_client_that_ignores_retry_after_waits_for_its_next_refusal() -> None:
 
 
 def test_every_refusal_tells_a_retry_after_of_at_least_a_second() -> None:
-    share = FairShare(ShareLimits(concurrency=1, share=100.0, burst_s=0.01, total=8, reserved=0))
+    share = contended(ShareLimits(concurrency=1, share=100.0, burst_s=0.01, total=8, reserved=0))
     share.release(admitted(share, "t", 0.0), 0.0, cost_s=0.02)  # 0.01 s short: 0.1 ms to wait
     no = refused(share, "t", 0.0)
     assert no.reason == "budget" and no.retry_after_s == MIN_RETRY_S
@@ -172,8 +180,28 @@ def test_limits_that_cannot_work_are_refused(kw: dict[str, float]) -> None:
 
 def test_a_tenant_not_seen_yet_is_charged_what_reads_have_cost_lately() -> None:
     """A new flood's first wave is held by the budget, not only by the concurrency limit."""
-    share = FairShare(ShareLimits(concurrency=8, share=0.1, burst_s=0.15, total=16, reserved=0))
+    share = contended(ShareLimits(concurrency=8, share=0.1, burst_s=0.15, total=16, reserved=0))
     for t in range(20):
         share.release(admitted(share, "regular", t * 10.0), t * 10.0, cost_s=0.1)
     wave = [share.admit("newcomer", 300.0) for _ in range(8)]
     assert sum(isinstance(r, Admitted) for r in wave) == 2, wave
+
+
+def test_alone_a_tenant_is_held_to_no_budget_and_charged_nothing() -> None:
+    share = FairShare(LIMITS)
+    for i in range(50):  # far over any budget, but nobody else reads
+        read = admitted(share, "solo", i * 0.01)
+        assert read.free
+        share.release(read, i * 0.01 + 0.005, cost_s=2.0)
+    admitted(share, "other", 1.0)  # from now on budgets count...
+    read = admitted(share, "solo", 1.0)  # ...and solo's is full: what it used alone was free
+    assert not read.free
+
+
+def test_the_budget_counts_for_a_minute_after_another_tenants_read() -> None:
+    share = FairShare(LIMITS)
+    share.release(admitted(share, "other", 0.0), 0.0, cost_s=0.01)
+    share.release(admitted(share, "busy", 1.0), 1.0, cost_s=50.0)  # charged: other read at 0
+    assert refused(share, "busy", 2.0).reason == "budget"
+    assert refused(share, "busy", 59.9).reason == "budget"  # other's read is 59.9 s old
+    assert admitted(share, "busy", 60.1).free  # a minute without it: alone again

@@ -11,7 +11,9 @@ admission holds it to a share. Each tenant has:
   reads that are all charged later (a tenant not seen yet is charged what reads have cost
   lately). Charging measured time, not a count of requests, holds a tenant to the same
   share whether its reads are cheap recalls or heavy checkouts over a large memory, and
-  never charges the wait for an LLM (no CPU);
+  never charges the wait for an LLM (no CPU). The budget counts only while another tenant
+  reads (one in flight, or one started within ``CONTENDED_S``): alone, a tenant may use
+  what nobody else asks for, uncharged;
 - at most ``concurrency`` reads in flight.
 
 All tenants together have at most ``total`` reads in flight (so the worker threads and the
@@ -36,6 +38,7 @@ Reason = Literal["concurrency", "budget", "busy"]
 REASONS: tuple[Reason, ...] = ("concurrency", "budget", "busy")
 ESTIMATE_WEIGHT = 0.3  # of the newest cost in a tenant's running estimate
 MIN_RETRY_S = 1.0  # Retry-After is whole seconds
+CONTENDED_S = 60.0  # another tenant's read this recent makes the budgets count
 MAX_PAUSE_S = 1.0
 _SWEEP_EVERY = 256  # admissions between two sweeps of idle tenants
 
@@ -63,10 +66,12 @@ class ShareLimits:
 
 @dataclass(frozen=True)
 class Admitted:
-    """A read that may start; hand it back to ``release`` when it ends."""
+    """A read that may start; hand it back to ``release`` when it ends. A ``free`` read
+    started while no other tenant was reading: it is not charged."""
 
     tenant: str
     charged_s: float
+    free: bool = False
 
 
 @dataclass(frozen=True)
@@ -98,6 +103,7 @@ class FairShare:
         self._in_flight = 0
         self._mean_cost_s = 0.0  # across tenants: what a tenant not seen yet is charged
         self._admissions = 0
+        self._latest: list[tuple[str, float]] = []  # (tenant, last start), newest first
         self._lock = threading.Lock()
 
     @property
@@ -115,15 +121,31 @@ class FairShare:
             t = self._refilled(tenant, now)
             if t.in_flight >= lim.concurrency:
                 return self._refuse(t, tenant, "concurrency", 0.0, now)
-            if t.level <= 0:
+            shared = self._contended(tenant, t, now)
+            if shared and t.level <= 0:
                 return self._refuse(t, tenant, "budget", -t.level / lim.share, now)
             room = lim.total - self._in_flight - (lim.reserved if t.in_flight else 0)
             if room <= 0:
                 return self._refuse(t, tenant, "busy", 0.0, now)
             t.in_flight += 1
             self._in_flight += 1
+            self._started(tenant, now)
+            if not shared:
+                return Admitted(tenant, 0.0, free=True)
             t.level -= t.estimate_s
             return Admitted(tenant, t.estimate_s)
+
+    def _contended(self, tenant: str, t: _Tenant, now: float) -> bool:
+        """Whether another tenant has a read in flight or started one lately."""
+        if self._in_flight > t.in_flight:
+            return True
+        other = next((at for name, at in self._latest if name != tenant), None)
+        return other is not None and now - other < CONTENDED_S
+
+    def _started(self, tenant: str, now: float) -> None:
+        """Keep the latest start of the two tenants that started reads last."""
+        rest = [(name, at) for name, at in self._latest if name != tenant]
+        self._latest = [(tenant, now), *rest[:1]]
 
     @staticmethod
     def _refuse(t: _Tenant, tenant: str, reason: Reason, wait_s: float, now: float) -> Refused:
@@ -140,7 +162,8 @@ class FairShare:
             t = self._refilled(read.tenant, now)
             t.in_flight = max(0, t.in_flight - 1)
             self._in_flight = max(0, self._in_flight - 1)
-            t.level += read.charged_s - cost_s
+            if not read.free:
+                t.level += read.charged_s - cost_s
             t.estimate_s += ESTIMATE_WEIGHT * (cost_s - t.estimate_s)
             self._mean_cost_s += ESTIMATE_WEIGHT * (cost_s - self._mean_cost_s)
 
