@@ -201,7 +201,27 @@ def test_alone_a_tenant_is_held_to_no_budget_and_charged_nothing() -> None:
 def test_the_budget_counts_for_a_minute_after_another_tenants_read() -> None:
     share = FairShare(LIMITS)
     share.release(admitted(share, "other", 0.0), 0.0, cost_s=0.01)
-    share.release(admitted(share, "busy", 1.0), 1.0, cost_s=50.0)  # charged: other read at 0
+    held = admitted(share, "busy", 1.0)  # nothing in flight: free
+    assert held.free
+    # overlapping its own read while "other" read a second ago: charged
+    share.release(admitted(share, "busy", 1.0), 1.0, cost_s=50.0)
     assert refused(share, "busy", 2.0).reason == "budget"
     assert refused(share, "busy", 59.9).reason == "budget"  # other's read is 59.9 s old
     assert admitted(share, "busy", 60.1).free  # a minute without it: alone again
+
+
+def test_reads_sent_one_after_another_never_spend_a_budget() -> None:
+    """Tenants taking turns (an agent per tenant, a script, a benchmark) never overlap: none
+    is refused, however many reads and however dear, while a tenant overlapping its own reads
+    with another tenant's recent ones is charged."""
+    share = FairShare(ShareLimits(concurrency=4, share=0.1, burst_s=0.2, total=8, reserved=2))
+    now = 0.0
+    for i in range(300):
+        tenant = ("ana", "bo", "cy")[i % 3]
+        read = admitted(share, tenant, now)
+        assert read.free
+        now += 0.05
+        share.release(read, now, cost_s=0.05)  # a second of reads every second, per tenant
+    first = admitted(share, "ana", now)  # nothing in flight: free
+    second = admitted(share, "ana", now)  # overlaps ana's own read, "cy" read just now
+    assert first.free and not second.free and second.charged_s > 0

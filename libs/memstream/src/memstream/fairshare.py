@@ -11,9 +11,10 @@ admission holds it to a share. Each tenant has:
   reads that are all charged later (a tenant not seen yet is charged what reads have cost
   lately). Charging measured time, not a count of requests, holds a tenant to the same
   share whether its reads are cheap recalls or heavy checkouts over a large memory, and
-  never charges the wait for an LLM (no CPU). The budget counts only while another tenant
-  reads (one in flight, or one started within ``CONTENDED_S``): alone, a tenant may use
-  what nobody else asks for, uncharged;
+  never charges the wait for an LLM (no CPU). The budget counts only for a read that would
+  overlap another tenant's: one in flight, or, for a tenant that already has a read in
+  flight, one started within ``CONTENDED_S``. Alone, a tenant may use what nobody else asks
+  for, uncharged, and reads sent one after another never spend a budget;
 - at most ``concurrency`` reads in flight.
 
 All tenants together have at most ``total`` reads in flight (so the worker threads and the
@@ -136,9 +137,14 @@ class FairShare:
             return Admitted(tenant, t.estimate_s)
 
     def _contended(self, tenant: str, t: _Tenant, now: float) -> bool:
-        """Whether another tenant has a read in flight or started one lately."""
+        """Whether the read would share the process with another tenant's: one is in
+        flight, or this tenant already has a read in flight while another tenant started one
+        lately. Reads sent one after the other (an agent, a script, tenants taking turns)
+        never overlap, so they never spend a budget, however many there are."""
         if self._in_flight > t.in_flight:
             return True
+        if t.in_flight == 0:
+            return False
         other = next((at for name, at in self._latest if name != tenant), None)
         return other is not None and now - other < CONTENDED_S
 
