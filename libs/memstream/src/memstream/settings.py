@@ -46,6 +46,12 @@ class Settings(BaseSettings):
         description="FalkorDB password; unset: the one the embedded stack keeps in "
         "<data_dir>/falkordb-password",
     )
+    graph_timeout_s: float = Field(
+        default=60.0,
+        gt=0,
+        description="how long a graph query may take before the store counts as unavailable "
+        "(a server that is down refuses at once; a purge plan on a loaded machine takes seconds)",
+    )
     qdrant_url: str | None = Field(default=None, description="external Qdrant; None = Edge")
 
     topic_partitions: int = Field(default=4, ge=1)

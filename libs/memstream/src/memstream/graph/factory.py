@@ -33,7 +33,14 @@ def open_graph_store(settings: Settings, namespace: str) -> GraphStore:
         password = secret.get_secret_value() if secret is not None else None
         try:
             # the client asks the server what it is (sentinel, cluster) as it is built
-            client = falkordb.FalkorDB.from_url(settings.falkordb_url, password=password)
+            # redis-py answers TimeoutError after 5 s by default: under load a purge plan or a
+            # large write takes longer, and would be taken for a server that is down
+            client = falkordb.FalkorDB.from_url(
+                settings.falkordb_url,
+                password=password,
+                socket_timeout=settings.graph_timeout_s,
+                socket_connect_timeout=5.0,
+            )
         except (RedisConnectionError, RedisTimeoutError) as exc:
             raise GraphUnavailable(f"FalkorDB unreachable: {exc}") from exc
         return FalkorGraphStore(client, namespace)
