@@ -19,6 +19,8 @@ from stackproc import wait_until
 class Counting:
     """A projector that only counts what it was given."""
 
+    dead_letters = None  # no store that could refuse a record
+
     def __init__(self) -> None:
         self.records = 0
         self.closed = False

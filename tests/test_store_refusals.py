@@ -126,7 +126,8 @@ def topics(broker: str) -> str:
 
 @pytest.fixture
 def graph(falkordb_server: Server) -> Iterator[FalkorGraphStore]:
-    store = FalkorGraphStore(FalkorDB(port=falkordb_server.port), f"ref_{uuid.uuid4().hex[:8]}")
+    client = FalkorDB(port=falkordb_server.port, password=falkordb_server.password)
+    store = FalkorGraphStore(client, f"ref_{uuid.uuid4().hex[:8]}")
     try:
         yield store
     finally:
@@ -254,9 +255,9 @@ def test_falkordb_refusals_say_whether_the_data_was_pointed_at(graph: FalkorGrap
 
 
 def test_a_falkordb_that_went_down_is_unavailable_not_refusing(tmp_path: Path) -> None:
-    server = start_falkordb(free_port(), tmp_path / "data", tmp_path)
+    server = start_falkordb(free_port(), tmp_path / "data", tmp_path, password="refusals-pw")
     try:
-        store = FalkorGraphStore(FalkorDB(port=server.port), "gone")
+        store = FalkorGraphStore(FalkorDB(port=server.port, password=server.password), "gone")
         store.ensure_schema()
     finally:
         server.stop()

@@ -123,7 +123,7 @@ class FairShare:
             if t.in_flight >= lim.concurrency:
                 return self._refuse(t, tenant, "concurrency", 0.0, now)
             shared = self._contended(tenant, t, now)
-            if shared and t.level <= 0:
+            if t.level <= 0 and (shared or self._neighbour_lately(tenant, now)):
                 return self._refuse(t, tenant, "budget", -t.level / lim.share, now)
             room = lim.total - self._in_flight - (lim.reserved if t.in_flight else 0)
             if room <= 0:
@@ -143,8 +143,12 @@ class FairShare:
         never overlap, so they never spend a budget, however many there are."""
         if self._in_flight > t.in_flight:
             return True
-        if t.in_flight == 0:
-            return False
+        return t.in_flight > 0 and self._neighbour_lately(tenant, now)
+
+    def _neighbour_lately(self, tenant: str, now: float) -> bool:
+        """Whether another tenant started a read within ``CONTENDED_S``. A tenant in debt
+        (it overlapped its reads with another tenant's) is refused while one has, even
+        for a read sent on its own."""
         other = next((at for name, at in self._latest if name != tenant), None)
         return other is not None and now - other < CONTENDED_S
 
