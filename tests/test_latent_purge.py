@@ -54,7 +54,10 @@ def session() -> Ledger:
 
 
 def tombstone(ledger: Ledger, ids: list[str], at: datetime) -> dict[str, Any]:
-    payload = {"subject": subject_digest(ledger.tenant, "eloise martin-duval"), "event_ids": ids}
+    payload = {
+        "subject": subject_digest(b"secret", ledger.tenant, "eloise martin-duval"),
+        "event_ids": ids,
+    }
     return ledger.add("memory.purge", payload, at, stream="purges", agent="api")
 
 

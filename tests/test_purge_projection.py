@@ -41,7 +41,7 @@ def entries(tenant: str, marker: str) -> list[dict[str, Any]]:
         {"type": "fact.asserted", "payload": {"subject": "Éloïse Martin-Duval",
                                               "predicate": "lives_in", "object": "Lisbonne"}},
         {"type": "message.user", "payload": {"text": "the user bought a celadon bowl"}},
-        {"type": "memory.purge", "payload": {"subject": subject_digest(tenant, "eloise"),
+        {"type": "memory.purge", "payload": {"subject": subject_digest(b"secret", tenant, "eloise"),
                                              "event_ids": ["e1", "e2"], "reason": "request"}},
     ]  # fmt: skip
     state, out = SequencerState(), []

@@ -21,6 +21,8 @@ from memstream.kafka.clients import producer_config
 from memstream.kafka.produce import DeliveryFailed, produce_with_backpressure
 from memstream.kafka.topics import RAW
 from memstream.metrics import EVENTS_PRODUCED, EVENTS_RECEIVED, EVENTS_REJECTED
+from memstream.shred.port import DataKeys
+from memstream.shred.sealer import EventSealer
 
 COMPONENT = "sdk"
 log = logging.getLogger(__name__)
@@ -72,6 +74,7 @@ class MemoryClient:
         connect_timeout: float = 5.0,
         check_topic: bool = True,
         max_block: float = 30.0,
+        keys: DataKeys | None = None,
         **producer_overrides: Any,
     ) -> None:
         if not re.match(TENANT_PATTERN, tenant):
@@ -80,6 +83,9 @@ class MemoryClient:
         self.tenant = tenant
         self.agent = agent
         self.max_block = max_block
+        # With the deployment's data key store, content is sealed before the first copy is
+        # written; without it the raw topic holds it in the clear until its retention ends.
+        self.sealer = EventSealer(keys)
         self.delivered = 0
         self.failed = 0
         self._failures: list[DeliveryFailure] = []
@@ -160,7 +166,8 @@ class MemoryClient:
     def emit_many(self, events: Iterable[Event | EventIn]) -> list[str]:
         """Validate every event first, then queue them all; nothing is produced on a bad one."""
         completed = [self._complete(e) for e in events]
-        return [self._produce(e) for e in completed]
+        values = self.sealer.encode(completed)
+        return [self._produce(e, v) for e, v in zip(completed, values, strict=True)]
 
     def _complete(self, event: Event | EventIn) -> Event:
         try:
@@ -180,11 +187,12 @@ class MemoryClient:
             )
         return done
 
-    def _produce(self, event: Event) -> str:
+    def _produce(self, event: Event, value: bytes | None = None) -> str:
         if self._closed:
             raise MemstreamSdkError("MemoryClient is closed")
         key = event.key
-        value = event.model_dump_json().encode()
+        if value is None:
+            value = self.sealer.encode([event])[0]
         self._m_received.inc()
         try:
             produce_with_backpressure(
@@ -269,13 +277,13 @@ class MemoryClient:
             log.error("while handling %r: %s", exc, delivery)
 
 
-def emit_by_tenant(bootstrap: str, events: Iterable[Event]) -> int:
+def emit_by_tenant(bootstrap: str, events: Iterable[Event], keys: DataKeys | None = None) -> int:
     """Emit envelopes of any tenants: one client per tenant, flushed on close; returns how
     many were emitted (DeliveryError names any that were not)."""
     by_tenant: dict[str, list[Event]] = {}
     for e in events:
         by_tenant.setdefault(e.tenant, []).append(e)
     for tenant, batch in by_tenant.items():
-        with MemoryClient(bootstrap, tenant) as client:
+        with MemoryClient(bootstrap, tenant, keys=keys) as client:
             client.emit_many(batch)
     return sum(len(b) for b in by_tenant.values())

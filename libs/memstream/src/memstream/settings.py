@@ -75,6 +75,15 @@ class Settings(BaseSettings):
         description="how long an outcome waits for the checkout traces it names",
     )
     keys_file: Path | None = Field(default=None, description="API key store; default in data dir")
+    seal: bool = Field(
+        default=True,
+        description="seal event content, latents, checkout traces and dead letters under "
+        "per-item data keys (crypto-shredding: a purge destroys the keys); false = the same "
+        "build without it, for cost comparisons",
+    )
+    data_keys_file: Path | None = Field(
+        default=None, description="data key store (SQLite); default <data_dir>/data-keys.sqlite"
+    )
     outbox: bool = Field(
         default=True,
         description="POST /v1/events spools events (fsync) in <data_dir>/outbox before 2xx",
@@ -144,6 +153,13 @@ class Settings(BaseSettings):
     def resolved_keys_file(self) -> Path:
         """The key store path: explicit setting or ``<data_dir>/keys.json``."""
         return self.keys_file if self.keys_file is not None else self.data_dir / "keys.json"
+
+    @property
+    def data_keys_path(self) -> Path:
+        """Where the data keys are kept: the setting or ``<data_dir>/data-keys.sqlite``."""
+        if self.data_keys_file is not None:
+            return self.data_keys_file
+        return self.data_dir / "data-keys.sqlite"
 
     @property
     def archive_dir(self) -> Path:

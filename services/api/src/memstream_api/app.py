@@ -19,6 +19,8 @@ from memstream.metrics import UP
 from memstream.ops.health import DependencyProbe, dependency_checks
 from memstream.projection.embedded import vector_manager
 from memstream.settings import Settings
+from memstream.shred.opening import reading_keys
+from memstream.shred.sealer import EventSealer
 from memstream.vectors.port import IndexUnavailable
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 from pydantic import BaseModel
@@ -75,7 +77,10 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        producer = BatchProducer(bootstrap, COMPONENT, **(producer_overrides or {}))
+        # Always open: purges destroy keys and sign tombstones even with sealing off.
+        app.state.data_keys = reading_keys(settings)
+        sealer = EventSealer(app.state.data_keys if settings.seal else None)
+        producer = BatchProducer(bootstrap, COMPONENT, sealer, **(producer_overrides or {}))
         app.state.producer = producer
         outbox = None
         if settings.outbox:

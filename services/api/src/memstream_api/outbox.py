@@ -73,7 +73,7 @@ class Outbox:
         re-sends whatever did not arrive)."""
         if self.spool.size_bytes() > self.max_bytes:
             raise OutboxFull(f"outbox holds over {self.max_bytes} bytes; retry later")
-        lines = [e.model_dump_json().encode() for e in events]
+        lines = await run_in_threadpool(self.producer.encode, events)
         seg_id, closed = await run_in_threadpool(self.spool.append, lines)
         with self.lock:
             self.tracker.sent(seg_id, len(events))
@@ -81,7 +81,9 @@ class Outbox:
             if closed is not None:
                 self.tracker.close(closed.seg_id)
         wait = 0.0 if self.producer.broker_down else wait_s
-        await self.producer.produce(events, on_report=self._report(seg_id), wait_s=wait)
+        await self.producer.produce(
+            events, on_report=self._report(seg_id), wait_s=wait, values=lines
+        )
 
     def broker_restarted(self) -> None:
         """The broker came back empty: every segment goes again once its sends are settled

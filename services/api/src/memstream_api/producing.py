@@ -22,6 +22,7 @@ from memstream.kafka.clients import producer_config
 from memstream.kafka.produce import DeliveryFailed, produce_with_backpressure
 from memstream.kafka.topics import CHECKOUTS, RAW
 from memstream.metrics import EVENTS_PRODUCED
+from memstream.shred.sealer import EventSealer
 from prometheus_client import Counter
 from starlette.concurrency import run_in_threadpool
 
@@ -89,7 +90,13 @@ class _Batch:
 class BatchProducer:
     """Produces envelopes to ``memory.events.raw`` keyed ``tenant/stream``."""
 
-    def __init__(self, bootstrap: str, component: str = "api", **overrides: Any) -> None:
+    def __init__(
+        self,
+        bootstrap: str,
+        component: str = "api",
+        sealer: EventSealer | None = None,
+        **overrides: Any,
+    ) -> None:
         conf: dict[str, Any] = {
             # The raw topic must come from ensure_topics, never from auto-creation.
             "allow.auto.create.topics": False,
@@ -100,6 +107,7 @@ class BatchProducer:
         self.config = producer_config(bootstrap, **conf)
         self.bootstrap = bootstrap
         self.component = component
+        self.sealer = sealer or EventSealer(None)
         # Wait a little longer than librdkafka's own retry budget before giving up.
         self.wait_s = int(self.config["message.timeout.ms"]) / 1000 + 5
         self._producer = Producer(self.config)
@@ -160,16 +168,22 @@ class BatchProducer:
             return f"topic {RAW} does not exist on {self.bootstrap}"
         return None
 
+    def encode(self, events: Sequence[Event]) -> list[bytes]:
+        """The events as written to the raw topic (and the outbox): sealed when the API
+        seals (blocking: the key store is on disk)."""
+        return self.sealer.encode(events)
+
     async def produce(
         self, events: Sequence[Event], on_report: Report | None = None,
-        wait_s: float | None = None,
+        wait_s: float | None = None, values: Sequence[bytes] | None = None,
     ) -> None:  # fmt: skip
-        """Produce every event and wait for all delivery reports (at most ``wait_s``);
-        raises DeliveryFailed. ``on_report`` hears of each event, even after a timeout."""
+        """Produce every event (``values``: as already encoded) and wait for all delivery
+        reports (at most ``wait_s``); raises DeliveryFailed. ``on_report`` hears of each
+        event, even after a timeout."""
         wait = self.wait_s if wait_s is None else wait_s
         loop = asyncio.get_running_loop()
         batch = _Batch(len(events), loop, self.component, on_report, self._delivered)
-        await run_in_threadpool(self._enqueue, events, batch, wait)
+        await run_in_threadpool(self._enqueue, events, batch, wait, values)
         try:
             await asyncio.wait_for(batch.future, wait)
         except TimeoutError:
@@ -185,14 +199,21 @@ class BatchProducer:
                 list(batch.failures),
             )
 
-    def _enqueue(self, events: Sequence[Event], batch: _Batch, wait: float) -> None:
+    def _enqueue(
+        self,
+        events: Sequence[Event],
+        batch: _Batch,
+        wait: float,
+        values: Sequence[bytes] | None = None,
+    ) -> None:
         deadline = time.monotonic() + min(wait, self.wait_s)
-        for event in events:
+        encoded = self.encode(events) if values is None else values
+        for event, value in zip(events, encoded, strict=True):
             try:
                 produce_with_backpressure(
                     self._producer,
                     RAW,
-                    event.model_dump_json().encode(),
+                    value,
                     key=event.key.encode(),
                     on_delivery=batch.callback(event.id),
                     deadline=deadline,

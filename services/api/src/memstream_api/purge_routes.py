@@ -26,6 +26,7 @@ from memstream.forget.purge import PurgeReport, is_complete, planned, tombstone
 from memstream.graph.port import GraphUnavailable, PurgeScope
 from memstream.ledger.purge import is_purged
 from memstream.projection.names import entity_key, name_forms, names_in
+from memstream.shred.port import DataKeys
 from memstream.summarize.cache import SummaryCache
 from memstream.vectors.port import IndexUnavailable
 from memstream.wire import STORABLE
@@ -127,6 +128,11 @@ def watch(check: Check, seconds: float, max_poll_s: float = POLL_S) -> dict[str,
         pause = min(pause * 2, max_poll_s)
 
 
+def shred(keys: DataKeys, tenant: str, scope: PurgeScope) -> dict[str, int]:
+    """Destroy the data keys of what the purge removes; how many per kind."""
+    return {"data_keys": keys.destroy(tenant, "event", scope.event_ids)}
+
+
 def _pending(request: Request) -> PendingPurges:
     pending: PendingPurges = request.app.state.pending_purges
     return pending
@@ -212,10 +218,15 @@ async def purge_subject(
         removed |= _in_memory(request, tenant, key, scope, apply=False)
         PURGES.labels(COMPONENT, "dry_run").inc()
         return PurgeReport(**report, dry_run=True, tombstone_id=None, complete=True)
-    event = tombstone(tenant, key, scope, datetime.now(UTC))
+    keys: DataKeys = request.app.state.data_keys
+    secret = await run_in_threadpool(keys.tenant_secret, tenant)
+    event = tombstone(tenant, key, scope, datetime.now(UTC), secret)
     refused = await deliver(request, [event])
     if refused is not None:
         return refused
+    # Once the tombstone is durable: every copy of the events' content, in every topic,
+    # segment and backup, becomes unreadable at once.
+    removed |= await run_in_threadpool(shred, keys, tenant, scope)
     removed |= _in_memory(request, tenant, key, scope, apply=True)
     checkout = checkout_service(request)
     archive = request.app.state.settings.archive_dir

@@ -9,6 +9,8 @@ from typing import Annotated, Any
 import typer
 from memstream.events import EventIn
 from memstream.sdk import MemoryClient, emit_by_tenant
+from memstream.shred.opening import data_keys
+from memstream.shred.port import DataKeys
 from pydantic import ValidationError
 
 from memstream_cli.common import DataDir, endpoints, fail, out, settings_for
@@ -34,16 +36,18 @@ def emit(
     data_dir: DataDir = None,
 ) -> None:
     """Emit one event, or every envelope of a JSONL file."""
-    bootstrap = endpoints(settings_for(data_dir)).kafka_bootstrap
+    settings = settings_for(data_dir)
+    bootstrap = endpoints(settings).kafka_bootstrap
+    keys = data_keys(settings)
     if file is not None:
-        _emit_file(bootstrap, file, tenant)
+        _emit_file(bootstrap, file, tenant, keys)
         return
     if not (tenant and stream and type_):
         fail("give --tenant, --stream and --type (or --file)")
     body: dict[str, Any] = json.loads(payload) if payload else {}
     if text is not None:
         body.setdefault(TEXT_FIELD.get(type_, "text"), text)
-    with MemoryClient(bootstrap, tenant, agent=agent) as client:
+    with MemoryClient(bootstrap, tenant, agent=agent, keys=keys) as client:
         try:
             event_id = client.emit(stream, type_, body)
         except ValidationError as exc:
@@ -51,7 +55,7 @@ def emit(
     print(event_id)
 
 
-def _emit_file(bootstrap: str, file: Path, tenant: str | None) -> None:
+def _emit_file(bootstrap: str, file: Path, tenant: str | None, keys: DataKeys | None) -> None:
     if not file.is_file():
         fail(f"no such file: {file}")
     events = []
@@ -66,4 +70,4 @@ def _emit_file(bootstrap: str, file: Path, tenant: str | None) -> None:
             events.append(raw.complete(t, agent=raw.agent or "cli"))
         except ValidationError as exc:
             fail(f"{file}:{lineno}: invalid event: {exc}")
-    out.print(f"emitted {emit_by_tenant(bootstrap, events)} events")
+    out.print(f"emitted {emit_by_tenant(bootstrap, events, keys)} events")

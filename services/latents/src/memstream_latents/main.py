@@ -42,7 +42,7 @@ from memstream.kafka.worker import start_worker
 from memstream.latent.builder import Built, LatentBuilder, LatentInput, Output, latent_input
 from memstream.latent.metrics import BUILT, CURRENT, ENTRIES, LAG, STALE, init_latents
 from memstream.latent.model import ARTIFACT_TYPES, LatentArtifact, LatentDeletion
-from memstream.ledger.entry import decode_entry
+from memstream.ledger.entry import Opener, decode_entry
 from memstream.metrics import (
     EVENTS_PRODUCED,
     PURGE_APPLIED_AT,
@@ -54,6 +54,7 @@ from memstream.projection.latents import decode_artifact
 from memstream.projection.purge import PURGE_TYPE
 from memstream.projection.versions import FileProjectionRegistry, registry_path
 from memstream.settings import Settings
+from memstream.shred.opening import EntryOpener, reading_keys
 from memstream.times import to_datetime
 
 COMPONENT = "latent-builder"
@@ -73,8 +74,10 @@ class LatentWorker:
         producer: Producer,
         embedder: Embedder,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        opener: Opener | None = None,
     ) -> None:
         self.bootstrap = bootstrap
+        self.opener = opener
         self.producer = producer
         self.embedder = embedder
         self.builder = LatentBuilder()
@@ -112,7 +115,7 @@ class LatentWorker:
             raw = m.value()
             if raw is None or PURGE_MARK not in raw:
                 continue
-            item = decode_entry(raw, latent_input)
+            item = decode_entry(raw, latent_input, self.opener)
             if isinstance(item, LatentInput) and item.purge:
                 self.builder.note_purge(item.extraction.event.tenant, item.purge)
 
@@ -120,7 +123,7 @@ class LatentWorker:
         """The whole ledger folded into the builder (entries it has seen change nothing)."""
         out: list[Output] = []
         for m in read_to_end(self.bootstrap, LEDGER):
-            item = decode_entry(m.value(), latent_input)
+            item = decode_entry(m.value(), latent_input, self.opener)
             if not isinstance(item, str):  # a bad one is dead-lettered when the loop reads it
                 out += self.builder.observe(item, now)
         return out
@@ -130,7 +133,7 @@ class LatentWorker:
         out: list[Output] = []
         tombstones = 0
         for m in msgs:
-            item = decode_entry(m.value(), latent_input)
+            item = decode_entry(m.value(), latent_input, self.opener)
             if isinstance(item, str):
                 self.dead_letters.write(m, f"{COMPONENT}: {item}"[:500], now)
                 continue
@@ -246,7 +249,8 @@ def live_embedder(settings: Settings) -> Embedder:
 def main() -> None:
     settings, bootstrap = start_worker(COMPONENT)
     producer = make_producer(bootstrap, **{"delivery.report.only.error": True})
-    worker = LatentWorker(bootstrap, producer, live_embedder(settings))
+    opener = EntryOpener(reading_keys(settings))
+    worker = LatentWorker(bootstrap, producer, live_embedder(settings), opener=opener)
     worker.restore()
     loop = BatchLoop(
         consumer=make_consumer(bootstrap, LATENTS_GROUP, settings),

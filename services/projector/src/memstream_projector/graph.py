@@ -11,6 +11,7 @@ from memstream.kafka.worker import start_worker
 from memstream.projection.projectors import GraphProjector
 from memstream.projection.runner import ProjectionManager
 from memstream.projection.versions import FileProjectionRegistry, VersionInfo, registry_path
+from memstream.shred.opening import EntryOpener, reading_keys
 
 COMPONENT = "graph-projector"
 
@@ -18,10 +19,16 @@ COMPONENT = "graph-projector"
 def main() -> None:
     settings, bootstrap = start_worker(COMPONENT)
 
+    opener = EntryOpener(reading_keys(settings))
+
     def factory(info: VersionInfo) -> GraphProjector:
         store = open_graph_store(settings, info.graph_namespace)
         return GraphProjector(
-            store, info.name, make_producer(bootstrap), feedback=info.config.feedback
+            store,
+            info.name,
+            make_producer(bootstrap),
+            feedback=info.config.feedback,
+            opener=opener,
         )
 
     manager = ProjectionManager(

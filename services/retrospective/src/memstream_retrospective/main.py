@@ -44,8 +44,10 @@ from memstream.learning.retrospective import (
     read_entry,
     read_trace,
 )
+from memstream.ledger.entry import Opener
 from memstream.metrics import EVENTS_PRODUCED
 from memstream.settings import Settings
+from memstream.shred.opening import EntryOpener, reading_keys
 
 COMPONENT = "retrospective"
 log = logging.getLogger(COMPONENT)
@@ -60,8 +62,10 @@ class RetrospectiveWorker:
         producer: Producer,
         policy: RetroPolicy,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        opener: Opener | None = None,
     ) -> None:
         self.bootstrap = bootstrap
+        self.opener = opener
         self.producer = producer
         self.pass_ = Retrospective(policy)
         self.clock = clock
@@ -82,7 +86,7 @@ class RetrospectiveWorker:
                 self.pass_.add_trace(trace)
                 traces += 1
         for m in read_to_end(self.bootstrap, LEDGER):
-            record = read_entry(m.value(), m.partition() or 0, m.offset() or 0)
+            record = read_entry(m.value(), m.partition() or 0, m.offset() or 0, self.opener)
             if isinstance(record, LedgerRecord):
                 self.pass_.rebuild(record)
                 entries += 1
@@ -107,7 +111,7 @@ class RetrospectiveWorker:
                 ledger.append(m)
         results: list[Result] = []
         for m in ledger:
-            record = read_entry(m.value(), m.partition() or 0, m.offset() or 0)
+            record = read_entry(m.value(), m.partition() or 0, m.offset() or 0, self.opener)
             if isinstance(record, str):
                 self.dead_ledger.write(m, f"{COMPONENT}: {record}"[:500], now)
             elif record is not None:
@@ -182,7 +186,8 @@ def main() -> None:
     settings, bootstrap = start_worker(COMPONENT)
     # Failures only: flush() still waits for every acknowledgement (see the sequencer).
     producer = make_producer(bootstrap, **{"delivery.report.only.error": True})
-    worker = RetrospectiveWorker(bootstrap, producer, policy_of(settings))
+    opener = EntryOpener(reading_keys(settings))
+    worker = RetrospectiveWorker(bootstrap, producer, policy_of(settings), opener=opener)
     worker.restore()
     loop = BatchLoop(
         consumer=make_consumer(bootstrap, RETROSPECTIVE_GROUP, settings),

@@ -11,6 +11,7 @@ import logging
 import sys
 from collections import Counter
 from datetime import UTC, datetime
+from typing import Any
 
 from confluent_kafka import Message, Producer
 from memstream.kafka.clients import make_consumer, make_producer
@@ -32,6 +33,8 @@ from memstream.ledger.sequencing import (
     RawRecord,
     Sequenced,
     SequencerState,
+    key_ref,
+    parse,
     sequence,
 )
 from memstream.metrics import (
@@ -41,6 +44,8 @@ from memstream.metrics import (
     RECORDS_TOO_LARGE,
     TenantLabels,
 )
+from memstream.shred.opening import reading_keys
+from memstream.shred.port import DataKeys
 from memstream.times import iso_utc
 
 COMPONENT = "sequencer"
@@ -50,9 +55,13 @@ log = logging.getLogger(COMPONENT)
 class Sequencer:
     """The I/O shell around :func:`memstream.ledger.sequencing.sequence`."""
 
-    def __init__(self, bootstrap: str, producer: Producer) -> None:
+    def __init__(
+        self, bootstrap: str, producer: Producer, keys: DataKeys | None = None, seal: bool = True
+    ) -> None:
         self.bootstrap = bootstrap
         self.producer = producer
+        self.keys = keys
+        self.seal = seal and keys is not None
         self.states: dict[int, SequencerState] = {}
         # The producer reports failures only (see main): successes are counted per batch.
         self.reports = DeliveryReports()
@@ -85,19 +94,40 @@ class Sequencer:
         for p in partitions:
             self.states.pop(p, None)
 
+    def data_keys(self, docs: list[Any]) -> dict[tuple[str, str], bytes] | None:
+        """The data keys of a batch's events, in one store round trip per tenant: created
+        where missing when sealing, only looked up (to open what came sealed) when not."""
+        if self.keys is None:
+            return None
+        wanted: dict[str, list[str]] = {}
+        for doc in docs:
+            ref = key_ref(doc)
+            if ref is not None:
+                wanted.setdefault(ref[0], []).append(ref[1])
+        found: dict[tuple[str, str], bytes] = {}
+        for tenant, ids in wanted.items():
+            get = self.keys.create_or_get if self.seal else self.keys.get
+            found.update(((tenant, i), k) for i, k in get(tenant, "event", ids).items())
+        return found
+
     def process(self, msgs: list[Message]) -> None:
         now = datetime.now(UTC)
         now_iso = iso_utc(now)
         ledgered: Counter[str] = Counter()  # per tenant
         dup = 0
-        for m in msgs:
-            p, off = m.partition() or 0, m.offset() or 0
+        recs = [
+            RawRecord(m.value(), m.partition() or 0, m.offset() or 0, m.topic() or RAW)
+            for m in msgs
+        ]
+        docs = [parse(r) for r in recs]
+        keys = self.data_keys(docs)
+        for m, rec, doc in zip(msgs, recs, docs, strict=True):
+            p = rec.partition
             state = self.states.get(p)
             if state is None:  # assignment callback always runs first; be safe anyway
                 self.rebuild([p])
                 state = self.states[p]
-            rec = RawRecord(m.value(), p, off, m.topic() or RAW)
-            out = sequence(rec, state, now_iso)
+            out = sequence(rec, state, now_iso, keys, doc)
             if isinstance(out, Sequenced):
                 refused = self._produce(out, p)
                 if refused is None:
@@ -161,7 +191,7 @@ def main() -> None:
     # A Python callback per delivered record costs more than producing it; flush() still
     # waits for every acknowledgement, and failures are reported.
     producer = make_producer(bootstrap, **{"delivery.report.only.error": True})
-    seq = Sequencer(bootstrap, producer)
+    seq = Sequencer(bootstrap, producer, reading_keys(settings), seal=settings.seal)
     loop = BatchLoop(
         consumer=make_consumer(bootstrap, SEQUENCER_GROUP, settings),
         topic=RAW,

@@ -33,7 +33,8 @@ class PurgeReport(BaseModel):
     tombstone_id: str | None = Field(description="the memory.purge event; none on a dry run")
     removed: dict[str, int] = Field(
         description="per item kind: events, facts, latent_artifacts, vector_points, "
-        "archive_lines, summary_cache_entries, recent_packets"
+        "archive_lines, summary_cache_entries, recent_packets, data_keys (destroyed: "
+        "every sealed copy of the events' content, in every topic and backup, unreadable)"
     )
     completed: dict[str, bool] = Field(
         default_factory=dict,
@@ -55,8 +56,11 @@ def planned(scope: PurgeScope) -> dict[str, int]:
     }
 
 
-def tombstone(tenant: str, subject_key: str, scope: PurgeScope, now: datetime) -> MemoryPurge:
-    """The ``memory.purge`` event: the subject as a digest, the events by id, no text."""
+def tombstone(
+    tenant: str, subject_key: str, scope: PurgeScope, now: datetime, secret: bytes
+) -> MemoryPurge:
+    """The ``memory.purge`` event: the subject as a keyed digest (``secret``: the tenant's),
+    the events by id, no text."""
     return MemoryPurge(
         id=str(uuid.uuid4()),
         tenant=tenant,
@@ -65,7 +69,7 @@ def tombstone(tenant: str, subject_key: str, scope: PurgeScope, now: datetime) -
         occurred_at=now,
         type="memory.purge",
         payload=MemoryPurgePayload(
-            subject=subject_digest(tenant, subject_key),
+            subject=subject_digest(secret, tenant, subject_key),
             event_ids=scope.event_ids,
             # No free-text reason: it would be ledgered, and could name the subject.
         ),

@@ -50,8 +50,9 @@ from memstream.events.payloads import (
     MemoryInvalidatePayload,
 )
 from memstream.learning.trace import CheckoutTrace
-from memstream.ledger.entry import CHAIN_FIELDS, validation_reason
+from memstream.ledger.entry import CHAIN_FIELDS, Opener, validation_reason
 from memstream.ledger.purge import is_purged
+from memstream.shred.seal import is_sealed
 from memstream.times import as_utc, to_datetime
 
 STREAM = "retrospective"  # one stream per tenant holds everything the pass writes
@@ -139,7 +140,9 @@ def event_id(tenant: str, *parts: str) -> str:
     return str(uuid.uuid5(_NAMESPACE, "\x1f".join((tenant, *parts))))
 
 
-def read_entry(value: bytes | None, partition: int, offset: int) -> LedgerRecord | str | None:
+def read_entry(
+    value: bytes | None, partition: int, offset: int, opener: Opener | None = None
+) -> LedgerRecord | str | None:
     """The record the pass reads, None for an entry of another type or a purged one, or why
     it is malformed.
 
@@ -159,6 +162,15 @@ def read_entry(value: bytes | None, partition: int, offset: int) -> LedgerRecord
     # A purged entry has no content to read: it is skipped, never dead-lettered.
     if doc.get("type") not in _WATCHED_TYPES or is_purged(doc):
         return None
+    if is_sealed(doc):
+        if opener is None:
+            raise RuntimeError("a sealed ledger entry read without a data key store")
+        try:
+            doc = opener(doc)
+        except (LookupError, TypeError, ValueError) as exc:
+            return f"sealed ledger entry does not open: {exc}"
+        if is_purged(doc):  # its data key was destroyed
+            return None
     try:
         event = EventAdapter.validate_python(
             {k: v for k, v in doc.items() if k not in CHAIN_FIELDS}

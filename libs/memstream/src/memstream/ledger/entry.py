@@ -11,6 +11,7 @@ from pydantic import AwareDatetime, BaseModel, Field, ValidationError
 
 from memstream.events.envelope import EventAdapter
 from memstream.ledger.canonical import canonical_json
+from memstream.shred.seal import SEALED
 
 # What build_entry adds to the envelope.
 CHAIN_FIELDS = frozenset({"seq", "prev_hash", "hash", "ingested_at", "kafka"})
@@ -79,8 +80,17 @@ T = TypeVar("T")
 _SHAPE_ERRORS = (LookupError, TypeError, ValueError, AttributeError)
 
 
-def decode_entry(raw: bytes | None, read: Callable[[dict[str, Any]], T]) -> T | str:
+Opener = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+def decode_entry(
+    raw: bytes | None, read: Callable[[dict[str, Any]], T], opener: Opener | None = None
+) -> T | str:
     """``read`` of a ledger record, or why the record itself cannot be read.
+
+    ``opener`` opens a sealed entry first (see :class:`memstream.shred.opening.EntryOpener`;
+    one whose key was destroyed reads as purged); a sealed entry read without one is our
+    bug, not the record's, and raises.
 
     An exception whose cause is not the record propagates: a bug in ``read`` must stop the
     loop before it commits (its traceback is logged, the loop restarts and retries, the lag
@@ -95,6 +105,13 @@ def decode_entry(raw: bytes | None, read: Callable[[dict[str, Any]], T]) -> T | 
         entry: Any = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
         return f"undecodable: {exc}"
+    if isinstance(entry, dict) and SEALED in entry:
+        if opener is None:
+            raise RuntimeError("a sealed ledger entry read without a data key store")
+        try:
+            entry = opener(entry)
+        except _SHAPE_ERRORS as exc:
+            return f"sealed ledger entry does not open: {exc}"
     try:
         return read(entry)
     except _SHAPE_ERRORS as exc:

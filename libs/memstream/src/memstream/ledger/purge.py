@@ -5,12 +5,13 @@ the non-content fields every reader needs to skip it (id, type, times, Kafka coo
 its content (payload, agent, metadata, links) is gone and ``purged`` names the tombstone.
 ``verify`` checks the links around it and that a later ``memory.purge`` tombstone covers it:
 that is how "purged" differs from "tampered". A tombstone carries the subject only as a
-digest and the purged entries only by id, so it holds no text of what it removes.
+keyed digest and the purged entries only by id, so it holds no text of what it removes.
 """
 
 from __future__ import annotations
 
 import hashlib
+import hmac
 from collections.abc import Mapping
 from typing import Any
 
@@ -43,6 +44,9 @@ def is_purged(entry: Mapping[str, Any]) -> bool:
     return PURGED in entry
 
 
-def subject_digest(tenant: str, subject_key: str) -> str:
-    """How a tombstone names its subject: never the name itself."""
-    return "sha256:" + hashlib.sha256(f"{tenant}|{subject_key}".encode()).hexdigest()
+def subject_digest(secret: bytes, tenant: str, subject_key: str) -> str:
+    """How a tombstone names its subject: never the name itself, and keyed with the
+    tenant's secret (kept outside the log), so that hashing a guessed name confirms
+    nothing to whoever reads the ledger."""
+    mac = hmac.new(secret, f"{tenant}|{subject_key}".encode(), hashlib.sha256)
+    return "hmac-sha256:" + mac.hexdigest()

@@ -19,6 +19,7 @@ from memstream.projection.versions import (
     registry_path,
 )
 from memstream.settings import Settings
+from memstream.shred.opening import EntryOpener, reading_keys
 from memstream.vectors.factory import open_vector_index
 
 # The projector's producer only sends dead letters. An idempotent producer whose broker
@@ -45,12 +46,14 @@ def ensure_default_version(settings: Settings) -> None:
 
 
 def vector_manager(settings: Settings, bootstrap: str) -> ProjectionManager:
+    opener = EntryOpener(reading_keys(settings))
+
     def factory(info: VersionInfo) -> VectorProjector:
         embedder = get_embedder(info.config.embedder)
         index = open_vector_index(settings, info.vector_collection, info.config.dim)
         producer = make_producer(bootstrap, **DEAD_LETTER_PRODUCER)
         return VectorProjector(
-            index, embedder, info.name, producer, optimize=settings.vector_optimize
+            index, embedder, info.name, producer, optimize=settings.vector_optimize, opener=opener
         )
 
     return ProjectionManager(

@@ -18,7 +18,7 @@ from memstream.graph.port import GraphStore
 from memstream.kafka.dlq import DeadLetterWriter
 from memstream.kafka.topics import LATENTS, LEDGER
 from memstream.latent.model import LatentDeletion, LatentRecord
-from memstream.ledger.entry import decode_entry
+from memstream.ledger.entry import Opener, decode_entry
 from memstream.metrics import PURGE_APPLIED_AT, PURGE_ITEMS_REMOVED, PURGES_APPLIED
 from memstream.projection.extract import graph_batch
 from memstream.projection.latents import decode_artifact, latent_changes, split_records
@@ -42,9 +42,9 @@ log = logging.getLogger(__name__)
 GRAPH, VECTORS = "graph", "vectors"  # the ``store`` label of the purge metrics
 
 
-def _read(raw: bytes | None, light: bool) -> Read | str:
+def _read(raw: bytes | None, light: bool, opener: Opener | None) -> Read | str:
     """What the record gives a projector, or why the record itself cannot be projected."""
-    return decode_entry(raw, lambda entry: read_entry(entry, light))
+    return decode_entry(raw, lambda entry: read_entry(entry, light), opener)
 
 
 class _Base:
@@ -58,9 +58,10 @@ class _Base:
     component = "projector"
     kind = "none"  # the ``projection`` label
 
-    def __init__(self, version: str, producer: Producer) -> None:
+    def __init__(self, version: str, producer: Producer, opener: Opener | None) -> None:
         self.version = version
         self.producer = producer
+        self.opener = opener
         self.dead_letters = DeadLetterWriter(producer, self.component, LEDGER, also=(LATENTS,))
         # The series exists from the start, so a quiet projector reads 0, not "no data".
         PROJECTED.labels(self.component, self.kind, version)
@@ -72,7 +73,7 @@ class _Base:
         out = Decoded()
         now = datetime.now(UTC)
         for m in msgs:
-            found = _read(m.value(), light)
+            found = _read(m.value(), light, self.opener)
             if isinstance(found, str):
                 reason = f"{self.component} {self.version}: {found}"[:500]
                 self.dead_letters.write(m, reason, now)
@@ -137,9 +138,14 @@ class GraphProjector(_Base):
     kind = "graph"
 
     def __init__(
-        self, store: GraphStore, version: str, producer: Producer, feedback: bool = True
+        self,
+        store: GraphStore,
+        version: str,
+        producer: Producer,
+        feedback: bool = True,
+        opener: Opener | None = None,
     ) -> None:
-        super().__init__(version, producer)
+        super().__init__(version, producer, opener)
         self.store = store
         self.feedback = feedback  # False: a version that ranks as if no feedback was ever given
         store.ensure_schema()
@@ -290,8 +296,9 @@ class VectorProjector(_Base):
         version: str,
         producer: Producer,
         optimize: bool = False,
+        opener: Opener | None = None,
     ) -> None:
-        super().__init__(version, producer)
+        super().__init__(version, producer, opener)
         self.index = index
         self.embedder = embedder
         index.ensure()

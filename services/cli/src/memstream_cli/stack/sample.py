@@ -7,6 +7,7 @@ from importlib import resources
 from memstream.events import EventIn
 from memstream.sdk import MemoryClient
 from memstream.settings import Settings
+from memstream.shred.opening import data_keys
 
 from memstream_cli.stack.stackfile import StackInfo
 
@@ -24,7 +25,7 @@ def load_sample_data(info: StackInfo, settings: Settings) -> int:
         for line in text.splitlines()
         if line.strip()
     ]
-    with MemoryClient(info.kafka_bootstrap, SAMPLE_TENANT) as client:
+    with MemoryClient(info.kafka_bootstrap, SAMPLE_TENANT, keys=data_keys(settings)) as client:
         client.emit_many(events)
     marker.write_text(f"{len(events)}\n")
     return len(events)

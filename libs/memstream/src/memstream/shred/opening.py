@@ -1,0 +1,50 @@
+"""Opening sealed ledger entries for a reader, and the key store a process uses."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from memstream.ledger.purge import purged_form
+from memstream.settings import Settings
+from memstream.shred.port import DataKeys
+from memstream.shred.seal import is_sealed, open_event
+from memstream.shred.sqlite import SqliteDataKeys
+
+# What a purged entry names as its purger when only its destroyed key tells it was purged.
+SHREDDED = "data key destroyed"
+
+
+class EntryOpener:
+    """Opens sealed entries through the key store; an entry whose key is gone reads as
+    purged (:func:`memstream.ledger.purge.is_purged`), so readers skip it like any purged
+    entry. No key is cached: a replay that starts after a purge must not open what it purged.
+    A sealed entry that does not open raises :class:`memstream.shred.seal.SealBroken` (a
+    ``ValueError``: a problem of the record, see ``decode_entry``)."""
+
+    def __init__(self, keys: DataKeys | None) -> None:
+        self.keys = keys
+
+    def __call__(self, entry: dict[str, Any]) -> dict[str, Any]:
+        if not is_sealed(entry):
+            return entry
+        tenant, eid = entry["tenant"], entry["id"]
+        if self.keys is None:
+            raise ValueError("sealed entry, and this process has no data key store")
+        key = self.keys.get(tenant, "event", [eid]).get(eid)
+        if key is None:
+            return purged_form(entry, SHREDDED)
+        return open_event(entry, key)
+
+
+def data_keys(settings: Settings) -> DataKeys | None:
+    """The key store of this deployment; None when sealing is off (``MEMSTREAM_SEAL=false``,
+    the same build without it, for cost comparisons; entries sealed before still open)."""
+    if not settings.seal:
+        return None
+    return SqliteDataKeys(settings.data_keys_path)
+
+
+def reading_keys(settings: Settings) -> DataKeys:
+    """The key store a reader opens entries with: even with sealing off, entries sealed
+    earlier must open (or read as purged)."""
+    return SqliteDataKeys(settings.data_keys_path)

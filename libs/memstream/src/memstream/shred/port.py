@@ -1,0 +1,32 @@
+"""The data key store: one random key per sealed item, kept outside the log."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Literal, Protocol
+
+# What a key seals: a ledger event, a latent artifact, a checkout trace, a dead letter.
+KeyKind = Literal["event", "latent", "packet", "dead_letter"]
+
+
+class DataKeys(Protocol):
+    """Keys by (tenant, kind, id). Destroyed keys are gone for good: ``get`` leaves them out."""
+
+    def create_or_get(self, tenant: str, kind: KeyKind, ids: Iterable[str]) -> dict[str, bytes]:
+        """The key of every id, created where missing (one write for all): the same id gets
+        the same key however often it is asked (a re-sent event seals under its first key)."""
+        ...
+
+    def get(self, tenant: str, kind: KeyKind, ids: Iterable[str]) -> dict[str, bytes]:
+        """The keys that exist; an id whose key was destroyed (or never made) is absent."""
+        ...
+
+    def destroy(self, tenant: str, kind: KeyKind, ids: Iterable[str]) -> int:
+        """Destroy the keys of ``ids``; how many existed. Idempotent."""
+        ...
+
+    def tenant_secret(self, tenant: str) -> bytes:
+        """The tenant's secret for keyed digests (created once, never rotated by a purge)."""
+        ...
+
+    def close(self) -> None: ...
