@@ -19,6 +19,8 @@ from memstream.kafka.produce import flush_or_raise, produce_with_backpressure
 from memstream.kafka.reading import high_watermarks
 from memstream.kafka.topics import LEDGER
 from memstream.sdk import MemoryClient
+from memstream.shred.opening import data_keys
+from memstream.shred.port import DataKeys
 
 from memstream_cli.bench.stack import throwaway_stack
 from memstream_cli.progress import Report, Stage, stage
@@ -111,9 +113,10 @@ def _measure(
     payloads = [(e.key, e.model_dump_json().encode()) for e in events]
     progress("raw broker produce rate (same envelopes, scratch topic)")
     raw_rate = raw_produce_rate(bootstrap, payloads, stack.settings.topic_partitions)
-    sdk = _sdk_to_ledger(bootstrap, events, progress)
+    sdk = _sdk_to_ledger(bootstrap, events, progress, data_keys(stack.settings))
     result: dict[str, Any] = {
         "events": n,
+        "sealed": stack.settings.seal,
         "raw_broker_produce_events_per_s": round(raw_rate),
         "sdk": sdk,
     }
@@ -126,12 +129,14 @@ def _measure(
     return result
 
 
-def _sdk_to_ledger(bootstrap: str, events: list[Any], progress: Report) -> dict[str, Any]:
+def _sdk_to_ledger(
+    bootstrap: str, events: list[Any], progress: Report, keys: DataKeys | None
+) -> dict[str, Any]:
     n = len(events)
     base = _ledger_total(bootstrap)
     step = stage(progress, f"SDK: emitting {n} events and waiting for the ledger", n)
     t0 = time.perf_counter()
-    with MemoryClient(bootstrap, "bench") as client:
+    with MemoryClient(bootstrap, "bench", keys=keys) as client:
         client.emit_many(events)
     t_emit = time.perf_counter()
     t_done = _wait_ledger(bootstrap, base, n, 600, step)

@@ -30,6 +30,8 @@ from memstream.projection.projectors import OPTIMIZE_IDLE_S, OPTIMIZE_MIN_NEW
 from memstream.projection.status import caught_up, live_version, projection_status
 from memstream.sdk import MemoryClient, emit_by_tenant
 from memstream.settings import Settings
+from memstream.shred.opening import data_keys
+from memstream.shred.port import DataKeys
 
 from memstream_cli.bench.ingest import raw_produce_rate
 from memstream_cli.bench.stack import throwaway_stack
@@ -151,7 +153,9 @@ def _wait_index_built(endpoints: list[str], timeout: float = 1800) -> float:
     raise TimeoutError(f"the vector index was still building after {timeout:g}s")
 
 
-def _paced_emit(bootstrap: str, events: list[Any], rate: int, step: Stage) -> float:
+def _paced_emit(
+    bootstrap: str, events: list[Any], rate: int, step: Stage, data: DataKeys | None
+) -> float:
     """Emit ``events`` at about ``rate`` per second (ticks of 100 ms); returns the rate held."""
     clients: dict[str, MemoryClient] = {}
     per_tick = max(1, rate // 10)
@@ -160,7 +164,7 @@ def _paced_emit(bootstrap: str, events: list[Any], rate: int, step: Stage) -> fl
         for i in range(0, len(events), per_tick):
             for e in events[i : i + per_tick]:
                 if e.tenant not in clients:
-                    clients[e.tenant] = MemoryClient(bootstrap, e.tenant)
+                    clients[e.tenant] = MemoryClient(bootstrap, e.tenant, keys=data)
                 clients[e.tenant].emit_event(e)
             for c in clients.values():
                 c.flush(10)
@@ -176,8 +180,9 @@ def _paced_emit(bootstrap: str, events: list[Any], rate: int, step: Stage) -> fl
 class _Probes:
     """Freshness probes: emit a marker event, time until recall finds it, every 0.5 s."""
 
-    def __init__(self, bootstrap: str, api: str, key: str) -> None:
+    def __init__(self, bootstrap: str, api: str, key: str, data: DataKeys | None) -> None:
         self.bootstrap, self.api, self.key = bootstrap, api, key
+        self.data_keys = data  # the SDK seals with the stack's data keys, as `emit` does
 
     @contextlib.contextmanager
     def running(self) -> Iterator[list[float]]:
@@ -194,7 +199,7 @@ class _Probes:
 
     def _run(self, sink: list[float], stop: threading.Event) -> None:
         with (
-            MemoryClient(self.bootstrap, "probe") as sdk,
+            MemoryClient(self.bootstrap, "probe", keys=self.data_keys) as sdk,
             MemoryHttpClient(self.api, self.key) as http,
         ):
             while not stop.is_set():
@@ -253,7 +258,7 @@ def _measure(
         [(e.key, e.model_dump_json().encode()) for e in events],
         settings.topic_partitions,
     )
-    probes = _Probes(bootstrap, api, keys.create("probe"))
+    probes = _Probes(bootstrap, api, keys.create("probe"), data_keys(settings))
     rss = RssSampler(pids)
     _burst(m, stack.info, settings, events, probes, progress)
     _steady(m, bootstrap, probes, steady_rate, steady_s, progress)
@@ -266,7 +271,7 @@ def _measure(
     tenant_keys = {t: keys.create(t) for t in sorted({e.tenant for e in events})}
     _checkouts(m, api, tenant_keys, checkouts, step)
     m.peak_rss = rss.close()
-    return _report(m, settings.vector_optimize)
+    return _report(m, settings.vector_optimize, settings.seal)
 
 
 def _burst(
@@ -282,7 +287,7 @@ def _burst(
     step = stage(progress, f"emitting {n} events through the SDK, with freshness probes", n)
     t0 = time.perf_counter()
     with probes.running() as m.burst:
-        emit_by_tenant(info.kafka_bootstrap, events)
+        emit_by_tenant(info.kafka_bootstrap, events, probes.data_keys)
         m.emitted_s = time.perf_counter() - t0
         deadline = time.monotonic() + 3600
         while not _visible(settings, info, n, step):
@@ -332,7 +337,7 @@ def _steady(
     )
     with probes.running() as m.steady:
         paced = workload(n, m.tenants, seed=2)
-        m.steady_achieved = _paced_emit(bootstrap, paced, rate, step)
+        m.steady_achieved = _paced_emit(bootstrap, paced, rate, step, probes.data_keys)
     m.steady_events = len(paced)
 
 
@@ -368,9 +373,10 @@ def _checkouts(
             c.close()
 
 
-def _report(m: _Measured, vector_optimize: bool) -> dict[str, Any]:
+def _report(m: _Measured, vector_optimize: bool, sealed: bool) -> dict[str, Any]:
     return {
         "events": m.events,
+        "sealed": sealed,
         "tenants": m.tenants,
         "broker_produce_events_per_s": round(m.raw),
         "emit_events_per_s": round(m.events / m.emitted_s),
