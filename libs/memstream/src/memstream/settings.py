@@ -56,7 +56,13 @@ class Settings(BaseSettings):
 
     topic_partitions: int = Field(default=4, ge=1)
     topic_replication: int = Field(default=1, ge=1)
-    raw_retention_ms: int = 7 * 24 * 3600 * 1000
+    raw_retention_ms: int = Field(
+        default=24 * 3600 * 1000,
+        ge=1,
+        description="how long raw events stay in memory.events.raw: the one topic whose copies "
+        "may be in the clear (an SDK client without the data key store), so kept short; the "
+        "sequencer must have read them by then (the API's outbox re-sends its own until archived)",
+    )
     dlq_retention_ms: int = 30 * 24 * 3600 * 1000
 
     sequencer_processes: int = Field(default=1, ge=1, description="embedded stack workers")
