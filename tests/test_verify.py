@@ -5,7 +5,7 @@ from __future__ import annotations
 import orjson
 from memstream.ledger.purge import is_purged, purged_form
 from memstream.ledger.sequencing import RawRecord, Sequenced, SequencerState, sequence
-from memstream.ledger.verify import UNCOVERED, ChainWalker, verify_entries
+from memstream.ledger.verify import SHREDDED_UNCOVERED, UNCOVERED, ChainWalker, verify_entries
 
 
 def chain(n: int) -> list[dict[str, object]]:
@@ -119,3 +119,57 @@ def test_an_altered_tombstone_covers_nothing() -> None:
     walker.note_tombstone(forged)  # as a walk filtered to another stream would see it
     broken = walker.finish()
     assert broken is not None and broken.reason == UNCOVERED and broken.seq == 2
+
+
+def sealed_chain(n: int, keys: dict[tuple[str, str], bytes]) -> list[dict[str, object]]:
+    """``n`` observations of tenant t, sealed by the sequencer under ``keys``."""
+    state, out = SequencerState(), []
+    for i in range(n):
+        keys[("t", f"e{i}")] = bytes([i + 1]) * 32
+        value = orjson.dumps(
+            {
+                "id": f"e{i}",
+                "tenant": "t",
+                "stream": "s",
+                "agent": "a",
+                "type": "observation",
+                "occurred_at": "2026-01-01T00:00:00Z",
+                "payload": {"text": f"Zoë Ångström-Nakamura said {i}"},
+            }
+        )
+        o = sequence(RawRecord(value, 0, i, "raw"), state, "2026-01-02T00:00:00Z", keys)
+        assert isinstance(o, Sequenced)
+        assert "payload" not in o.entry and b"Nakamura" not in o.value
+        out.append(o.entry)
+    return out
+
+
+def test_a_sealed_chain_verifies_without_any_key() -> None:
+    entries = sealed_chain(4, {})
+    assert verify_entries((e, "x") for e in entries) is None
+
+
+def test_a_shredded_entry_needs_a_tombstone() -> None:
+    keys: dict[tuple[str, str], bytes] = {}
+    entries = sealed_chain(3, keys)
+    del keys[("t", "e1")]
+
+    def gone(tenant: str, event_id: str) -> bool:
+        return (tenant, event_id) not in keys
+
+    broken = verify_entries(((e, "x") for e in entries), key_gone=gone)
+    assert broken is not None and broken.seq == 2 and broken.reason == SHREDDED_UNCOVERED
+    walker = ChainWalker(key_gone=gone)
+    for e in [*entries, tombstone(["e1"])]:
+        assert walker.check(e, "x") is None
+    assert walker.finish() is None and walker.purged == 1
+
+
+def test_a_sealed_entry_altered_is_tampered_not_purged() -> None:
+    keys: dict[tuple[str, str], bytes] = {}
+    entries = sealed_chain(3, keys)
+    sealed = dict(entries[1]["sealed"])  # type: ignore[call-overload]
+    sealed["c"] = sealed["c"][:-4] + "AAAA"
+    entries[1]["sealed"] = sealed
+    broken = verify_entries(((e, "x") for e in entries), key_gone=lambda t, i: False)
+    assert broken is not None and broken.seq == 2 and "hash" in broken.reason

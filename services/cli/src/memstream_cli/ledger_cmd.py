@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 from memstream.archive.verify import verify_archive
 from memstream.ledger.stats import ledger_stats
+from memstream.shred.opening import reading_keys
 from rich.table import Table
 
 from memstream_cli.common import DataDir, JsonFlag, endpoints, fail, out, print_json, settings_for
@@ -36,13 +37,20 @@ def verify(
 ) -> None:
     """Walk the archived hash chains; exit 1 naming the first broken link.
 
-    A purged entry passes when a purge tombstone covers it; without one it is broken.
+    A purged entry passes when a purge tombstone covers it; without one it is broken. A
+    sealed entry whose data key is gone counts as purged, and needs a tombstone too.
     """
     settings = settings_for(data_dir)
     archive = settings.archive_dir
     if tenant is not None and not (archive / tenant).is_dir():
         fail(f"no archive for tenant {tenant!r} in {archive}")
-    report = verify_archive(archive, tenant, stream)
+    keys = reading_keys(settings) if settings.data_keys_path.exists() else None
+
+    def key_gone(t: str, event_id: str) -> bool:
+        assert keys is not None
+        return not keys.get(t, "event", [event_id])
+
+    report = verify_archive(archive, tenant, stream, key_gone if keys is not None else None)
     if json_out:
         print_json(
             {

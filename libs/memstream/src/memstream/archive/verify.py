@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from memstream.archive.segments import read_archive
-from memstream.ledger.verify import BrokenLink, ChainWalker
+from memstream.ledger.verify import BrokenLink, ChainWalker, KeyGone
 
 
 @dataclass(frozen=True)
@@ -19,11 +19,15 @@ class VerifyReport:
 
 
 def verify_archive(
-    archive: Path, tenant: str | None = None, stream: str | None = None
+    archive: Path,
+    tenant: str | None = None,
+    stream: str | None = None,
+    key_gone: KeyGone | None = None,
 ) -> VerifyReport:
     """Check seq continuity, prev_hash links, every entry hash, and that every purged entry
-    is covered by a tombstone; stop at the first break."""
-    walker = ChainWalker()
+    (content removed, or with ``key_gone``: its data key destroyed) is covered by a
+    tombstone; stop at the first break."""
+    walker = ChainWalker(key_gone=key_gone)
     broken: BrokenLink | None = None
     for entry, where in read_archive(archive, tenant):
         if stream is not None and entry.get("stream") != stream:

@@ -9,14 +9,18 @@ coverage is checked after the walk (:meth:`ChainWalker.finish`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from memstream.ledger.canonical import GENESIS_HASH, entry_hash
 from memstream.ledger.purge import is_purged
+from memstream.shred.seal import SEALED
 
 UNCOVERED = "content removed without a purge tombstone"
+SHREDDED_UNCOVERED = "data key destroyed without a purge tombstone"
+# (tenant, event id) -> the entry's data key is gone (see memstream.shred)
+KeyGone = Callable[[str, str], bool]
 
 
 @dataclass(frozen=True)
@@ -51,6 +55,9 @@ class ChainWalker:
     covered: set[tuple[str, str]] = field(default_factory=set)
     purged: int = 0
     tombstones: set[tuple[str, str]] = field(default_factory=set)
+    # With the key store: a sealed entry whose key is gone is purged (crypto-shredded); its
+    # hash still holds, and a tombstone must cover it like any purged entry.
+    key_gone: KeyGone | None = None
 
     def check(self, entry: dict[str, Any], where: str) -> BrokenLink | None:
         tenant, stream = str(entry.get("tenant")), str(entry.get("stream"))
@@ -71,10 +78,20 @@ class ChainWalker:
                 self.uncovered[eid] = BrokenLink(tenant, stream, seq, where, UNCOVERED)
         elif entry_hash(entry) != entry.get("hash"):
             return BrokenLink(tenant, stream, seq, where, "hash does not match entry content")
+        elif self._shredded(tenant, entry):
+            self.purged += 1
+            eid = (tenant, str(entry.get("id")))
+            if eid not in self.covered:
+                self.uncovered[eid] = BrokenLink(tenant, stream, seq, where, SHREDDED_UNCOVERED)
         else:
             self.note_tombstone(entry)
         self.heads[key] = (seq, str(entry.get("hash")))
         return None
+
+    def _shredded(self, tenant: str, entry: dict[str, Any]) -> bool:
+        if self.key_gone is None or SEALED not in entry:
+            return False
+        return self.key_gone(tenant, str(entry.get("id")))
 
     def note_tombstone(self, entry: dict[str, Any]) -> None:
         """Count what a tombstone covers; only an intact one (its hash holds) covers anything.
@@ -95,9 +112,11 @@ class ChainWalker:
         return next(iter(self.uncovered.values()), None)
 
 
-def verify_entries(entries: Iterable[tuple[dict[str, Any], str]]) -> BrokenLink | None:
+def verify_entries(
+    entries: Iterable[tuple[dict[str, Any], str]], key_gone: KeyGone | None = None
+) -> BrokenLink | None:
     """Return the first broken link among ``(entry, location)`` pairs, or None."""
-    walker = ChainWalker()
+    walker = ChainWalker(key_gone=key_gone)
     for entry, where in entries:
         broken = walker.check(entry, where)
         if broken is not None:
