@@ -46,14 +46,14 @@ class EntryOpener:
             ref = artifact_ref(doc) if is_sealed(doc) else None
             if ref is not None:
                 wanted.setdefault(ref[0], []).append(ref[1])
-        if wanted and self.keys is None:
+        if not wanted:
+            return {}
+        if self.keys is None:
             raise ValueError("sealed artifact, and this process has no data key store")
-        keys = self.keys
         return {
             (tenant, aid): key
             for tenant, ids in wanted.items()
-            if keys is not None
-            for aid, key in keys.get(tenant, "latent", ids).items()
+            for aid, key in self.keys.get(tenant, "latent", ids).items()
         }
 
 
