@@ -23,7 +23,10 @@ from memstream.client import MemoryHttpClient
 from memstream.kafka.topics import LATENTS
 from memstream.latent.builder import LatentBuilder, latent_input
 from memstream.latent.model import LatentArtifact
+from memstream.projection.latents import decode_artifacts
 from memstream.projection.status import caught_up
+from memstream.shred.opening import EntryOpener
+from memstream.shred.sqlite import SqliteDataKeys
 from stackproc import RunningStack, memstream, wait_until
 from test_e2e_learning import settled
 from topicread import read_topic
@@ -72,10 +75,17 @@ NEW_PREF = preference("pref-2", "2026-03-20T08:00:00Z", "oat cortado")
 
 
 def latents(stack: RunningStack) -> list[LatentArtifact]:
-    """Every record on memory.latents of the tenant, in topic order."""
+    """Every record on memory.latents of the tenant, in topic order, opened with the stack's
+    data keys (the builder seals them)."""
     records = read_topic(stack.bootstrap, LATENTS)
-    found = [LatentArtifact.model_validate_json(m.value() or b"") for m in records]
-    return [a for a in found if a.tenant == TENANT]
+    assert all(b'"sealed"' in (m.value() or b"") for m in records)
+    keys = SqliteDataKeys(stack.data_dir / "data-keys.sqlite")
+    try:
+        found = decode_artifacts([m.value() for m in records], EntryOpener(keys))
+    finally:
+        keys.close()
+    assert all(isinstance(a, LatentArtifact) for a in found), found
+    return [a for a in found if isinstance(a, LatentArtifact) and a.tenant == TENANT]
 
 
 def builder_settled(stack: RunningStack, n_records: int) -> bool:
@@ -228,9 +238,14 @@ def test_the_ledger_rebuilt_gives_the_same_ids_and_a_restart_adds_nothing(
     current = {a["artifact_id"] for a in listed(http)}
     builder = LatentBuilder()
     now = datetime.now(UTC)
-    for entry in stack.ledger():
-        if entry["tenant"] == TENANT:
-            builder.observe(latent_input(entry), now)
+    keys = SqliteDataKeys(stack.data_dir / "data-keys.sqlite")
+    try:
+        opener = EntryOpener(keys)  # the sequencer seals every entry
+        for entry in stack.ledger():
+            if entry["tenant"] == TENANT:
+                builder.observe(latent_input(opener(entry)), now)
+    finally:
+        keys.close()
     builder.flush(now)
     assert {a.artifact_id for a in builder.current.values()} == current
     records = len(latents(stack))

@@ -15,8 +15,14 @@ from typing import Any
 import httpx
 import pytest
 from memstream.client import MemoryHttpClient, MemstreamHttpError
+from memstream.kafka.topics import LATENTS
+from memstream.latent.model import LatentArtifact
+from memstream.projection.latents import decode_artifacts
 from memstream.projection.status import caught_up
+from memstream.shred.opening import EntryOpener
+from memstream.shred.sqlite import SqliteDataKeys
 from stackproc import RunningStack, memstream, start_stack, wait_until
+from topicread import read_topic
 
 TENANT = "registre"
 SUBJECT = "Ines Øverland-Quist"  # asked for as written; her events also say it in lower case
@@ -192,6 +198,32 @@ def test_no_file_in_the_data_dir_holds_her_text(
     # The graph server's append-only file and the vector segments are rewritten after the
     # stores applied the tombstone: give them the time they take.
     no_file_holds_hers(stack.data_dir)
+
+
+def test_memory_latents_from_the_start_holds_nothing_of_hers(
+    stack: RunningStack, purged: dict[str, Any]
+) -> None:
+    """A plain consumer reads memory.latents from the start: none of her text in any record,
+    and with the stack's data keys no artifact that opens cites one of her events (the latent
+    builder destroyed the keys of every artifact built from them, stale ones included)."""
+    assert "artifact_keys" in purged["removed"]
+
+    def opened_hers() -> list[str]:
+        records = read_topic(stack.bootstrap, LATENTS)
+        keys = SqliteDataKeys(stack.data_dir / "data-keys.sqlite")
+        try:
+            found = decode_artifacts([m.value() for m in records], EntryOpener(keys))
+        finally:
+            keys.close()
+        return [a.artifact_id for a in found
+                if isinstance(a, LatentArtifact) and HER_IDS & set(a.source_ids)]  # fmt: skip
+
+    records = read_topic(stack.bootstrap, LATENTS)
+    assert any(b'"deleted_by"' in (m.value() or b"") for m in records)  # she had artifacts
+    for m in records:
+        value = m.value() or b""
+        assert not [s for s in HERS if s.encode() in value or s.lower().encode() in value.lower()]
+    wait_until(lambda: not opened_hers(), 60, "the keys of her artifacts destroyed")
 
 
 def test_someone_else_is_intact(purged: dict[str, Any], client: MemoryHttpClient) -> None:

@@ -129,8 +129,13 @@ def watch(check: Check, seconds: float, max_poll_s: float = POLL_S) -> dict[str,
 
 
 def shred(keys: DataKeys, tenant: str, scope: PurgeScope) -> dict[str, int]:
-    """Destroy the data keys of what the purge removes; how many per kind."""
-    return {"data_keys": keys.destroy(tenant, "event", scope.event_ids)}
+    """Destroy the data keys of what the purge removes; how many per kind. The latent
+    builder destroys the keys of every artifact ever built from the events when the
+    tombstone reaches it; the ones the live graph names go here already."""
+    return {
+        "data_keys": keys.destroy(tenant, "event", scope.event_ids),
+        "artifact_keys": keys.destroy(tenant, "latent", scope.latent_ids),
+    }
 
 
 def _pending(request: Request) -> PendingPurges:

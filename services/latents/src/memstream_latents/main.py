@@ -12,6 +12,13 @@ purged event is skipped even while the broker still holds its content. A live to
 sends a ``LatentDeletion`` (keyed by tenant, like the artifacts) for every artifact citing a
 purged event, then the ledger is folded again without the purged events, so the groups they
 were part of (closed episodes, finished runs) come back from what remains.
+
+Sealing (DESIGN §3.7): every artifact record is sealed under the artifact's data key
+(:mod:`memstream.shred.artifacts`). The worker knows every artifact id it ever produced or
+read back, by source event; a tombstone destroys the keys of all of them that cite a purged
+event (current, stale and superseded alike), after their deletions are on the topic. The
+same is done on start for every tombstone in the ledger, so a stop between the two, or a
+tombstone applied before sealing, is made good (destroying a destroyed key changes nothing).
 """
 
 from __future__ import annotations
@@ -42,7 +49,7 @@ from memstream.kafka.worker import start_worker
 from memstream.latent.builder import Built, LatentBuilder, LatentInput, Output, latent_input
 from memstream.latent.metrics import BUILT, CURRENT, ENTRIES, LAG, STALE, init_latents
 from memstream.latent.model import ARTIFACT_TYPES, LatentArtifact, LatentDeletion
-from memstream.ledger.entry import Opener, decode_entry
+from memstream.ledger.entry import decode_entry
 from memstream.metrics import (
     EVENTS_PRODUCED,
     PURGE_APPLIED_AT,
@@ -50,11 +57,12 @@ from memstream.metrics import (
     PURGES_APPLIED,
     RECORDS_TOO_LARGE,
 )
-from memstream.projection.latents import decode_artifact
+from memstream.projection.latents import decode_artifacts
 from memstream.projection.purge import PURGE_TYPE
 from memstream.projection.versions import FileProjectionRegistry, registry_path
 from memstream.settings import Settings
 from memstream.shred.opening import EntryOpener, reading_keys
+from memstream.shred.sealer import ArtifactSealer
 from memstream.times import to_datetime
 
 COMPONENT = "latent-builder"
@@ -62,6 +70,7 @@ STORE = "latents"  # the purge metrics' store label
 # Canonical JSON has no spaces: only a tombstone's record holds this (see ``_note_purges``).
 PURGE_MARK = b'"type":"memory.purge"'
 MAX_OPEN_S = 5.0
+RESTORE_CHUNK = 500  # memory.latents records opened per key store round trip on start
 log = logging.getLogger(COMPONENT)
 
 
@@ -74,10 +83,14 @@ class LatentWorker:
         producer: Producer,
         embedder: Embedder,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
-        opener: Opener | None = None,
+        opener: EntryOpener | None = None,
+        sealer: ArtifactSealer | None = None,
     ) -> None:
         self.bootstrap = bootstrap
-        self.opener = opener
+        self.opener = opener  # opens ledger entries and artifacts; its store shreds artifacts
+        self.sealer = sealer or ArtifactSealer(None)
+        # (tenant, event id) -> every artifact id built from it, sent or read back
+        self.derived: dict[tuple[str, str], set[str]] = {}
         self.producer = producer
         self.embedder = embedder
         self.builder = LatentBuilder()
@@ -90,23 +103,66 @@ class LatentWorker:
         RECORDS_TOO_LARGE.labels(COMPONENT, LATENTS)
         PURGES_APPLIED.labels(COMPONENT, STORE)
         PURGE_ITEMS_REMOVED.labels(COMPONENT, STORE, "artifacts")
+        PURGE_ITEMS_REMOVED.labels(COMPONENT, STORE, "artifact_keys")
 
     def restore(self) -> None:
         """Current artifacts (and deletions) from memory.latents, the purged event ids, then
         the whole ledger folded in again."""
         known = 0
+        chunk: list[Message] = []
         for m in read_to_end(self.bootstrap, LATENTS):
-            found = decode_artifact(m.value())
-            if isinstance(found, str):
-                log.warning("skipping malformed record %s:%s", m.partition(), m.offset())
-                continue
-            self.builder.remember(found)
-            known += 1
+            chunk.append(m)
+            if len(chunk) == RESTORE_CHUNK:
+                known += self._remember(chunk)
+                chunk = []
+        known += self._remember(chunk)
         self._note_purges()
         now = self.clock()
         out = self._fold(now)
         log.info("restored %d artifact records; re-read the ledger", known)
         self._send([*out, *self.builder.flush(now)])
+        by_tenant: dict[str, list[str]] = {}
+        for tenant, eid in self.builder.purged:
+            by_tenant.setdefault(tenant, []).append(eid)
+        for tenant, ids in by_tenant.items():
+            self._shred(tenant, ids)
+
+    def _remember(self, msgs: list[Message]) -> int:
+        """Records read back on start into the builder and the index of derived ids; an
+        artifact whose key is gone was shredded: it is neither."""
+        known = 0
+        found_all = decode_artifacts([m.value() for m in msgs], self.opener)
+        for m, found in zip(msgs, found_all, strict=True):
+            if isinstance(found, str):
+                log.warning("skipping malformed record %s:%s", m.partition(), m.offset())
+                continue
+            if found is None:
+                continue
+            if isinstance(found, LatentArtifact):
+                self._derived(found)
+            self.builder.remember(found)
+            known += 1
+        return known
+
+    def _derived(self, a: LatentArtifact) -> None:
+        for eid in a.source_ids:
+            self.derived.setdefault((a.tenant, eid), set()).add(a.artifact_id)
+
+    def _shred(self, tenant: str, event_ids: Sequence[str]) -> None:
+        """Destroy the data keys of every artifact ever built from ``event_ids`` (their
+        deletions are on the topic already); counted by how many existed."""
+        aids: set[str] = set()
+        for eid in event_ids:
+            aids |= self.derived.pop((tenant, eid), set())
+        if not aids or self.opener is None or self.opener.keys is None:
+            return
+        # Never built again under a new key (a refold cannot rebuild one, its inputs are gone).
+        self.builder.deleted.update((tenant, aid) for aid in aids)
+        gone = self.opener.keys.destroy(tenant, "latent", sorted(aids))
+        if gone:
+            PURGE_ITEMS_REMOVED.labels(COMPONENT, STORE, "artifact_keys").inc(gone)
+            PURGE_APPLIED_AT.labels(COMPONENT, STORE).set(time.time())
+            log.info("destroyed the data keys of %d artifacts of tenant %s", gone, tenant)
 
     def _note_purges(self) -> None:
         """Every tombstone's event ids, before the fold: tombstones come after what they
@@ -131,7 +187,7 @@ class LatentWorker:
     def process(self, msgs: list[Message]) -> None:
         now = self.clock()
         out: list[Output] = []
-        tombstones = 0
+        tombstones: list[tuple[str, tuple[str, ...]]] = []
         for m in msgs:
             item = decode_entry(m.value(), latent_input, self.opener)
             if isinstance(item, str):
@@ -142,14 +198,17 @@ class LatentWorker:
             ENTRIES.labels(COMPONENT).inc()
             self.pending.append(to_datetime(item.extraction.event.ingested_at))
             out += self.builder.observe(item, now)
-            tombstones += item.extraction.event.type == PURGE_TYPE
+            if item.extraction.event.type == PURGE_TYPE:
+                tombstones.append((item.extraction.event.tenant, item.purge))
         self.dead_letters.flush()
         # Under steady load the ledger is never idle: open groups are built at least this often.
         if self.pending and (now - min(self.pending)).total_seconds() > MAX_OPEN_S:
             out += self._flush(now)
         self._send(out)
+        for tenant, event_ids in tombstones:
+            self._shred(tenant, event_ids)
         if tombstones:
-            self._refold(now, tombstones)
+            self._refold(now, len(tombstones))
 
     def _refold(self, now: datetime, tombstones: int) -> None:
         """After a tombstone: the ledger folded again into a builder that knows the purge,
@@ -179,9 +238,10 @@ class LatentWorker:
         dead-lettered for it, and the same inputs would build it again. It is logged by id
         and counted (``memstream_records_too_large_total``); memory answers without it.
         """
-        for o in out:
-            record = o if isinstance(o, LatentDeletion) else self._with_centroid(o)
-            value = record.model_dump_json().encode()
+        records = [o if isinstance(o, LatentDeletion) else self._with_centroid(o) for o in out]
+        for record, value in zip(records, self.sealer.encode(records), strict=True):
+            if isinstance(record, LatentArtifact):
+                self._derived(record)
             try:
                 produce_with_backpressure(
                     self.producer,
@@ -249,8 +309,11 @@ def live_embedder(settings: Settings) -> Embedder:
 def main() -> None:
     settings, bootstrap = start_worker(COMPONENT)
     producer = make_producer(bootstrap, **{"delivery.report.only.error": True})
-    opener = EntryOpener(reading_keys(settings))
-    worker = LatentWorker(bootstrap, producer, live_embedder(settings), opener=opener)
+    keys = reading_keys(settings)  # artifacts sealed earlier open and shred with sealing off
+    sealer = ArtifactSealer(keys if settings.seal else None)
+    worker = LatentWorker(
+        bootstrap, producer, live_embedder(settings), opener=EntryOpener(keys), sealer=sealer
+    )
     worker.restore()
     loop = BatchLoop(
         consumer=make_consumer(bootstrap, LATENTS_GROUP, settings),

@@ -8,8 +8,11 @@ graph keeps it (listed with ``include_stale``).
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
+import orjson
 from pydantic import ValidationError
 
 from memstream.embed.port import Embedder
@@ -23,23 +26,63 @@ from memstream.latent.model import (
     TaskDetails,
 )
 from memstream.projection.model import VectorPoint
+from memstream.shred.artifacts import artifact_ref, is_deletion, open_artifact
+from memstream.shred.opening import EntryOpener
+from memstream.shred.seal import SealBroken, is_sealed
 from memstream.times import as_utc, utc_z
 
 CENTROID_REF_PREFIX = "centroid:"  # payload_ref of a centroid: "centroid:<embedder name>"
 LATENT_KIND = "latent"  # the payload ``kind`` of artifacts' points (events' is "event")
 _WORD = re.compile(r"\w+")
-# Only a deletion has this key (artifacts forbid unknown fields): a cheap way to tell them.
-DELETION_MARK = b'"deleted_by"'
 
 
-def decode_artifact(raw: bytes | None) -> LatentRecord | str:
-    """The record's artifact or deletion, or why it is neither (a dead letter's reason)."""
+def decode_artifacts(
+    raws: Sequence[bytes | None], opener: EntryOpener | None = None
+) -> list[LatentRecord | str | None]:
+    """Each record's artifact or deletion, None for an artifact whose data key was destroyed
+    (a purge shredded it: skipped like a deleted one), or why the record is neither (a dead
+    letter's reason). Sealed records open through ``opener`` (one key store round trip per
+    tenant for the batch); a sealed record read without one is our bug and raises."""
+    docs = [_parse(raw) for raw in raws]
+    sealed = [d for d in docs if isinstance(d, dict) and is_sealed(d)]
+    if sealed and opener is None:
+        raise RuntimeError("a sealed latent artifact read without a data key store")
+    keys = opener.artifact_keys(sealed) if opener is not None and sealed else {}
+    return [d if isinstance(d, str) else _record(d, keys) for d in docs]
+
+
+def decode_artifact(
+    raw: bytes | None, opener: EntryOpener | None = None
+) -> LatentRecord | str | None:
+    """One record's :func:`decode_artifacts`."""
+    return decode_artifacts([raw], opener)[0]
+
+
+def _parse(raw: bytes | None) -> dict[str, Any] | str:
     if raw is None:
         return "empty record (no value)"
     try:
-        if DELETION_MARK in raw:
-            return LatentDeletion.model_validate_json(raw)
-        return LatentArtifact.model_validate_json(raw)
+        doc = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        return f"not a latent artifact: undecodable ({exc})"
+    return doc if isinstance(doc, dict) else f"not a latent artifact: a JSON {type(doc).__name__}"
+
+
+def _record(doc: dict[str, Any], keys: dict[tuple[str, str], bytes]) -> LatentRecord | str | None:
+    if is_sealed(doc):
+        ref = artifact_ref(doc)
+        if ref is None:
+            return "sealed latent artifact without a string tenant and artifact_id"
+        if ref not in keys:
+            return None
+        try:
+            doc = open_artifact(doc, keys[ref])
+        except SealBroken as exc:
+            return f"sealed latent artifact does not open: {exc}"
+    try:
+        if is_deletion(doc):
+            return LatentDeletion.model_validate(doc)
+        return LatentArtifact.model_validate(doc)
     except ValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(str(p) for p in e['loc']) or 'record'}: {e['msg']}"

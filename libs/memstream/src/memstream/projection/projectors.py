@@ -18,10 +18,10 @@ from memstream.graph.port import GraphStore
 from memstream.kafka.dlq import DeadLetterWriter
 from memstream.kafka.topics import LATENTS, LEDGER
 from memstream.latent.model import LatentDeletion, LatentRecord
-from memstream.ledger.entry import Opener, decode_entry
+from memstream.ledger.entry import decode_entry
 from memstream.metrics import PURGE_APPLIED_AT, PURGE_ITEMS_REMOVED, PURGES_APPLIED
 from memstream.projection.extract import graph_batch
-from memstream.projection.latents import decode_artifact, latent_changes, split_records
+from memstream.projection.latents import decode_artifacts, latent_changes, split_records
 from memstream.projection.latents import point_key as latent_point_key
 from memstream.projection.metrics import (
     FRESHNESS,
@@ -35,6 +35,7 @@ from memstream.projection.model import Extraction, VectorPoint
 from memstream.projection.names import entity_key
 from memstream.projection.purge import Decoded, PurgeOrder, Read, read_entry
 from memstream.projection.text import descriptive_metadata
+from memstream.shred.opening import EntryOpener
 from memstream.times import epoch_seconds
 from memstream.vectors.port import VectorIndex, event_point_key
 
@@ -42,7 +43,7 @@ log = logging.getLogger(__name__)
 GRAPH, VECTORS = "graph", "vectors"  # the ``store`` label of the purge metrics
 
 
-def _read(raw: bytes | None, light: bool, opener: Opener | None) -> Read | str:
+def _read(raw: bytes | None, light: bool, opener: EntryOpener | None) -> Read | str:
     """What the record gives a projector, or why the record itself cannot be projected."""
     return decode_entry(raw, lambda entry: read_entry(entry, light), opener)
 
@@ -58,7 +59,7 @@ class _Base:
     component = "projector"
     kind = "none"  # the ``projection`` label
 
-    def __init__(self, version: str, producer: Producer, opener: Opener | None) -> None:
+    def __init__(self, version: str, producer: Producer, opener: EntryOpener | None) -> None:
         self.version = version
         self.producer = producer
         self.opener = opener
@@ -99,15 +100,17 @@ class _Base:
 
     def decode_latents(self, msgs: list[Message]) -> list[LatentRecord]:
         """The artifacts and deletions of ``memory.latents`` records; bad ones are
-        dead-lettered (flushed).
+        dead-lettered (flushed), shredded ones (their data key destroyed) skipped.
 
         Only validation can fail here, and only because of the record, so every failure is
         a dead letter; what the projector does with an artifact afterwards may still raise.
         """
         out: list[LatentRecord] = []
         now = datetime.now(UTC)
-        for m in msgs:
-            found = decode_artifact(m.value())
+        found_all = decode_artifacts([m.value() for m in msgs], self.opener)
+        for m, found in zip(msgs, found_all, strict=True):
+            if found is None:  # its data key was destroyed by a purge: nothing to read
+                continue
             if not isinstance(found, str):
                 out.append(found)
             else:
@@ -143,7 +146,7 @@ class GraphProjector(_Base):
         version: str,
         producer: Producer,
         feedback: bool = True,
-        opener: Opener | None = None,
+        opener: EntryOpener | None = None,
     ) -> None:
         super().__init__(version, producer, opener)
         self.store = store
@@ -296,7 +299,7 @@ class VectorProjector(_Base):
         version: str,
         producer: Producer,
         optimize: bool = False,
-        opener: Opener | None = None,
+        opener: EntryOpener | None = None,
     ) -> None:
         super().__init__(version, producer, opener)
         self.index = index

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from memstream.ledger.purge import purged_form
 from memstream.settings import Settings
+from memstream.shred.artifacts import artifact_ref
 from memstream.shred.port import DataKeys
 from memstream.shred.seal import is_sealed, open_event
 from memstream.shred.sqlite import SqliteDataKeys
@@ -34,6 +36,25 @@ class EntryOpener:
         if key is None:
             return purged_form(entry, SHREDDED)
         return open_event(entry, key)
+
+    def artifact_keys(self, docs: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], bytes]:
+        """The keys of the sealed ``memory.latents`` records among ``docs`` (one key store
+        round trip per tenant), by (tenant, artifact id); a destroyed key is absent, and the
+        record reads as deleted (see :mod:`memstream.shred.artifacts`)."""
+        wanted: dict[str, list[str]] = {}
+        for doc in docs:
+            ref = artifact_ref(doc) if is_sealed(doc) else None
+            if ref is not None:
+                wanted.setdefault(ref[0], []).append(ref[1])
+        if not wanted:
+            return {}
+        if self.keys is None:
+            raise ValueError("sealed artifact, and this process has no data key store")
+        return {
+            (tenant, aid): key
+            for tenant, ids in wanted.items()
+            for aid, key in self.keys.get(tenant, "latent", ids).items()
+        }
 
 
 def data_keys(settings: Settings) -> DataKeys | None:

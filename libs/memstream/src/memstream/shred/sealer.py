@@ -8,6 +8,8 @@ from typing import Any
 import orjson
 
 from memstream.events import Event
+from memstream.latent.model import LatentRecord
+from memstream.shred.artifacts import is_deletion, seal_artifact
 from memstream.shred.port import DataKeys
 from memstream.shred.seal import needs_key, seal_event
 
@@ -39,3 +41,34 @@ class EventSealer:
             key = keys.get((d["tenant"], d["id"]))
             out.append(orjson.dumps(seal_event(d, key) if key is not None else d))
         return out
+
+
+class ArtifactSealer:
+    """Encodes latent artifacts and deletions for ``memory.latents``: artifacts sealed under
+    their own data keys when a key store is given (deletions, ids only, stay clear)."""
+
+    def __init__(self, keys: DataKeys | None) -> None:
+        self.keys = keys
+
+    def encode(self, records: Sequence[LatentRecord]) -> list[bytes]:
+        """One value per record, in order; one key store round trip per tenant."""
+        docs: list[dict[str, Any]] = [r.model_dump(mode="json") for r in records]
+        if self.keys is None:
+            return [orjson.dumps(d) for d in docs]
+        wanted: dict[str, list[str]] = {}
+        for d in docs:
+            if not is_deletion(d):
+                wanted.setdefault(d["tenant"], []).append(d["artifact_id"])
+        keys = {
+            (tenant, i): k
+            for tenant, ids in wanted.items()
+            for i, k in self.keys.create_or_get(tenant, "latent", ids).items()
+        }
+        # create_or_get returns every id asked: a missing key is our bug, never a clear copy
+        return [
+            orjson.dumps(d if is_deletion(d) else seal_artifact(d, keys[_ref(d)])) for d in docs
+        ]
+
+
+def _ref(doc: dict[str, Any]) -> tuple[str, str]:
+    return doc["tenant"], doc["artifact_id"]
