@@ -37,6 +37,7 @@ from memstream_api.auth import Tenant
 from memstream_api.checkout_routes import READ_RESPONSES, checkout_service, unavailable_error
 from memstream_api.errors import INVALID, ErrorBody, unavailable
 from memstream_api.ingest import COMPONENT, DeliveryErrorBody, deliver
+from memstream_api.shredding import Reach, TopicsOutcome, purge_topics
 
 log = logging.getLogger(__name__)
 router = APIRouter(tags=["forget"])
@@ -128,9 +129,21 @@ def watch(check: Check, seconds: float, max_poll_s: float = POLL_S) -> dict[str,
         pause = min(pause * 2, max_poll_s)
 
 
-def shred(keys: DataKeys, tenant: str, scope: PurgeScope) -> dict[str, int]:
-    """Destroy the data keys of what the purge removes; how many per kind."""
-    return {"data_keys": keys.destroy(tenant, "event", scope.event_ids)}
+def shred(
+    request: Request, keys: DataKeys, tenant: str, subject: str, key: str, scope: PurgeScope
+) -> tuple[dict[str, int], TopicsOutcome]:
+    """Destroy the data keys of what the purge removes: the events' (every sealed copy in
+    raw, ledger, archive and dead letters), then the checkout traces' that name the subject
+    or cite what it removes (recent packets of this process included: their traces may not
+    be in the topic yet); how many per kind, and what each topic holds now."""
+    events = keys.destroy(tenant, "event", scope.event_ids)
+    ids = {*scope.event_ids, *scope.fact_ids, *scope.latent_ids}
+    recent = checkout_service(request).packets_reaching(tenant, ids, key)
+    reach = Reach(tenant, name_forms(subject, key), ids)
+    outcome = purge_topics(
+        request.app.state.bootstrap, request.app.state.settings, keys, reach, events, recent
+    )
+    return {"data_keys": events, "checkout_traces": outcome.traces_shredded}, outcome
 
 
 def _pending(request: Request) -> PendingPurges:
@@ -226,7 +239,8 @@ async def purge_subject(
         return refused
     # Once the tombstone is durable: every copy of the events' content, in every topic,
     # segment and backup, becomes unreadable at once.
-    removed |= await run_in_threadpool(shred, keys, tenant, scope)
+    shredded, topics = await run_in_threadpool(shred, request, keys, tenant, subject, key, scope)
+    removed |= shredded
     removed |= _in_memory(request, tenant, key, scope, apply=True)
     checkout = checkout_service(request)
     archive = request.app.state.settings.archive_dir
@@ -243,5 +257,11 @@ async def purge_subject(
     if not complete:
         _follow_up(_pending(request), event.id, check)
     return PurgeReport(
-        **report, dry_run=False, tombstone_id=event.id, completed=completed, complete=complete
+        **report,
+        dry_run=False,
+        tombstone_id=event.id,
+        completed=completed,
+        complete=complete,
+        topics=topics.topics,
+        residual=topics.residual,
     )
