@@ -67,7 +67,8 @@ class PurgeReport(BaseModel):
     removed: dict[str, int] = Field(
         description="per item kind: events, facts, latent_artifacts, vector_points, "
         "archive_lines, summary_cache_entries, recent_packets, data_keys (destroyed: "
-        "every sealed copy of the events' content, in every topic and backup, unreadable)"
+        "every sealed copy of the events' content, in every topic and backup, unreadable), "
+        "checkout_traces (keys destroyed of the traces naming the subject or citing it)"
     )
     completed: dict[str, bool] = Field(
         default_factory=dict,
