@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated
 
+from confluent_kafka import KafkaException
 from fastapi import APIRouter, HTTPException, Query, Request, status
 from fastapi import Path as PathParam
 from fastapi.responses import Response
@@ -34,8 +35,12 @@ from pydantic import Field
 from starlette.concurrency import run_in_threadpool
 
 from memstream_api.auth import Tenant
-from memstream_api.checkout_routes import READ_RESPONSES, checkout_service, unavailable_error
-from memstream_api.errors import INVALID, ErrorBody, unavailable
+from memstream_api.checkout_routes import (
+    READ_RESPONSES,
+    checkout_service,
+    unavailable_error,
+)
+from memstream_api.errors import INVALID, ErrorBody, retry_after, unavailable
 from memstream_api.ingest import COMPONENT, DeliveryErrorBody, deliver
 from memstream_api.shredding import Reach, TopicsOutcome, purge_topics
 
@@ -146,6 +151,19 @@ def shred(
     return {"data_keys": events, "checkout_traces": outcome.traces_shredded}, outcome
 
 
+def _topics_unread(tombstone_id: str, exc: Exception) -> HTTPException:
+    """The 503 of a purge whose topics could not be read: the tombstone is in and the
+    events' keys are gone, but not every trace was looked at. Sending the purge again
+    finishes it (destroying a key twice is harmless)."""
+    log.warning("purge %s: the topics were not read: %s", tombstone_id, exc)
+    return HTTPException(
+        status.HTTP_503_SERVICE_UNAVAILABLE,
+        detail="the purge is recorded, but the checkout traces could not be read from "
+        "Kafka; send it again",
+        headers=retry_after(),
+    )
+
+
 def _pending(request: Request) -> PendingPurges:
     pending: PendingPurges = request.app.state.pending_purges
     return pending
@@ -239,7 +257,12 @@ async def purge_subject(
         return refused
     # Once the tombstone is durable: every copy of the events' content, in every topic,
     # segment and backup, becomes unreadable at once.
-    shredded, topics = await run_in_threadpool(shred, request, keys, tenant, subject, key, scope)
+    try:
+        shredded, topics = await run_in_threadpool(
+            shred, request, keys, tenant, subject, key, scope
+        )
+    except (KafkaException, TimeoutError) as exc:
+        raise _topics_unread(event.id, exc) from exc
     removed |= shredded
     removed |= _in_memory(request, tenant, key, scope, apply=True)
     checkout = checkout_service(request)
