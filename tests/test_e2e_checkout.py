@@ -15,6 +15,8 @@ from memstream.client import MemoryHttpClient
 from memstream.kafka.reading import read_to_end
 from memstream.kafka.topics import CHECKOUTS
 from memstream.projection.status import caught_up
+from memstream.shred.sqlite import SqliteDataKeys
+from memstream.shred.traces import TraceOpener
 from stackproc import RunningStack, memstream, wait_until
 
 
@@ -235,8 +237,15 @@ def test_every_cited_id_resolves_through_lineage(
     whole = alice.lineage(packet["packet_id"])
     assert set(whole["sources"]) == ids
     traces = [orjson.loads(m.value() or b"{}") for m in read_to_end(stack.bootstrap, CHECKOUTS)]
-    trace = next(t for t in traces if t["packet_id"] == packet["packet_id"])
-    assert trace["tenant"] == "alice" and set(trace["cited_ids"]) == ids
+    sealed = next(t for t in traces if t["packet_id"] == packet["packet_id"])
+    # Sealed under the packet's key: only what routes it is clear.
+    assert set(sealed) == {"tenant", "packet_id", "task_id", "sealed"}, sealed
+    keys = SqliteDataKeys(stack.data_dir / "data-keys.sqlite")
+    try:
+        trace = TraceOpener(keys)(sealed)
+    finally:
+        keys.close()
+    assert trace is not None and trace["tenant"] == "alice" and set(trace["cited_ids"]) == ids
     resp = httpx.get(
         f"{stack.api_url}/v1/lineage/no-such-event",
         headers={"Authorization": f"Bearer {key_for(stack, 'alice')}"},

@@ -26,6 +26,8 @@ from memstream.kafka.topics import CHECKOUTS, LEDGER, RETROSPECTIVE_GROUP
 from memstream.learning.trace import CheckoutTrace
 from memstream.metrics import scrape
 from memstream.projection.status import caught_up
+from memstream.shred.opening import EntryOpener
+from memstream.shred.sqlite import SqliteDataKeys
 from stackproc import RunningStack, memstream, pid_alive, wait_until
 from topicread import read_topic
 
@@ -49,7 +51,13 @@ SUCCEEDED = [f"door-ok-{i}" for i in range(3)]
 
 
 def ledger(stack: RunningStack) -> list[dict[str, Any]]:
-    return [e for e in stack.ledger() if e.get("tenant") == TENANT]
+    """The tenant's ledger entries, opened through the stack's key store."""
+    keys = SqliteDataKeys(stack.data_dir / "data-keys.sqlite")
+    try:
+        opener = EntryOpener(keys)
+        return [opener(e) for e in stack.ledger() if e.get("tenant") == TENANT]
+    finally:
+        keys.close()
 
 
 def settled(stack: RunningStack) -> bool:

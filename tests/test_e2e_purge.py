@@ -8,19 +8,29 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import uuid
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import httpx
+import orjson
 import pytest
 from memstream.client import MemoryHttpClient, MemstreamHttpError
-from memstream.kafka.topics import LATENTS
+from memstream.events.payloads import QuestionFamily
+from memstream.kafka.clients import make_producer
+from memstream.kafka.reading import read_to_end
+from memstream.kafka.topics import CHECKOUTS, DLQ, LATENTS, LEDGER, RAW
 from memstream.latent.model import LatentArtifact
+from memstream.learning.trace import CheckoutTrace
 from memstream.projection.latents import decode_artifacts
+from memstream.projection.names import entity_key, name_forms, names_in
 from memstream.projection.status import caught_up
+from memstream.sdk import MemoryClient
 from memstream.shred.opening import EntryOpener
 from memstream.shred.sqlite import SqliteDataKeys
+from memstream.shred.traces import TraceOpener, TraceSealer
 from stackproc import RunningStack, memstream, start_stack, wait_until
 from topicread import read_topic
 
@@ -168,8 +178,73 @@ def dry_run(stack: RunningStack, client: MemoryHttpClient) -> dict[str, Any]:
     return report
 
 
+def traces(stack: RunningStack, tenant: str = TENANT) -> dict[str, dict[str, Any] | None]:
+    """The tenant's checkout traces by packet id, opened through the key store (None: its
+    key is gone)."""
+    keys = SqliteDataKeys(stack.data_dir / "data-keys.sqlite")
+    try:
+        opener, out = TraceOpener(keys), {}
+        for m in read_to_end(stack.bootstrap, CHECKOUTS):
+            doc = orjson.loads(m.value() or b"{}")
+            if doc.get("tenant") == tenant:
+                assert "sealed" in doc and "query" not in doc, doc
+                out[doc["packet_id"]] = opener(doc)
+        return out
+    finally:
+        keys.close()
+
+
+def someone_elses_traces(stack: RunningStack) -> dict[str, str]:
+    """Traces written as the API writes them (sealed under the stack's key store) that the
+    purge must leave: his question citing his event; her very question in another tenant.
+    Their packet id by tenant."""
+    made = {
+        TENANT: ("who repaired the lighthouse lamp?", ["bartholomew achebe"], ["his-1"]),
+        "elsewhere": ("Where does Ines Øverland-Quist live?", [SUBJECT.lower()], ["her-1"]),
+    }
+    keys = SqliteDataKeys(stack.data_dir / "data-keys.sqlite")
+    producer = make_producer(stack.bootstrap)
+    packets = {}
+    try:
+        for tenant, (query, entities, cited) in made.items():
+            trace = CheckoutTrace(
+                packet_id=f"pk-{uuid.uuid4().hex}",
+                tenant=tenant,
+                query=query,
+                answerability="answer_from_memory",
+                family=QuestionFamily(operation="lookup", entities=entities),
+                answer_ids=cited,
+                cited_ids=cited,
+                at=datetime.now(UTC),
+                version="v1",
+            )
+            value = TraceSealer(keys).encode(trace.model_dump(mode="json"))
+            producer.produce(CHECKOUTS, value, key=tenant.encode())
+            packets[tenant] = trace.packet_id
+        assert producer.flush(30) == 0
+    finally:
+        keys.close()
+    return packets
+
+
 @pytest.fixture(scope="module")
-def purged(dry_run: dict[str, Any], client: MemoryHttpClient) -> dict[str, Any]:
+def traced(
+    stack: RunningStack, dry_run: dict[str, Any], client: MemoryHttpClient
+) -> tuple[set[str], dict[str, str]]:
+    """Before the purge: the packet ids of every trace of the tenant whose question names her
+    (the dry run's reads and one more checkout), and someone else's traces."""
+    asked = client.checkout("Where does Ines Øverland-Quist live?")["packet_id"]
+    wait_until(lambda: asked in traces(stack), 60, "the trace in memory.checkouts")
+    forms = name_forms(SUBJECT, entity_key(SUBJECT))
+    hers = {p for p, t in traces(stack).items() if t is not None and names_in(t["query"], forms)}
+    assert asked in hers and len(hers) >= 2
+    return hers, someone_elses_traces(stack)
+
+
+@pytest.fixture(scope="module")
+def purged(
+    dry_run: dict[str, Any], traced: tuple[set[str], dict[str, str]], client: MemoryHttpClient
+) -> dict[str, Any]:
     report: dict[str, Any] = client.purge(SUBJECT, wait_s=60)
     return report
 
@@ -186,6 +261,28 @@ def test_the_purge_completes_in_every_store(purged: dict[str, Any]) -> None:
     assert purged["complete"] is True, purged
     assert set(purged["completed"]) >= {"graph", "latents", "archive", "vectors"}
     assert purged["removed"]["events"] == len(HER_IDS)
+
+
+def test_her_checkout_traces_no_longer_open_and_another_subjects_do(
+    stack: RunningStack, traced: tuple[set[str], dict[str, str]], purged: dict[str, Any]
+) -> None:
+    hers, others = traced
+    assert purged["removed"]["checkout_traces"] >= len(hers)
+    after = traces(stack)
+    assert {p: after[p] for p in hers} == dict.fromkeys(hers)
+    his = after[others[TENANT]]
+    assert his is not None and his["query"] == "who repaired the lighthouse lamp?"
+    same_words = traces(stack, "elsewhere")[others["elsewhere"]]
+    assert same_words is not None and same_words["cited_ids"] == ["her-1"]
+
+
+def test_the_report_says_per_topic_what_happened(purged: dict[str, Any]) -> None:
+    topics = purged["topics"]
+    assert set(topics) >= {RAW, LEDGER, CHECKOUTS, DLQ}
+    assert all(t["sealed"] for t in topics.values()), topics
+    assert topics[RAW]["keys_destroyed"] == len(HER_IDS) == topics[LEDGER]["keys_destroyed"]
+    assert topics[CHECKOUTS]["keys_destroyed"] == purged["removed"]["checkout_traces"]
+    assert purged["residual"] == []  # everything went through the API: sealed
 
 
 def test_no_read_returns_her_data(purged: dict[str, Any], client: MemoryHttpClient) -> None:
@@ -277,6 +374,33 @@ def _served(client: MemoryHttpClient) -> bool:
         return any(i["item_id"] == "his-1" for i in client.recall("lighthouse lamp", k=5))
     except MemstreamHttpError:
         return False
+
+
+def test_a_clear_raw_event_is_reported_as_residual_with_its_time(
+    stack: RunningStack, purged: dict[str, Any], client: MemoryHttpClient
+) -> None:
+    """An SDK client without the key store writes raw in the clear: the purge says so."""
+    before = datetime.now(UTC)
+    with MemoryClient(stack.bootstrap, TENANT, agent="no-keys") as sdk:
+        eid = sdk.emit(
+            "journal", "message.user", {"text": "quentin fairweather-ng lent me a canoe."}
+        )
+        sdk.flush()
+    after = datetime.now(UTC)
+
+    def canoe() -> bool:
+        return any(i["item_id"].split("#")[0] == eid for i in client.recall("canoe", k=10))
+
+    wait_until(canoe, 90, "the clear event recalled")
+    report = client.purge("Quentin Fairweather-Ng", wait_s=60)
+    assert report["complete"] and report["removed"]["events"] == 1, report
+    [raw] = [r for r in report["residual"] if r["topic"] == RAW]
+    assert raw["count"] == 1
+    week = timedelta(days=7)  # raw_retention_ms by default
+    until = datetime.fromisoformat(raw["until"])
+    assert before + week - timedelta(seconds=5) <= until <= after + week + timedelta(seconds=5)
+    assert "until it restarts" in raw["note"]
+    assert not canoe()
 
 
 def test_a_restarted_stack_does_not_bring_her_back(tmp_path: Path) -> None:

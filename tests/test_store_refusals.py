@@ -30,6 +30,7 @@ from memstream.projection.projectors import GraphProjector, VectorProjector
 from memstream.settings import Settings
 from memstream.stack.net import free_port
 from memstream.stack.servers import Server, start_falkordb
+from memstream.store_errors import LEFT_OUT, content_free
 from memstream.vectors.edge import EdgeVectorIndex
 from memstream.vectors.port import VectorRefused
 from topicread import read_topic
@@ -268,3 +269,29 @@ def test_a_falkordb_that_went_down_is_unavailable_not_refusing(tmp_path: Path) -
         store.events("t", ["t-e0"])
     with pytest.raises(GraphUnavailable):
         store.compact()
+
+
+def test_a_dead_letter_keeps_only_the_content_free_part_of_a_refusal(
+    graph: FalkorGraphStore,
+) -> None:
+    with pytest.raises(GraphRefused) as server:
+        graph._run("RETURN $s, $x", {"s": "Zoë Quist-Marlowe", "x": float("nan")})
+    # FalkorDB echoes the query as rendered with its parameters (errCtx) ...
+    assert "errCtx: CYPHER" in server.value.reason, server.value.reason
+    kept = server.value.content_free
+    # ... which a dead letter leaves out, keeping what the server found wrong.
+    assert kept.startswith("FalkorDB refused the query: errMsg: Invalid input"), kept
+    assert "CYPHER" not in kept and "errCtx" not in kept and kept.endswith(LEFT_OUT)
+    # the same when the echo holds a record's words, or the message quotes them
+    echoed = GraphRefused(
+        "FalkorDB refused the query: errMsg: Invalid input 'Z': expected ... errCtx: "
+        'CYPHER `s`="Zoë Quist-Marlowe" RETURN $s errCtxOffset: 9'
+    )
+    assert "Quist" not in echoed.content_free and "Z" not in echoed.content_free.split(":")[-1]
+    assert content_free('Qdrant refused the write (400): {"status": "Quist"}') == (
+        f"Qdrant refused the write (400) {LEFT_OUT}"
+    )
+    assert content_free("bad\nZoë Quist") == f"bad {LEFT_OUT}"
+    # a reason our adapter wrote (a path, no content) is kept whole
+    nul = GraphRefused("FalkorDB cannot hold a NUL character (U+0000) in a string: $rows[0].x")
+    assert nul.content_free == nul.reason

@@ -16,6 +16,14 @@ partial write happens.
 
 from __future__ import annotations
 
+import re
+
+# Where a store's message starts quoting what it was sent: a quoted token ("Invalid input
+# 'x'"), the query echoed back (FalkorDB's ``errCtx``, rendered with its parameters), a
+# response body (Qdrant), or a second line. Everything from there on may hold record content.
+_QUOTING = re.compile(r"['\"`{\n\r]|errCtx")
+LEFT_OUT = "[the store's quote of the input left out]"
+
 
 class StoreRefused(RuntimeError):
     """The store refuses this input (its reason is the message); retrying will not help.
@@ -34,6 +42,20 @@ class StoreRefused(RuntimeError):
     @property
     def reason(self) -> str:
         return str(self)
+
+    @property
+    def content_free(self) -> str:
+        """The reason without the part that may quote the record (what a dead letter keeps:
+        ``memory.dlq`` is read by operators, and a purge cannot seal its reasons)."""
+        return content_free(str(self))
+
+
+def content_free(reason: str) -> str:
+    """``reason`` cut where a store starts quoting its input, saying it was cut."""
+    found = _QUOTING.search(reason)
+    if found is None:
+        return reason
+    return f"{reason[: found.start()].rstrip(' :,')} {LEFT_OUT}"
 
 
 class StoreUnavailable(RuntimeError):

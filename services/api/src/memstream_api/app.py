@@ -21,6 +21,7 @@ from memstream.projection.embedded import vector_manager
 from memstream.settings import Settings
 from memstream.shred.opening import reading_keys
 from memstream.shred.sealer import EventSealer
+from memstream.shred.traces import TraceSealer
 from memstream.vectors.port import IndexUnavailable
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 from pydantic import BaseModel
@@ -95,7 +96,9 @@ def create_app(
             thread.start()
         app.state.vectors = manager
         follower = BrokerFollower(settings.data_dir, producer, outbox, manager).start()
-        app.state.checkout = build_checkout(settings, manager, producer)
+        app.state.checkout = build_checkout(
+            settings, manager, producer, TraceSealer(app.state.data_keys if settings.seal else None)
+        )
         app.state.summarizer = summarize_routes.build_summarizer(settings, app.state.checkout)
         # The API's own view of Kafka and the graph: the distributed stack has no supervisor.
         probe = DependencyProbe(COMPONENT, dependency_checks(settings, bootstrap)).start()

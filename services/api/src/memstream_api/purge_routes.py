@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated
 
+from confluent_kafka import KafkaException
 from fastapi import APIRouter, HTTPException, Query, Request, status
 from fastapi import Path as PathParam
 from fastapi.responses import Response
@@ -34,9 +35,14 @@ from pydantic import Field
 from starlette.concurrency import run_in_threadpool
 
 from memstream_api.auth import Tenant
-from memstream_api.checkout_routes import READ_RESPONSES, checkout_service, unavailable_error
-from memstream_api.errors import INVALID, ErrorBody, unavailable
+from memstream_api.checkout_routes import (
+    READ_RESPONSES,
+    checkout_service,
+    unavailable_error,
+)
+from memstream_api.errors import INVALID, ErrorBody, retry_after, unavailable
 from memstream_api.ingest import COMPONENT, DeliveryErrorBody, deliver
+from memstream_api.shredding import Reach, TopicsOutcome, purge_topics
 
 log = logging.getLogger(__name__)
 router = APIRouter(tags=["forget"])
@@ -128,14 +134,38 @@ def watch(check: Check, seconds: float, max_poll_s: float = POLL_S) -> dict[str,
         pause = min(pause * 2, max_poll_s)
 
 
-def shred(keys: DataKeys, tenant: str, scope: PurgeScope) -> dict[str, int]:
-    """Destroy the data keys of what the purge removes; how many per kind. The latent
-    builder destroys the keys of every artifact ever built from the events when the
-    tombstone reaches it; the ones the live graph names go here already."""
-    return {
-        "data_keys": keys.destroy(tenant, "event", scope.event_ids),
-        "artifact_keys": keys.destroy(tenant, "latent", scope.latent_ids),
-    }
+def shred(
+    request: Request, keys: DataKeys, tenant: str, subject: str, key: str, scope: PurgeScope
+) -> tuple[dict[str, int], TopicsOutcome]:
+    """Destroy the data keys of what the purge removes: the events' (every sealed copy in
+    raw, ledger, archive and dead letters), then the checkout traces' that name the subject
+    or cite what it removes (recent packets of this process included: their traces may not
+    be in the topic yet); how many per kind, and what each topic holds now."""
+    events = keys.destroy(tenant, "event", scope.event_ids)
+    # The latent builder destroys the keys of every artifact ever built from the events when
+    # the tombstone reaches it; the ones the live graph names go here already.
+    artifacts = keys.destroy(tenant, "latent", scope.latent_ids)
+    ids = {*scope.event_ids, *scope.fact_ids, *scope.latent_ids}
+    recent = checkout_service(request).packets_reaching(tenant, ids, key)
+    reach = Reach(tenant, name_forms(subject, key), ids)
+    outcome = purge_topics(
+        request.app.state.bootstrap, request.app.state.settings, keys, reach, events, recent
+    )
+    removed = {"data_keys": events, "artifact_keys": artifacts}
+    return removed | {"checkout_traces": outcome.traces_shredded}, outcome
+
+
+def _topics_unread(tombstone_id: str, exc: Exception) -> HTTPException:
+    """The 503 of a purge whose topics could not be read: the tombstone is in and the
+    events' keys are gone, but not every trace was looked at. Sending the purge again
+    finishes it (destroying a key twice is harmless)."""
+    log.warning("purge %s: the topics were not read: %s", tombstone_id, exc)
+    return HTTPException(
+        status.HTTP_503_SERVICE_UNAVAILABLE,
+        detail="the purge is recorded, but the checkout traces could not be read from "
+        "Kafka; send it again",
+        headers=retry_after(),
+    )
 
 
 def _pending(request: Request) -> PendingPurges:
@@ -231,7 +261,13 @@ async def purge_subject(
         return refused
     # Once the tombstone is durable: every copy of the events' content, in every topic,
     # segment and backup, becomes unreadable at once.
-    removed |= await run_in_threadpool(shred, keys, tenant, scope)
+    try:
+        shredded, topics = await run_in_threadpool(
+            shred, request, keys, tenant, subject, key, scope
+        )
+    except (KafkaException, TimeoutError) as exc:
+        raise _topics_unread(event.id, exc) from exc
+    removed |= shredded
     removed |= _in_memory(request, tenant, key, scope, apply=True)
     checkout = checkout_service(request)
     archive = request.app.state.settings.archive_dir
@@ -248,5 +284,11 @@ async def purge_subject(
     if not complete:
         _follow_up(_pending(request), event.id, check)
     return PurgeReport(
-        **report, dry_run=False, tombstone_id=event.id, completed=completed, complete=complete
+        **report,
+        dry_run=False,
+        tombstone_id=event.id,
+        completed=completed,
+        complete=complete,
+        topics=topics.topics,
+        residual=topics.residual,
     )

@@ -13,6 +13,7 @@ from memstream.projection.projectors import VectorProjector
 from memstream.projection.runner import ProjectionManager
 from memstream.projection.versions import FileProjectionRegistry, VersionInfo, registry_path
 from memstream.settings import Settings
+from memstream.shred.traces import TraceSealer
 from memstream.vectors.factory import open_vector_index
 from memstream.vectors.port import VectorIndex
 
@@ -20,9 +21,14 @@ from memstream_api.producing import BatchProducer
 
 
 def build_checkout(
-    settings: Settings, vectors: ProjectionManager | None, producer: BatchProducer
+    settings: Settings,
+    vectors: ProjectionManager | None,
+    producer: BatchProducer,
+    sealer: TraceSealer | None = None,
 ) -> CheckoutService:
-    """Graph stores and (server) vector indexes are opened once per version and reused."""
+    """Graph stores and (server) vector indexes are opened once per version and reused.
+    Checkout traces are sealed under their packet's key by ``sealer`` (none: clear)."""
+    traces = sealer or TraceSealer(None)
     graphs: dict[str, GraphStore] = {}
     indexes: dict[str, VectorIndex] = {}
     lock = threading.Lock()
@@ -45,7 +51,7 @@ def build_checkout(
             return indexes[info.name]
 
     def trace(doc: CheckoutTrace) -> None:
-        producer.send(CHECKOUTS, doc.tenant, doc.model_dump_json().encode())
+        producer.send(CHECKOUTS, doc.tenant, traces.encode(doc.model_dump(mode="json")))
 
     return CheckoutService(
         registry=FileProjectionRegistry(registry_path(settings.data_dir)),

@@ -41,6 +41,7 @@ from memstream.learning.retrospective import (
     RetroPolicy,
     Retrospective,
     Settled,
+    TraceOpen,
     read_entry,
     read_trace,
 )
@@ -48,6 +49,8 @@ from memstream.ledger.entry import Opener
 from memstream.metrics import EVENTS_PRODUCED
 from memstream.settings import Settings
 from memstream.shred.opening import EntryOpener, reading_keys
+from memstream.shred.sealer import EventSealer
+from memstream.shred.traces import TraceOpener
 
 COMPONENT = "retrospective"
 log = logging.getLogger(COMPONENT)
@@ -63,9 +66,13 @@ class RetrospectiveWorker:
         policy: RetroPolicy,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         opener: Opener | None = None,
+        traces: TraceOpen | None = None,
+        sealer: EventSealer | None = None,
     ) -> None:
         self.bootstrap = bootstrap
         self.opener = opener
+        self.traces = traces
+        self.sealer = sealer or EventSealer(None)
         self.producer = producer
         self.pass_ = Retrospective(policy)
         self.clock = clock
@@ -81,8 +88,9 @@ class RetrospectiveWorker:
         those records call for that the ledger does not hold (a crash before producing it)."""
         traces = entries = 0
         for m in read_to_end(self.bootstrap, CHECKOUTS):
-            trace = read_trace(m.value())
-            if not isinstance(trace, str):  # a bad one is dead-lettered when the loop reads it
+            trace = read_trace(m.value(), self.traces)
+            # A bad one is dead-lettered when the loop reads it; a shredded one is skipped.
+            if trace is not None and not isinstance(trace, str):
                 self.pass_.add_trace(trace)
                 traces += 1
         for m in read_to_end(self.bootstrap, LEDGER):
@@ -136,10 +144,10 @@ class RetrospectiveWorker:
         return out
 
     def _trace(self, m: Message, now: datetime) -> None:
-        trace = read_trace(m.value())
+        trace = read_trace(m.value(), self.traces)
         if isinstance(trace, str):
             self.dead_traces.write(m, f"{COMPONENT}: {trace}"[:500], now)
-        else:
+        elif trace is not None:  # None: its packet key was destroyed by a purge
             self.pass_.add_trace(trace)
 
     def _emit(self, results: list[Result], now: datetime) -> None:
@@ -147,11 +155,12 @@ class RetrospectiveWorker:
         events: list[MemoryFeedback | MemoryInvalidate] = []
         for r in results:
             events += r.feedback if isinstance(r, Settled) else (r.event,)
-        for e in events:
+        # Sealed like the API's events: no copy of their content is written in the clear.
+        for e, value in zip(events, self.sealer.encode(events), strict=True):
             produce_with_backpressure(
                 self.producer,
                 RAW,
-                e.model_dump_json().encode(),
+                value,
                 key=e.key,
                 on_delivery=self.reports,
                 record_id=e.id,
@@ -186,8 +195,15 @@ def main() -> None:
     settings, bootstrap = start_worker(COMPONENT)
     # Failures only: flush() still waits for every acknowledgement (see the sequencer).
     producer = make_producer(bootstrap, **{"delivery.report.only.error": True})
-    opener = EntryOpener(reading_keys(settings))
-    worker = RetrospectiveWorker(bootstrap, producer, policy_of(settings), opener=opener)
+    keys = reading_keys(settings)
+    worker = RetrospectiveWorker(
+        bootstrap,
+        producer,
+        policy_of(settings),
+        opener=EntryOpener(keys),
+        traces=TraceOpener(keys),
+        sealer=EventSealer(keys if settings.seal else None),
+    )
     worker.restore()
     loop = BatchLoop(
         consumer=make_consumer(bootstrap, RETROSPECTIVE_GROUP, settings),

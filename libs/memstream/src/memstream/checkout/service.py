@@ -173,17 +173,22 @@ class CheckoutService:
         """The live version's vector index, if this process can read it."""
         return self.index_for(self._live())
 
-    def forget_packets(self, tenant: str, ids: AbstractSet[str], subject_key: str) -> int:
-        """Forget the recent packets of ``tenant`` that cite any of ``ids`` or whose question
-        named ``subject_key`` (a purge); returns how many went."""
-        doomed = [
+    def packets_reaching(self, tenant: str, ids: AbstractSet[str], subject_key: str) -> list[str]:
+        """The recent packets of ``tenant`` that cite any of ``ids`` or whose question named
+        ``subject_key``."""
+        return [
             pid
-            for pid, p in self.packets.items()
+            for pid, p in list(self.packets.items())
             if p.tenant == tenant
             and (not ids.isdisjoint(p.cited) or subject_key in p.family.entities)
         ]
+
+    def forget_packets(self, tenant: str, ids: AbstractSet[str], subject_key: str) -> int:
+        """Forget the recent packets :meth:`packets_reaching` finds (a purge); returns how
+        many went."""
+        doomed = self.packets_reaching(tenant, ids, subject_key)
         for pid in doomed:
-            del self.packets[pid]
+            self.packets.pop(pid, None)
         return len(doomed)
 
     def _live(self) -> VersionInfo:

@@ -260,7 +260,8 @@ class BatchLoop:
         for m, e in refused:
             where = f"{m.topic()}[{m.partition()}]@{m.offset()}"
             log.warning("%s (%s): %s refused; dead-lettered", self.component, self.group, where)
-            reason = f"{self.component} ({self.group}): {e.store} refused: {e}"
+            # Only the content-free part: a dead letter's reason is never sealed.
+            reason = f"{self.component} ({self.group}): {e.store} refused: {e.content_free}"
             self.dead_letters.write(m, reason[:REASON_CHARS])
         self.dead_letters.flush()
         return None

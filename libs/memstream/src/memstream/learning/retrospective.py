@@ -31,9 +31,10 @@ from __future__ import annotations
 
 import uuid
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Literal
+from typing import Any, Literal
 
 import orjson
 from pydantic import ValidationError
@@ -55,6 +56,8 @@ from memstream.ledger.purge import is_purged
 from memstream.shred.seal import is_sealed
 from memstream.times import as_utc, to_datetime
 
+# Opens a sealed trace (memstream.shred.traces.TraceOpener): None when its key is gone.
+TraceOpen = Callable[[dict[str, Any]], dict[str, Any] | None]
 STREAM = "retrospective"  # one stream per tenant holds everything the pass writes
 AGENT = "retrospective"
 _NAMESPACE = uuid.UUID("5b0c4c8e-6f0e-5a43-9d55-0c1a7e3f2b61")
@@ -185,12 +188,28 @@ def read_entry(
     return LedgerRecord(event, partition, offset, ingested)
 
 
-def read_trace(value: bytes | None) -> CheckoutTrace | str:
-    """A checkout trace, or why the record is not one."""
+def read_trace(value: bytes | None, opener: TraceOpen | None = None) -> CheckoutTrace | str | None:
+    """A checkout trace, why the record is not one, or None: a sealed trace whose packet key
+    a purge destroyed (skipped like a purged entry, never dead-lettered). A sealed trace read
+    without ``opener`` raises: every reader of ``memory.checkouts`` must have the key store."""
     if value is None:
         return "empty record (no value)"
     try:
-        trace = CheckoutTrace.model_validate_json(value)
+        doc = orjson.loads(value)
+    except orjson.JSONDecodeError as exc:
+        return f"malformed checkout trace: undecodable: {exc}"
+    if isinstance(doc, dict) and is_sealed(doc):
+        if opener is None:
+            raise RuntimeError("a sealed checkout trace read without a data key store")
+        try:
+            opened = opener(doc)
+        except ValueError as exc:  # SealBroken: altered, or moved onto another packet
+            return f"sealed checkout trace does not open: {exc}"
+        if opened is None:
+            return None
+        doc = opened
+    try:
+        trace = CheckoutTrace.model_validate(doc)
     except ValidationError as exc:
         return "malformed checkout trace: " + validation_reason(exc)
     if not 0 < len(trace.packet_id) <= MAX_ID:  # it becomes a feedback event's packet_id
