@@ -16,6 +16,8 @@ from typing import Any
 import orjson
 from memstream.kafka.reading import read_to_end
 from memstream.kafka.topics import LEDGER
+from memstream.shred.opening import EntryOpener
+from memstream.shred.sqlite import SqliteDataKeys
 from memstream.stack.net import free_port
 
 BIN = Path(sys.executable).parent
@@ -75,8 +77,23 @@ class RunningStack:
                 self.proc.wait(10)
         return int(self.proc.returncode)
 
-    def ledger(self) -> list[dict[str, Any]]:
+    def sealed_ledger(self) -> list[dict[str, Any]]:
+        """The ledger topic's entries as written: content sealed under data keys."""
         return [orjson.loads(m.value() or b"{}") for m in read_to_end(self.bootstrap, LEDGER)]
+
+    def ledger(self) -> list[dict[str, Any]]:
+        """The ledger's entries opened with the stack's data keys, as its readers see them
+        (an entry whose key was destroyed in its purged form)."""
+        return self.open_entries(self.sealed_ledger())
+
+    def open_entries(self, docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Sealed events (ledger entries or raw envelopes) opened with the stack's keys."""
+        keys = SqliteDataKeys(self.data_dir / "data-keys.sqlite")
+        try:
+            opener = EntryOpener(keys)
+            return [opener(d) if isinstance(d, dict) and "tenant" in d else d for d in docs]
+        finally:
+            keys.close()
 
 
 def start_stack(

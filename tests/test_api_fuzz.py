@@ -179,7 +179,9 @@ def fuzz_key(stack: RunningStack) -> str:
 
 
 def _values(stack: RunningStack, topic: str) -> list[dict[str, Any]]:
-    return [orjson.loads(m.value() or b"{}") for m in read_topic(stack.bootstrap, topic)]
+    """The topic's events opened with the stack's data keys (raw and ledger are sealed)."""
+    docs = [orjson.loads(m.value() or b"{}") for m in read_topic(stack.bootstrap, topic)]
+    return stack.open_entries(docs)
 
 
 def _derived(value: dict[str, Any]) -> bool:
