@@ -89,3 +89,26 @@ def test_segments_left_by_an_earlier_process_go_again() -> None:
     t = Tracker()
     t.recovered(7)
     assert t.step(obs({}, {}, {}), t.settled()).resend == [7]
+
+
+def test_the_size_holds_while_the_tracker_deletes_a_segment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A segment listed, then deleted (archived) before its size is read, counts 0: the
+    request that asked (POST /v1/events checks the spool's size) must not fail for it."""
+    spool = Spool(tmp_path)
+    spool.append([b'{"id":"a"}'])
+    listed = list(tmp_path.glob("*.jsonl"))
+    ghost = tmp_path / "000000000099.jsonl"  # listed by glob, gone by the time of stat()
+    real_glob = Path.glob
+
+    def glob(self: Path, pattern: str) -> list[Path]:
+        found = list(real_glob(self, pattern))
+        return [*found, ghost] if self == tmp_path else found
+
+    real_exists = Path.exists
+    monkeypatch.setattr(Path, "glob", glob)
+    # It still existed when checked: the tracker deletes it between the check and the stat.
+    monkeypatch.setattr(Path, "exists", lambda self: self == ghost or real_exists(self))
+    assert spool.size_bytes() == sum(p.stat().st_size for p in listed) > 0
+    spool.close()

@@ -102,7 +102,16 @@ class Spool:
 
     def size_bytes(self) -> int:
         """Bytes on disk in every segment (what an outage has piled up)."""
-        return sum(p.stat().st_size for p in self.directory.glob("*.jsonl") if p.exists())
+        return sum(_size(p) for p in self.directory.glob("*.jsonl"))
+
+
+def _size(path: Path) -> int:
+    """A segment's size; 0 once gone: the tracker deletes archived segments while requests
+    check the spool's size (an exists() before the stat() would still race it)."""
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return 0
 
 
 def read_lines(path: Path) -> Iterator[bytes]:
