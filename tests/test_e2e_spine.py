@@ -108,7 +108,9 @@ def test_verify_passes_and_names_a_tampered_line(stack: RunningStack, tmp_path: 
     seg = sorted((copy / "archive" / "alpha").glob("*.jsonl"))[0]
     lines = seg.read_bytes().splitlines(keepends=True)
     entry = orjson.loads(lines[10])
-    entry["payload"]["text"] = "history rewritten"
+    # The content is sealed: rewriting it means replacing the ciphertext the hash covers.
+    assert "payload" not in entry
+    entry["sealed"]["c"] = entry["sealed"]["c"][::-1]
     lines[10] = orjson.dumps(entry) + b"\n"
     seg.write_bytes(b"".join(lines))
     bad = memstream("verify", "--tenant", "alpha", data_dir=copy, check=False)
