@@ -12,13 +12,15 @@ from typing import Any
 import orjson
 import pytest
 from fastapi.testclient import TestClient
-from memstream.events import parse_event
+from memstream.events import Event, EventAdapter
 from memstream.kafka.reading import high_watermarks, read_to_end
 from memstream.kafka.topics import RAW, ensure_topics
 from memstream.keys import KeyStore
 from memstream.metrics import EVENTS_PRODUCED, EVENTS_RECEIVED, EVENTS_REJECTED
 from memstream.projection.embedded import ensure_default_version
 from memstream.settings import Settings
+from memstream.shred.opening import EntryOpener
+from memstream.shred.sqlite import SqliteDataKeys
 from memstream.stack.epoch import new_epoch
 from memstream.stack.net import free_port
 from memstream.stack.servers import start_tansu
@@ -34,6 +36,15 @@ class Api:
     bootstrap: str
     tenant: str
     key: str
+    data_dir: Path
+
+    def event(self, value: bytes) -> Event:
+        """A raw record's event, opened with the API's data keys (raw is sealed)."""
+        keys = SqliteDataKeys(Settings(data_dir=self.data_dir).data_keys_path)
+        try:
+            return EventAdapter.validate_python(EntryOpener(keys)(orjson.loads(value)))
+        finally:
+            keys.close()
 
     def post(self, body: Any, key: str | None = None) -> Any:
         headers = {"Authorization": f"Bearer {key or self.key}"}
@@ -52,7 +63,7 @@ def api(topics: str, tmp_path: Path) -> Iterator[Api]:
     tenant = f"api-{uuid.uuid4().hex[:10]}"
     key = KeyStore.from_settings(settings).create(tenant)
     with TestClient(create_app(settings, topics)) as client:
-        yield Api(client, topics, tenant, key)
+        yield Api(client, topics, tenant, key, tmp_path)
 
 
 def _msg(stream: str, text: str, **extra: Any) -> dict[str, Any]:
@@ -95,7 +106,8 @@ def test_single_event_is_accepted_and_lands_keyed_by_tenant_stream(api: Api) -> 
 
     ((key, value),) = records_for(api.bootstrap, RAW, api.tenant)
     assert key == f"{api.tenant}/chat-1"
-    event = parse_event(value)
+    assert b"window" not in value  # sealed before its first copy is written
+    event = api.event(value)
     assert event.id == "evt-1" and event.tenant == api.tenant and event.agent == "api"
     assert event.type == "message.user"
 
@@ -113,13 +125,13 @@ def test_batch_is_accepted_in_order(api: Api) -> None:
     records = records_for(api.bootstrap, RAW, api.tenant)
     by_stream: dict[str, list[str]] = {}
     for key, value in records:
-        by_stream.setdefault(key, []).append(parse_event(value).id)
+        by_stream.setdefault(key, []).append(api.event(value).id)
     ids = body["ids"]
     assert by_stream == {
         f"{api.tenant}/a": [*ids[:5], ids[6]],
         f"{api.tenant}/b": [ids[5]],
     }
-    agents = {parse_event(v).agent for _, v in records}
+    agents = {api.event(v).agent for _, v in records}
     assert agents == {"api", "planner"}
 
 
