@@ -1,0 +1,272 @@
+"""Sealing (pure) and opening: AES-GCM round trips and refusals, what an event keeps clear, a
+sealed ledger entry that verifies without any key, tombstones in the clear, entries whose key
+is gone reading as purged, and the keyed digest that names a purged subject."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import unicodedata
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from memstream.events.envelope import EventAdapter
+from memstream.ledger.canonical import entry_hash
+from memstream.ledger.purge import is_purged, subject_digest
+from memstream.ledger.sequencing import DeadLetter, RawRecord, Sequenced, SequencerState, sequence
+from memstream.ledger.verify import verify_entries
+from memstream.shred.opening import SHREDDED, EntryOpener
+from memstream.shred.seal import (
+    CLEAR_FIELDS,
+    SEALED,
+    SealBroken,
+    event_aad,
+    is_sealed,
+    needs_key,
+    open_event,
+    seal,
+    seal_event,
+    unseal,
+)
+from memstream.shred.sealer import EventSealer
+from memstream.shred.sqlite import SqliteDataKeys
+from memstream.times import iso_utc
+
+NOW = iso_utc(datetime(2026, 5, 1, 12, 0, tzinfo=UTC))
+KEY = bytes(range(32))
+OTHER_KEY = bytes(range(1, 33))
+TEXT = "Zoë Ångström-Nuñez met Łukasz Żółć at the Café Müller in Tromsø on 3 März."
+CHAIN_FIELDS = {"seq", "prev_hash", "hash", "ingested_at", "kafka"}
+
+
+def event(eid: str = "e1", text: str = TEXT, **extra: Any) -> dict[str, Any]:
+    doc: dict[str, Any] = {
+        "id": eid,
+        "tenant": "acme",
+        "stream": "journal",
+        "agent": "Zoë Ångström-Nuñez",
+        "type": "message.user",
+        "occurred_at": "2026-05-01T10:00:00Z",
+        "schema_version": 1,
+        "payload": {"text": text},
+        "metadata": {"place": "Café Müller"},
+    }
+    doc.update(extra)
+    return doc
+
+
+def tombstone() -> dict[str, Any]:
+    return {
+        "id": "t1",
+        "tenant": "acme",
+        "stream": "purges",
+        "agent": "purge",
+        "type": "memory.purge",
+        "occurred_at": "2026-05-02T10:00:00Z",
+        "payload": {"subject": "hmac-sha256:" + "0" * 64, "event_ids": ["e1"]},
+    }
+
+
+def test_seal_round_trips_and_hides_the_content() -> None:
+    clear = {"text": TEXT, "n": 3, "odd": "nul\x00 bell\x07 esc\x1b \u2028", "list": [1, "ü"]}
+    sealed = seal(KEY, b"aad", clear)
+    assert set(sealed) == {"v", "n", "c"}
+    wire = orjson.dumps(sealed)
+    for marker in ("Zoë", "Müller", "Tromsø", "bell"):
+        assert marker.encode() not in wire
+        assert marker.encode("unicode_escape") not in wire
+    assert unseal(KEY, b"aad", sealed) == clear
+    # A fresh nonce each time: the same content never seals to the same bytes.
+    assert seal(KEY, b"aad", clear)["c"] != sealed["c"]
+
+
+def _flip(b64: str, at: int) -> str:
+    raw = bytearray(base64.b64decode(b64))
+    raw[at] ^= 0x01
+    return base64.b64encode(bytes(raw)).decode()
+
+
+@pytest.mark.parametrize(
+    "alter",
+    [
+        pytest.param(lambda s: {**s, "c": _flip(s["c"], 0)}, id="ciphertext"),
+        pytest.param(lambda s: {**s, "c": _flip(s["c"], -1)}, id="tag"),
+        pytest.param(lambda s: {**s, "n": _flip(s["n"], 3)}, id="nonce"),
+        pytest.param(lambda s: {**s, "c": s["c"][:-8]}, id="truncated"),
+        pytest.param(lambda s: {**s, "c": "not base64 !!"}, id="not-base64"),
+        pytest.param(lambda s: {**s, "v": 2}, id="format"),
+        pytest.param(lambda s: {"v": 1, "n": s["n"]}, id="no-ciphertext"),
+    ],
+)
+def test_altered_sealed_content_does_not_open(alter: Any) -> None:
+    sealed = seal(KEY, b"aad", {"text": TEXT})
+    with pytest.raises(SealBroken):
+        unseal(KEY, b"aad", alter(sealed))
+
+
+def test_wrong_aad_or_wrong_key_does_not_open() -> None:
+    sealed = seal(KEY, b"acme|journal|e1|message.user", {"text": TEXT})
+    with pytest.raises(SealBroken):
+        unseal(KEY, b"acme|journal|e2|message.user", sealed)
+    with pytest.raises(SealBroken):
+        unseal(OTHER_KEY, b"acme|journal|e1|message.user", sealed)
+    assert issubclass(SealBroken, ValueError)  # readers treat it as a problem of the record
+
+
+def test_seal_event_keeps_exactly_the_clear_fields() -> None:
+    doc = event(security={"sensitivity": "secret", "redacted_paths": []}, caused_by=["e0"])
+    sealed = seal_event(doc, KEY)
+    assert set(sealed) == (CLEAR_FIELDS & set(doc)) | {SEALED}
+    assert {k: sealed[k] for k in CLEAR_FIELDS} == {k: doc[k] for k in CLEAR_FIELDS}
+    assert is_sealed(sealed) and not is_sealed(doc)
+    wire = orjson.dumps(sealed)
+    for marker in ("Zoë", "Ångström", "Café", "Müller", "Tromsø", "Łukasz", "caused_by"):
+        assert marker.encode() not in wire
+    assert open_event(sealed, KEY) == doc
+    assert seal_event(sealed, OTHER_KEY) == sealed  # sealed once, not twice
+
+
+def test_sealed_content_moved_onto_another_event_does_not_open() -> None:
+    sealed = seal_event(event("e1"), KEY)
+    for field, value in (("id", "e2"), ("tenant", "globex"), ("stream", "other")):
+        with pytest.raises(SealBroken):
+            open_event({**sealed, field: value}, KEY)
+    with pytest.raises(SealBroken):
+        open_event(sealed, OTHER_KEY)
+
+
+def test_sealed_content_that_repeats_a_clear_field_is_refused() -> None:
+    doc = event()
+    forged = {**{k: doc[k] for k in CLEAR_FIELDS}}
+    forged[SEALED] = seal(KEY, event_aad(doc), {"payload": {"text": "x"}, "tenant": "globex"})
+    with pytest.raises(SealBroken, match="clear fields"):
+        open_event(forged, KEY)
+
+
+def test_a_tombstone_stays_clear() -> None:
+    t = tombstone()
+    assert not needs_key(t)
+    assert seal_event(t, KEY) == t
+    assert needs_key(event())
+
+
+def _sequenced(raw: dict[str, Any], keys: dict[tuple[str, str], bytes]) -> Sequenced:
+    out = sequence(
+        RawRecord(orjson.dumps(raw), 0, 5, "memory.events.raw"), SequencerState(), NOW, keys
+    )
+    assert isinstance(out, Sequenced), out
+    return out
+
+
+def test_a_sealed_raw_record_becomes_a_sealed_entry_that_verifies_without_keys() -> None:
+    doc = event()
+    keys = {("acme", "e1"): KEY}
+    out = _sequenced(seal_event(doc, KEY), keys)
+    entry = orjson.loads(out.value)
+    assert entry == out.entry
+    assert set(entry) == (CLEAR_FIELDS & set(doc)) | CHAIN_FIELDS | {SEALED}
+    assert TEXT.encode() not in out.value and b"Caf" not in out.value
+    assert entry_hash(entry) == entry["hash"]  # the hash covers the sealed form
+    assert verify_entries([(entry, "mem")]) is None  # no key anywhere in sight
+    opened = open_event(entry, KEY)
+    assert opened["payload"] == doc["payload"] and opened["agent"] == doc["agent"]
+    EventAdapter.validate_python({k: v for k, v in opened.items() if k not in CHAIN_FIELDS})
+
+
+def test_an_entry_whose_content_was_altered_fails_verify() -> None:
+    entry = _sequenced(event(), {("acme", "e1"): KEY}).entry
+    other = seal_event(event(text="something else"), KEY)
+    assert verify_entries([({**entry, SEALED: other[SEALED]}, "mem")]) is not None
+
+
+def test_a_clear_raw_record_is_sealed_by_the_sequencer() -> None:
+    out = _sequenced(event(), {("acme", "e1"): KEY})
+    assert is_sealed(out.entry) and TEXT.encode() not in out.value
+
+
+def test_a_sealed_raw_record_without_its_key_is_a_dead_letter() -> None:
+    raw = orjson.dumps(seal_event(event(), KEY))
+    out = sequence(RawRecord(raw, 0, 5, "memory.events.raw"), SequencerState(), NOW, {})
+    assert isinstance(out, DeadLetter)
+    assert "data key" in out.reason
+
+
+def test_a_tombstone_is_ledgered_clear() -> None:
+    out = _sequenced(tombstone(), {})
+    assert not is_sealed(out.entry)
+    assert out.entry["payload"]["event_ids"] == ["e1"]
+
+
+def test_the_event_sealer_writes_no_content_in_the_clear(tmp_path: Path) -> None:
+    store = SqliteDataKeys(tmp_path / "keys.sqlite")
+    try:
+        ev = EventAdapter.validate_python(event("zoe-1"))
+        [value] = EventSealer(store).encode([ev])
+        assert TEXT.encode() not in value and b"M\\u00fcller" not in value
+        key = store.get("acme", "event", [ev.id])[ev.id]
+        assert open_event(orjson.loads(value), key)["payload"]["text"] == TEXT
+        assert EventSealer(None).encode([ev])[0].count(b"Troms") == 1  # sealing off: clear
+    finally:
+        store.close()
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[SqliteDataKeys]:
+    s = SqliteDataKeys(tmp_path / "keys.sqlite")
+    yield s
+    s.close()
+
+
+def test_the_opener_opens_and_reads_a_shredded_entry_as_purged(store: SqliteDataKeys) -> None:
+    key = store.create_or_get("acme", "event", ["e1"])["e1"]
+    entry = _sequenced(event(), {("acme", "e1"): key}).entry
+    opener = EntryOpener(store)
+    assert opener(entry)["payload"]["text"] == TEXT
+    store.destroy("acme", "event", ["e1"])
+    gone = opener(entry)
+    assert is_purged(gone) and gone["purged"] == {"by": SHREDDED}
+    assert SEALED not in gone and "payload" not in gone and "agent" not in gone
+    assert gone["hash"] == entry["hash"] and gone["seq"] == entry["seq"]
+
+
+def test_the_opener_passes_clear_entries_and_refuses_without_a_store() -> None:
+    t = _sequenced(tombstone(), {}).entry
+    assert EntryOpener(None)(t) == t
+    sealed = _sequenced(event(), {("acme", "e1"): KEY}).entry
+    with pytest.raises(ValueError, match="no data key store"):
+        EntryOpener(None)(sealed)
+
+
+def test_the_opener_refuses_an_entry_sealed_under_another_key(store: SqliteDataKeys) -> None:
+    store.create_or_get("acme", "event", ["e1"])
+    sealed = _sequenced(event(), {("acme", "e1"): OTHER_KEY}).entry
+    with pytest.raises(SealBroken):
+        EntryOpener(store)(sealed)
+
+
+NAMES = ("Zoë Ångström-Nuñez", "zoë ångström-nuñez", "ZOË ÅNGSTRÖM-NUÑEZ")
+
+
+def _plain_digests(tenant: str, name: str) -> set[str]:
+    forms = {name, name.lower(), name.casefold()}
+    forms |= {unicodedata.normalize(f, n) for f in ("NFC", "NFD", "NFKC", "NFKD") for n in forms}
+    return {hashlib.sha256(f"{tenant}|{n}".encode()).hexdigest() for n in forms} | {
+        hashlib.sha256(n.encode()).hexdigest() for n in forms
+    }
+
+
+def test_the_subject_digest_is_keyed_per_tenant_secret(store: SqliteDataKeys) -> None:
+    key = "zoë ångström-nuñez"
+    one = subject_digest(store.tenant_secret("acme"), "acme", key)
+    assert one == subject_digest(store.tenant_secret("acme"), "acme", key)
+    assert one != subject_digest(store.tenant_secret("globex"), "acme", key)
+    assert one != subject_digest(store.tenant_secret("acme"), "acme", "zoë ångström")
+    assert one.startswith("hmac-sha256:")
+    hexpart = one.split(":", 1)[1]
+    for name in NAMES:
+        assert hexpart not in _plain_digests("acme", name)
+        assert name.encode() not in one.encode()
