@@ -8,10 +8,11 @@ import json
 import os
 import unicodedata
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import quote
 
-from confluent_kafka import Consumer
+from confluent_kafka import Consumer, Message
 from topicread import read_topic
 
 MIN_B64 = 8  # shorter base64 fragments could occur by chance in ciphertext
@@ -53,9 +54,12 @@ def found_in(data: bytes, markers: tuple[str, ...]) -> list[str]:
     return [m for m in markers if any(f in data for f in forms(m))]
 
 
-def topics_holding(bootstrap: str, markers: tuple[str, ...]) -> dict[str, list[str]]:
+def topics_holding(
+    bootstrap: str, markers: tuple[str, ...], skip: Callable[[Message], bool] = lambda m: False
+) -> dict[str, list[str]]:
     """Every topic of the cluster read from the beginning, all partitions: marker ->
-    ``topic/partition@offset (key|value|header name)`` of each record holding it."""
+    ``topic/partition@offset (key|value|header name)`` of each record holding it (but those
+    ``skip`` leaves out)."""
     probe = Consumer({"bootstrap.servers": bootstrap, "group.id": f"scan-{uuid.uuid4()}"})
     try:
         topics = sorted(probe.list_topics(timeout=30).topics)
@@ -65,6 +69,8 @@ def topics_holding(bootstrap: str, markers: tuple[str, ...]) -> dict[str, list[s
     hits: dict[str, list[str]] = {}
     for topic in topics:
         for m in read_topic(bootstrap, topic, timeout=90):
+            if skip(m):
+                continue
             at = f"{topic}/{m.partition()}@{m.offset()}"
             parts = [("key", m.key() or b""), ("value", m.value() or b"")]
             for header in m.headers() or []:
