@@ -51,5 +51,13 @@ def purge(
         out.print(table)
         for store, done in report["completed"].items():
             out.print(f"{store}: {'done' if done else '[red]not yet[/red]'}")
+        for topic, t in report.get("topics", {}).items():
+            how = "sealed" if t["sealed"] else "[red]in the clear[/red]"
+            out.print(f"{topic}: {how}, {t['keys_destroyed']} data keys destroyed")
+        for r in report.get("residual", []):
+            out.print(
+                f"[yellow]{r['topic']}: {r['count']} copies in the clear until {r['until']}"
+                f"[/yellow] ({r['note']})"
+            )
     if not report["complete"]:
         raise typer.Exit(1)
