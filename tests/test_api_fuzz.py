@@ -204,8 +204,8 @@ def _only_accepted(stack: RunningStack, topic: str, accepted: set[str]) -> None:
 
 
 # A fixed amount of work, but a large one: hundreds of cases, among them dozens of real
-# purges, each planned from the graph and reading three topics to their end (~1.3 s each on
-# this 2-core machine when quiet). Beside another suite it outgrows the suite's 300 s.
+# purges, each planned from the graph and reading three topics to their end (1.3 s for a
+# subject that names nothing, beside two other suites). Beside a suite it outgrows 300 s.
 @pytest.mark.timeout(1200)
 def test_fuzz_with_a_key_finds_nothing_and_refusals_produce_nothing(
     stack: RunningStack, fuzz_key: str
