@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from memstream.client import MemoryHttpClient
+from memstream.client import MemoryHttpClient, MemstreamHttpError
 from memstream.graph.factory import open_graph_store
 from memstream.graph.port import GraphStore
 from memstream.keys import KeyStore
@@ -348,7 +348,12 @@ def _seen(probe: FeedbackProbe, tenant: str, n: int) -> Callable[[], bool]:
 
 
 def _visible(arm: Arm, fams: list[Family]) -> bool:
-    packet = arm.client.checkout(fams[-1].question)
+    try:
+        packet = arm.client.checkout(fams[-1].question)
+    except MemstreamHttpError as e:
+        if e.status == 503:  # the live version's index is still opening
+            return False
+        raise
     return top_answer(packet) in fams[-1].memories
 
 
