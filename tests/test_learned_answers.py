@@ -233,9 +233,27 @@ def test_the_rule_itself() -> None:
     proven = OutcomeRecord(item_id="b", prior=0.4, succeeded_tasks=["t2"], family_success=True)
     praised = OutcomeRecord(item_id="c", prior=0.9)  # explicit praise: no task, no family
     rows = [_row("a"), _row("b"), _row("c")]
-    assert demoted_ids(rows, {"a": failing, "b": proven}) == {"a"}
-    assert demoted_ids(rows, {"a": failing, "c": praised}) == set()
-    assert demoted_ids(rows[::2], {"a": failing, "b": proven}) == set()  # b not among the rows
+    assert demoted_ids("lookup", rows, {"a": failing, "b": proven}) == {"a"}
+    assert demoted_ids("latest_value", rows, {"a": failing, "b": proven}) == {"a"}
+    assert demoted_ids("lookup", rows, {"a": failing, "c": praised}) == set()
+    both = {"a": failing, "b": proven}
+    assert demoted_ids("lookup", rows[::2], both) == set()  # b is not among the rows
+    assert demoted_ids("count", rows, both) == set()  # over a set, b is no alternative to a
     full = AnswerCandidate(answer="x", confidence=1.0, support_ids=["a", "b"])
     assert discounted(full, {"a": failing}).confidence < 0.5
     assert discounted(full, {"b": proven}).confidence == 1.0
+
+
+def test_over_a_set_a_failure_record_cuts_confidence_and_removes_nothing() -> None:
+    query = "How many workers did I restart on the staging cluster?"
+    pool = [
+        event("r1", "I restarted the payment worker on the staging cluster.", "2024-03-03"),
+        event("r2", "I restarted the search worker on the staging cluster.", "2024-03-09"),
+        event("r3", "I restarted the mailer worker on the staging cluster.", "2024-03-12"),
+    ]
+    plain = answer(query, pool, [])
+    res = answer(query, pool, outcomes(query, "r1", "r2"))
+    assert plain.answer_candidates[0].value == res.answer_candidates[0].value == 3
+    assert sorted(res.answer_candidates[0].support_ids) == ["r1", "r2", "r3"]
+    assert res.answer_candidates[0].confidence < plain.answer_candidates[0].confidence
+    assert not [e for e in res.answer_candidates[0].excluded_ids if e.reason == "failure_record"]

@@ -210,7 +210,8 @@ def _howto_rows(doc: Doc) -> list[str]:
     tail = (
         f"{howto['families']} how-to questions, two memories each; the misleading one repeats "
         "the question's words (the closer lexical match) and is the newer. A task follows the "
-        "first answer; after a failure a second task follows the other memory (learning on only)."
+        "first answer; after a failure a second task follows the other memory (learning on "
+        "only; the outcomes reported above include theirs)."
     )
     return [*rows, "", tail]
 

@@ -14,14 +14,27 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from memstream.checkout.model import AnswerCandidate, EvidenceRow, Exclusion, OutcomeRecord
+from memstream.checkout.model import (
+    AnswerCandidate,
+    EvidenceRow,
+    Exclusion,
+    Operation,
+    OutcomeRecord,
+)
 
 MAX_NAMED = 5  # tasks and feedback ids named in an exclusion's detail
+# Operations whose answer is one memory's word among alternatives. Over a set (count, sum,
+# list…) the other rows are not alternatives: a record there only cuts the confidence.
+CHOICE_OPS: frozenset[Operation] = frozenset({"lookup", "latest_value"})
 
 
-def demoted_ids(rows: Iterable[EvidenceRow], records: Mapping[str, OutcomeRecord]) -> set[str]:
+def demoted_ids(
+    operation: Operation, rows: Iterable[EvidenceRow], records: Mapping[str, OutcomeRecord]
+) -> set[str]:
     """Support ids among ``rows`` that lose the first answer: an open failure record while a
     proven alternative is among the same rows. Empty when there is no alternative."""
+    if operation not in CHOICE_OPS:
+        return set()
     ids = {r.support_id for r in rows}
     failing = {i for i in ids if i in records and records[i].open_failure}
     proven = {i for i in ids - failing if i in records and records[i].proven}

@@ -231,7 +231,7 @@ def _operate(
 ) -> tuple[OpResult, set[str]]:
     """The operation over the rows as learning left them, and the memories that lost the first
     answer: when some do, the answers without them come first (naming why), theirs after."""
-    demoted = demoted_ids(kept, records)
+    demoted = demoted_ids(plan.operation, kept, records)
     whole = run_operation(plan, kept, ctx)
     if not demoted:
         return whole, demoted
