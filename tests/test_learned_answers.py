@@ -257,3 +257,23 @@ def test_over_a_set_a_failure_record_cuts_confidence_and_removes_nothing() -> No
     assert sorted(res.answer_candidates[0].support_ids) == ["r1", "r2", "r3"]
     assert res.answer_candidates[0].confidence < plain.answer_candidates[0].confidence
     assert not [e for e in res.answer_candidates[0].excluded_ids if e.reason == "failure_record"]
+
+
+def test_the_same_rule_for_turns_reached_through_an_episode_latent() -> None:
+    """A latent never answers; the turns an episode latent leads to are events like any
+    other, and their records count the same."""
+    turn = FAR.model_copy(update={"lanes": ["episode"], "type": "message.assistant"})
+    res = answer(QUESTION, [CLOSE, turn, UNRELATED], outcomes(QUESTION, "restart-a", "restart-b"))
+    assert top(res) == ["restart-b"] and flagged(res, "restart-a")
+
+
+def test_hostile_task_ids_are_named_as_given() -> None:
+    fam = family_of(plan_query(QUESTION, NOW))
+    tasks = ["t\x00nul", "t\x1b[31mred", "tâche-é" * 40]
+    blame = [
+        record("restart-a", -1.0, n, "failure", fam).model_copy(update={"task_id": t})
+        for n, t in enumerate(tasks)
+    ]
+    res = answer(QUESTION, POOL, blame + outcomes(QUESTION, "nobody", "restart-b")[3:])
+    (why,) = [e for e in res.answer_candidates[0].excluded_ids if e.reason == "failure_record"]
+    assert all(t in why.detail for t in tasks)
