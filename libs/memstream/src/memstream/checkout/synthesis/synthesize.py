@@ -266,6 +266,31 @@ def _result(
     )
 
 
+def _answers(
+    plan: SynthesisPlan,
+    result: OpResult,
+    excluded: list[Exclusion],
+    by_id: dict[str, Candidate],
+    records: Mapping[str, OutcomeRecord],
+) -> list[AnswerCandidate]:
+    """The operation's answers with every exclusion, corroborated, confidence cut by any
+    open failure record of their support."""
+    return [
+        discounted(
+            corroborate(
+                plan,
+                a.model_copy(
+                    update={"excluded_ids": _merge(a.excluded_ids, excluded + result.exclusions)}
+                ),
+                by_id,
+            ),
+            records,
+        )
+        for a in result.answers
+        if set(a.support_ids) <= by_id.keys()
+    ]
+
+
 def synthesize(
     plan: SynthesisPlan,
     candidates: list[Candidate],
@@ -295,20 +320,7 @@ def synthesize(
     warnings = _screening_warnings(plan, relevant, excluded, by_id, loose, min_confidence)
     result, demoted = _operate(plan, kept, ctx, records)
     warnings += result.warnings
-    answers = [
-        discounted(
-            corroborate(
-                plan,
-                a.model_copy(
-                    update={"excluded_ids": _merge(a.excluded_ids, excluded + result.exclusions)}
-                ),
-                by_id,
-            ),
-            records,
-        )
-        for a in result.answers
-        if set(a.support_ids) <= by_id.keys()
-    ]
+    answers = _answers(plan, result, excluded, by_id, records)
     if not any(a.support_ids for a in answers):
         warnings += _nothing_found(relevant, kept, excluded)
         return _result("ask_user", _abstain(plan, ctx), warnings, kept)
