@@ -83,6 +83,11 @@ def test_learn_table_shows_each_round_and_the_praise_burst() -> None:
     assert "| 2 | 0.50 | 1.00 |" in table
     assert "| after 1,200 praise events | 0.50 | 1.00 |" in table
     assert "on top in 0.25 (off) and 0.00 (on)" in table and "2–3 competing" in table
+    assert "how-to round" not in table  # a run without the case: no empty table
+    howto = {"families": 8, "per_round": [{"round": 2, "learning_off": 0.0, "learning_on": 0.875}]}
+    table = learn_table({**doc, "howto": howto})
+    assert "| how-to round |" in table and "| 2 | 0.00 | 0.88 |" in table
+    assert "8 how-to questions" in table
 
 
 def test_a_chaos_window_counts_its_answers_failures_gap_and_wait() -> None:

@@ -250,11 +250,14 @@ def learn(
     families: Annotated[int, typer.Option("--families", help="task families (≤ 40)")] = 12,
     rounds: Annotated[int, typer.Option("--rounds", help="checkout → outcome rounds")] = 4,
     seed: Annotated[int, typer.Option("--seed", help="generator seed")] = 7,
+    howtos: Annotated[
+        int, typer.Option("--howtos", help="how-to questions with a misleading closer match (≤ 8)")
+    ] = 8,
     json_out: JsonFlag = False,
 ) -> None:
     """Share of checkouts whose top answer is the memory that succeeds, learning on vs off."""
     with stages(json_out) as progress:
-        doc = run_learn_bench(families, rounds, seed, progress)
+        doc = run_learn_bench(families, rounds, seed, progress, n_howtos=howtos)
     if json_out:
         print_json(doc)
         return
@@ -274,3 +277,12 @@ def learn(
         f"{doc['families']} families (chance {doc['chance']:.2f}); "
         f"a praised memory on top after the burst: off {off:.2f}, on {on:.2f}"
     )
+    if doc["howto"]["per_round"]:
+        howto = Table("how-to round", "learning off", "learning on")
+        for r in doc["howto"]["per_round"]:
+            howto.add_row(str(r["round"]), f"{r['learning_off']:.2f}", f"{r['learning_on']:.2f}")
+        out.print(howto)
+        out.print(
+            f"{doc['howto']['families']} how-to questions; the misleading memory is the closer "
+            "lexical match; right answer = the first answer is the memory tasks succeed with"
+        )

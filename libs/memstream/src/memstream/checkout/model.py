@@ -35,6 +35,7 @@ ExclusionReason = Literal[
     "low_confidence",
     "unit_mismatch",
     "invalidated",
+    "failure_record",
 ]
 WarningKind = Literal[
     "contradiction",
@@ -89,6 +90,29 @@ class Candidate(_M):
     # An accepted memory.invalidate names it (or, for a fact, its source event) by as_of:
     invalidated_by: str | None = None  # that event's id
     invalidation_reason: str | None = None
+
+
+class OutcomeRecord(_M):
+    """What task outcomes said of one candidate, weighed for this question (see
+    ``learning.priors``): synthesis answers from it as learning left it."""
+
+    item_id: str
+    prior: float  # -1 .. 1, as applied to the pool
+    failed_tasks: list[str] = Field(default_factory=list)
+    succeeded_tasks: list[str] = Field(default_factory=list)
+    feedback_ids: list[str] = Field(default_factory=list)  # the memory.feedback events
+    # A task asking a question of this family succeeded with it (not praise from elsewhere).
+    family_success: bool = False
+
+    @property
+    def open_failure(self) -> bool:
+        """Tasks relying on it failed, and for this question that outweighs any success."""
+        return bool(self.failed_tasks) and self.prior < 0
+
+    @property
+    def proven(self) -> bool:
+        """It helped tasks asking this kind of question, on balance."""
+        return self.family_success and self.prior > 0
 
 
 class TimeWindow(_M):

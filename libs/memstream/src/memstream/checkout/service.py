@@ -37,7 +37,9 @@ from memstream.learning.priors import (
     Prior,
     PriorPolicy,
     apply_priors,
+    by_candidate,
     failure_warnings,
+    outcome_records,
     priors,
     relevant_ids,
 )
@@ -246,7 +248,7 @@ class CheckoutService:
             "feedback": _ms(t_learned - t_invalidated),
             "artifacts": _ms(t_retrieve - t_learned),
         }
-        result = synthesize(plan, candidates)
+        result = synthesize(plan, candidates, outcomes=outcome_records(learned.priors, candidates))
         shown = [i for a in result.answer_candidates for i in a.support_ids]
         shown += [c.item_id for c in candidates[: max(req.k, 20)]]
         warnings = failure_warnings(learned.priors, shown)
@@ -387,12 +389,14 @@ class CheckoutService:
         """The pool re-ordered by feedback priors (bounded; see ``learning.priors``)."""
         if not info.config.feedback or not candidates:
             return candidates, Learned()
+        ids = {c.item_id for c in candidates} | {c.ref.event_id for c in candidates}
         records = self.graph_for(info).feedback(
-            tenant, [c.item_id for c in candidates], as_of=iso_utc(as_of) if as_of else None
+            tenant, sorted(ids), as_of=iso_utc(as_of) if as_of else None
         )
         if not records:
             return candidates, Learned()
         found = priors(records, family_of(plan), as_of or self.clock(), self.prior_policy)
+        found = by_candidate(found, candidates)
         relevant = relevant_ids(plan, candidates)
         ranked, notes = apply_priors(candidates, found, relevant, self.prior_policy)
         return ranked, Learned(found, notes)

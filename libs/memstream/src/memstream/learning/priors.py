@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from memstream.checkout.model import Candidate, PacketWarning, SynthesisPlan
+from memstream.checkout.model import Candidate, OutcomeRecord, PacketWarning, SynthesisPlan
 from memstream.checkout.plan.focus import focus_of
 from memstream.checkout.synthesis.selection import (
     candidate_stems,
@@ -43,6 +43,7 @@ class PriorPolicy:
     rank_weight: float = 1.0  # at most this many focus terms of relevance, up or down
     score_lift: float = 0.25  # fused score × (1 + lift × prior), prior > 0, relevant only
     score_drop: float = 0.5  # fused score × (1 + drop × prior), prior < 0
+    family_match: float = 0.5  # a success counts for a question this close to its own
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,7 @@ class Prior:
     feedback_ids: tuple[str, ...]  # the ledger events (memory.feedback) it rests on
     failed_tasks: tuple[str, ...]
     succeeded_tasks: tuple[str, ...]
+    family_success: bool = False  # a task asking a question of this family succeeded with it
 
 
 @dataclass(frozen=True)
@@ -107,6 +109,12 @@ def priors(
         value = math.tanh(total / policy.saturation)
         failed = [r.task_id for r in group if r.task_id and r.outcome == "failure"]
         succeeded = [r.task_id for r in group if r.task_id and r.outcome == "success"]
+        kin = any(
+            r.outcome == "success"
+            and r.family is not None
+            and family_similarity(family, r.family) >= policy.family_match
+            for r in group
+        )
         out[target] = Prior(
             item_id=target,
             value=0.0 if abs(value) < policy.dead_zone else round(value, 4),
@@ -114,6 +122,38 @@ def priors(
             feedback_ids=tuple(dict.fromkeys(r.event_id for r in group)),
             failed_tasks=tuple(dict.fromkeys(failed)),
             succeeded_tasks=tuple(dict.fromkeys(succeeded)),
+            family_success=kin,
+        )
+    return out
+
+
+def by_candidate(found: dict[str, Prior], candidates: list[Candidate]) -> dict[str, Prior]:
+    """The priors keyed by candidate: a fact without feedback of its own carries its source
+    event's (feedback names what a task used, an event; the answer may come from its fact).
+    The prior keeps the id its records are about."""
+    out = dict(found)
+    for c in candidates:
+        if c.kind == "fact" and c.item_id not in out and c.ref.event_id in found:
+            out[c.item_id] = found[c.ref.event_id]
+    return out
+
+
+def outcome_records(found: dict[str, Prior], candidates: list[Candidate]) -> list[OutcomeRecord]:
+    """What synthesis needs of the priors: per candidate, its applied prior and its record."""
+    out = []
+    for c in candidates:
+        p = found.get(c.item_id)
+        if p is None or not (p.failed_tasks or p.succeeded_tasks):
+            continue
+        out.append(
+            OutcomeRecord(
+                item_id=c.item_id,
+                prior=c.prior,
+                failed_tasks=list(p.failed_tasks),
+                succeeded_tasks=list(p.succeeded_tasks),
+                feedback_ids=list(p.feedback_ids),
+                family_success=p.family_success,
+            )
         )
     return out
 
@@ -181,10 +221,13 @@ def relevant_ids(plan: SynthesisPlan, candidates: list[Candidate]) -> set[str]:
 def failure_warnings(found: dict[str, Prior], shown: list[str]) -> list[PacketWarning]:
     """A warning per shown memory that tasks relying on it failed: the agent sees why."""
     out = []
-    for item_id in dict.fromkeys(shown):
-        p = found.get(item_id)
-        if p is None or not p.failed_tasks:
+    named: set[str] = set()
+    for shown_id in dict.fromkeys(shown):
+        p = found.get(shown_id)
+        if p is None or not p.failed_tasks or p.item_id in named:
             continue
+        item_id = p.item_id  # a fact shown for its event's record: the event is named once
+        named.add(item_id)
         tasks = ", ".join(p.failed_tasks[:5]) + (" …" if len(p.failed_tasks) > 5 else "")
         ok = f"; {len(p.succeeded_tasks)} succeeded with it" if p.succeeded_tasks else ""
         message = (

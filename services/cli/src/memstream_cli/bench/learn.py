@@ -9,6 +9,12 @@ same memories in the same run: one reports outcomes (learning on), one does not 
 off, the same-run baseline). Per round: the share of checkouts whose top answer is the memory
 that succeeds. Then a burst of adversarial praise (explicit feedback +1, many times) on
 memories that do not answer the question: bounded means they do not come out on top.
+
+The how-to case: two memories answer "how do I …?", and the misleading one repeats the
+question's words (the closer lexical match, which ranks first on its own). Each round the agent
+follows the first answer; when that fails, a second task checks out again and follows the other
+memory, and succeeds. Per round: the share of first checkouts whose first answer is the right
+memory, learning on and off.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from memstream.client import MemoryHttpClient
+from memstream.client import MemoryHttpClient, MemstreamHttpError
 from memstream.graph.factory import open_graph_store
 from memstream.graph.port import GraphStore
 from memstream.keys import KeyStore
@@ -61,6 +67,32 @@ CHATTER = (
     "Remember to water the office ferns before the long weekend.",
     "The quarterly offsite moved to the lake house.",
 )
+# verb, object, where: the misleading memory repeats all three, the right one the first two.
+HOWTOS = (
+    ("restart", "the payment worker", "on the staging cluster"),
+    ("rotate", "the TLS certificate of the billing gateway", "for the weekend freeze"),
+    ("clear", "the search index cache", "on the eu-west nodes"),
+    ("unlock", "the release branch of the mobile app", "on a failed build"),
+    ("reset", "Zoë's VPN token", "on the office network"),
+    ("rerun", "the nightly backup job", "for the archive bucket"),
+    ("renew", "the ledger archive lease", "in the cold storage tier"),
+    ("drain", "the queue of the invoice mailer", "during a release freeze"),
+)
+WRONG_STEPS = (
+    "reboot the whole host",
+    "edit the files by hand",
+    "delete the data directory",
+    "force-push over the lock",
+)
+RIGHT_STEPS = (
+    "the runbook command opsctl {verb} --safe",
+    "the self-service portal, then wait for the green check",
+    "kubectl rollout of its deployment",
+    "the admin endpoint, one replica at a time",
+)
+HOWTO_ASK = "How do I {verb} {obj} {where}?"
+MISLEADING = "{who}: to {verb} {obj} {where}, {step}."
+RIGHT = "{who}: {obj}: {verb} it with {step}."
 TENANTS = {"on": "learn-on", "off": "learn-off"}
 PRAISE_REPEAT = 10
 
@@ -101,6 +133,28 @@ def families(n: int, seed: int) -> list[Family]:
     return out
 
 
+def howto_families(n: int, seed: int) -> list[Family]:
+    """``n`` how-to questions, each with a misleading memory that repeats its words and a
+    right one that says less of them (seeded)."""
+    rng = random.Random(seed)
+    out = []
+    for i, (verb, obj, where) in enumerate(rng.sample(HOWTOS, min(n, len(HOWTOS)))):
+        wrong = rng.choice(WRONG_STEPS)
+        right = rng.choice(RIGHT_STEPS).format(verb=verb)
+        close = MISLEADING.format(
+            who=rng.choice(AGENTS), verb=verb, obj=obj, where=where, step=wrong
+        )
+        far = RIGHT.format(
+            who=rng.choice(AGENTS), verb=verb, obj=obj[0].upper() + obj[1:], step=right
+        )
+        name = f"h{i}"
+        memories = {f"{name}-right": far, f"{name}-close": close}  # the misleading one is newer
+        question = HOWTO_ASK.format(verb=verb, obj=obj, where=where)
+        aside = ASIDE.format(who=rng.choice(AGENTS), subject=obj)
+        out.append(Family(name, question, memories, f"{name}-right", aside))
+    return out
+
+
 def memory_events(fams: list[Family], start: datetime) -> list[dict[str, Any]]:
     """Every family's memories (an hour apart) and some chatter, as envelopes."""
     events: list[dict[str, Any]] = []
@@ -129,6 +183,14 @@ def top_answer(packet: dict[str, Any]) -> str | None:
     return str(answers[0]["support_ids"][0]).split("#", 1)[0]
 
 
+def shown_memories(packet: dict[str, Any]) -> list[str]:
+    """The memories a packet shows (answers, evidence, snippets), as event ids, in order."""
+    ids = [i for a in packet.get("answer_candidates") or [] for i in a["support_ids"]]
+    ids += [r["support_id"] for r in packet.get("evidence") or []]
+    ids += [s["item_id"] for s in packet.get("snippets") or []]
+    return list(dict.fromkeys(str(i).split("#", 1)[0] for i in ids))
+
+
 @dataclass
 class Arm:
     """One tenant's rounds."""
@@ -136,7 +198,38 @@ class Arm:
     client: MemoryHttpClient
     learn: bool
     shares: list[float] = field(default_factory=list)
+    howto_shares: list[float] = field(default_factory=list)
     outcomes: int = 0
+
+    def _report(self, f: Family, task: str, packet: dict[str, Any], used: str, ok: bool) -> None:
+        self.client.emit(
+            [{"stream": f"tasks-{f.name}", "type": "task.outcome", "agent": "bench-agent",
+              "payload": {"task_id": task, "status": "success" if ok else "failure",
+                          "checkout_ids": [packet["packet_id"]], "used_ids": [used]}}]
+        )  # fmt: skip
+        self.outcomes += 1
+
+    def howto_round(self, fams: list[Family], label: str) -> float:
+        """One checkout per how-to family; the task follows the first answer. With learning,
+        its outcome is reported, and after a failure a second task follows the other memory
+        the packet shows."""
+        right = 0
+        for f in fams:
+            task = f"{label}-{f.name}"
+            packet = self.client.checkout(f.question, task_id=task)
+            top = top_answer(packet)
+            right += top == f.right
+            if not self.learn or top is None:
+                continue
+            self._report(f, task, packet, top, top == f.right)
+            if top != f.right:
+                retry = self.client.checkout(f.question, task_id=f"{task}-retry")
+                other = [i for i in shown_memories(retry) if i in f.memories and i != top]
+                if other:
+                    self._report(f, f"{task}-retry", retry, other[0], other[0] == f.right)
+        share = right / len(fams)
+        self.howto_shares.append(share)
+        return share
 
     def round(self, fams: list[Family], label: str) -> float:
         """One checkout per family; with learning, its task's outcome is reported."""
@@ -190,12 +283,15 @@ def _wait(cond: Callable[[], bool], timeout: float, what: str) -> float:
     return time.monotonic() - started
 
 
-def run_learn_bench(n_families: int, rounds: int, seed: int, progress: Report) -> dict[str, Any]:
+def run_learn_bench(
+    n_families: int, rounds: int, seed: int, progress: Report, n_howtos: int = len(HOWTOS)
+) -> dict[str, Any]:
     """The whole bench in a throw-away stack; returns the JSON document."""
     fams = families(n_families, seed)
+    howtos = howto_families(n_howtos, seed)
     start = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
     with throwaway_stack(progress) as (stack, settings):
-        ids = [i for f in fams for i in [*f.memories, f.aside_id]]
+        ids = [i for f in [*fams, *howtos] for i in [*f.memories, f.aside_id]]
         ids += [f"chatter-{i}" for i in range(len(CHATTER))]
         probe = FeedbackProbe(settings, ids)
         keys = KeyStore.from_settings(settings)
@@ -205,13 +301,16 @@ def run_learn_bench(n_families: int, rounds: int, seed: int, progress: Report) -
             for arm, tenant in TENANTS.items()
         }
         for arm in arms.values():
-            arm.client.emit(memory_events(fams, start))
+            arm.client.emit(memory_events([*fams, *howtos], start))
         progress("waiting for the memories to be visible")
-        _wait(lambda: all(_visible(a, fams) for a in arms.values()), 120, "memories")
+        shown = [*fams, *howtos]
+        _wait(lambda: all(_visible(a, shown) for a in arms.values()), 120, "memories")
         waits = []
         for r in range(rounds):
             for name, arm in arms.items():
                 arm.round(fams, f"{name}-r{r}")
+                if howtos:
+                    arm.howto_round(howtos, f"{name}-h{r}")
             progress(
                 f"round {r + 1}: right answer on top, off {arms['off'].shares[-1]:.2f}, "
                 f"on {arms['on'].shares[-1]:.2f}"
@@ -229,7 +328,19 @@ def run_learn_bench(n_families: int, rounds: int, seed: int, progress: Report) -
             "before": before,
             "after": {name: _snapshot(arm, fams) for name, arm in arms.items()},
         }
-        return _report(arms, fams, praise, rounds, seed, waits)
+        doc = _report(arms, fams, praise, rounds, seed, waits)
+        doc["howto"] = {
+            "families": len(howtos),
+            "per_round": [
+                {
+                    "round": r + 1,
+                    "learning_off": round(arms["off"].howto_shares[r], 3),
+                    "learning_on": round(arms["on"].howto_shares[r], 3),
+                }
+                for r in range(len(arms["on"].howto_shares))
+            ],
+        }
+        return doc
 
 
 def _seen(probe: FeedbackProbe, tenant: str, n: int) -> Callable[[], bool]:
@@ -237,7 +348,12 @@ def _seen(probe: FeedbackProbe, tenant: str, n: int) -> Callable[[], bool]:
 
 
 def _visible(arm: Arm, fams: list[Family]) -> bool:
-    packet = arm.client.checkout(fams[-1].question)
+    try:
+        packet = arm.client.checkout(fams[-1].question)
+    except MemstreamHttpError as e:
+        if e.status == 503:  # the live version's index is still opening
+            return False
+        raise
     return top_answer(packet) in fams[-1].memories
 
 

@@ -191,7 +191,29 @@ def learn_table(doc: Doc) -> str:
         f"{a['off']['praised_shown_per_packet']:g} (off) and from "
         f"{b['on']['praised_shown_per_packet']:g} to {a['on']['praised_shown_per_packet']:g} (on)."
     )
-    return "\n".join([*rows, "", tail])
+    return "\n".join([*rows, "", tail, *_howto_rows(doc)])
+
+
+def _howto_rows(doc: Doc) -> list[str]:
+    """The how-to case (a misleading closer match), when the run had it."""
+    howto = doc.get("howto") or {}
+    if not howto.get("per_round"):
+        return []
+    rows = [
+        "",
+        "| how-to round | right answer first (`answer_candidates[0]`), learning off | "
+        "learning on |",
+        "|---|---:|---:|",
+    ]
+    for r in howto["per_round"]:
+        rows.append(f"| {r['round']} | {r['learning_off']:.2f} | {r['learning_on']:.2f} |")
+    tail = (
+        f"{howto['families']} how-to questions, two memories each; the misleading one repeats "
+        "the question's words (the closer lexical match) and is the newer. A task follows the "
+        "first answer; after a failure a second task follows the other memory (learning on "
+        "only; the outcomes reported above include theirs)."
+    )
+    return [*rows, "", tail]
 
 
 def neighbours_table(doc: Doc) -> str:

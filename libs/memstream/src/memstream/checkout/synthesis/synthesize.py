@@ -11,11 +11,15 @@ Answerability, in order:
 - ``refresh_recommended``: an answer exists but its support is contradicted, or, for
   latest-value questions, rests on events older than ``stale_after_days``.
 - ``answer_from_memory``: otherwise.
+
+What task outcomes taught decides the first answer (``synthesis.learned``): a memory with an
+open failure record loses it to a proven alternative, and its confidence reflects the record.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable, Mapping
 from datetime import timedelta
 
 from memstream.checkout.model import (
@@ -25,6 +29,7 @@ from memstream.checkout.model import (
     Candidate,
     EvidenceRow,
     Exclusion,
+    OutcomeRecord,
     PacketWarning,
     SynthesisPlan,
     SynthesisResult,
@@ -32,9 +37,15 @@ from memstream.checkout.model import (
 )
 from memstream.checkout.plan.focus import focus_of
 from memstream.checkout.synthesis.attribution import misattributed
-from memstream.checkout.synthesis.context import Ctx, is_fact, make_answer, when
+from memstream.checkout.synthesis.context import Ctx, OpResult, is_fact, make_answer, when
 from memstream.checkout.synthesis.evidence import evidence_rows, rate_rows
 from memstream.checkout.synthesis.facts import corroborate
+from memstream.checkout.synthesis.learned import (
+    demoted_ids,
+    discounted,
+    failure_exclusions,
+    order_key,
+)
 from memstream.checkout.synthesis.operations import run_operation
 from memstream.checkout.synthesis.selection import (
     HISTORY_OPS,
@@ -215,11 +226,32 @@ def _refresh(
     return warnings, refresh
 
 
+def _operate(
+    plan: SynthesisPlan, kept: list[EvidenceRow], ctx: Ctx, records: Mapping[str, OutcomeRecord]
+) -> tuple[OpResult, set[str]]:
+    """The operation over the rows as learning left them, and the memories that lost the first
+    answer: when some do, the answers without them come first (naming why), theirs after."""
+    demoted = demoted_ids(plan.operation, kept, records)
+    whole = run_operation(plan, kept, ctx)
+    if not demoted:
+        return whole, demoted
+    first = run_operation(plan, [r for r in kept if r.support_id not in demoted], ctx)
+    if not any(a.support_ids for a in first.answers):
+        return whole, set()  # the alternative does not answer this operation
+    why = failure_exclusions(demoted, records, [r.support_id for r in kept])
+    answers = [
+        a.model_copy(update={"excluded_ids": [*a.excluded_ids, *why]}) for a in first.answers
+    ]
+    answers += [a for a in whole.answers if demoted & set(a.support_ids)]
+    return OpResult(answers, first.exclusions, first.warnings), demoted
+
+
 def _result(
     answerability: Answerability,
     answers: list[AnswerCandidate],
     warnings: list[PacketWarning],
     kept: list[EvidenceRow],
+    demoted: set[str] | None = None,
 ) -> SynthesisResult:
     """The result, best answer first; evidence the answers cite goes before the rest."""
     evidence = kept[:MAX_EVIDENCE]
@@ -228,10 +260,35 @@ def _result(
     ordered += [r for r in evidence if r.support_id not in used]
     return SynthesisResult(
         answerability=answerability,
-        answer_candidates=sorted(answers, key=lambda a: -a.confidence),
+        answer_candidates=sorted(answers, key=lambda a: order_key(a, demoted or set())),
         warnings=warnings,
         evidence=ordered,
     )
+
+
+def _answers(
+    plan: SynthesisPlan,
+    result: OpResult,
+    excluded: list[Exclusion],
+    by_id: dict[str, Candidate],
+    records: Mapping[str, OutcomeRecord],
+) -> list[AnswerCandidate]:
+    """The operation's answers with every exclusion, corroborated, confidence cut by any
+    open failure record of their support."""
+    return [
+        discounted(
+            corroborate(
+                plan,
+                a.model_copy(
+                    update={"excluded_ids": _merge(a.excluded_ids, excluded + result.exclusions)}
+                ),
+                by_id,
+            ),
+            records,
+        )
+        for a in result.answers
+        if set(a.support_ids) <= by_id.keys()
+    ]
 
 
 def synthesize(
@@ -239,12 +296,15 @@ def synthesize(
     candidates: list[Candidate],
     min_confidence: float = 0.3,
     stale_after_days: float = 365.0,
+    outcomes: Iterable[OutcomeRecord] = (),
 ) -> SynthesisResult:
     """Compose an answer from the candidate pool, with support, exclusions and warnings.
 
     Steps: evidence rows → relevant rows → screening (as_of, window, confidence) → the plan's
-    operation → answerability (see the module docstring).
+    operation, as ``outcomes`` (the candidates' task records) leave it → answerability (see
+    the module docstring).
     """
+    records = {r.item_id: r for r in outcomes}
     if not candidates:
         return SynthesisResult(
             answerability="no_memory", answer_candidates=[], warnings=[], evidence=[]
@@ -258,23 +318,13 @@ def synthesize(
     kept, excluded = screen(plan, relevant, by_id, min_confidence)
     ctx = _context(plan, by_id, ranked)
     warnings = _screening_warnings(plan, relevant, excluded, by_id, loose, min_confidence)
-    result = run_operation(plan, kept, ctx)
+    result, demoted = _operate(plan, kept, ctx, records)
     warnings += result.warnings
-    answers = [
-        corroborate(
-            plan,
-            a.model_copy(
-                update={"excluded_ids": _merge(a.excluded_ids, excluded + result.exclusions)}
-            ),
-            by_id,
-        )
-        for a in result.answers
-        if set(a.support_ids) <= by_id.keys()
-    ]
+    answers = _answers(plan, result, excluded, by_id, records)
     if not any(a.support_ids for a in answers):
         warnings += _nothing_found(relevant, kept, excluded)
         return _result("ask_user", _abstain(plan, ctx), warnings, kept)
-    top = max(answers, key=lambda a: a.confidence)
+    top = min(answers, key=lambda a: order_key(a, demoted))
     if (why := misattributed(plan.entity_keys(), top.support_ids, by_id)) is not None:
         warnings.append(_warn("misattributed", why, top.support_ids))
         return _result("ask_user", _abstain(plan, ctx), warnings, kept)
@@ -284,15 +334,14 @@ def synthesize(
         return _result("ask_user", _abstain(plan, ctx), warnings, kept)
     scale = 0.5 + 0.5 * strength
     answers = [a.model_copy(update={"confidence": round(a.confidence * scale, 3)}) for a in answers]
-    top = max(answers, key=lambda a: a.confidence)
+    top = min(answers, key=lambda a: order_key(a, demoted))
     doubts, refresh = _refresh(plan, top, kept, ctx, result.warnings, stale_after_days)
     warnings += doubts
     if top.confidence < min_confidence:
         msg = f"answer confidence {top.confidence:.2f} is below {min_confidence:.2f}"
         warnings.append(_warn("low_confidence", msg, top.support_ids))
-        return _result("ask_user", answers, warnings, kept)
+        return _result("ask_user", answers, warnings, kept, demoted)
     if plan.operation == "absence" and top.value is False:
-        return _result("ask_user", answers, warnings, kept)
-    return _result(
-        "refresh_recommended" if refresh else "answer_from_memory", answers, warnings, kept
-    )
+        return _result("ask_user", answers, warnings, kept, demoted)
+    answerability: Answerability = "refresh_recommended" if refresh else "answer_from_memory"
+    return _result(answerability, answers, warnings, kept, demoted)
