@@ -133,6 +133,25 @@ def test_a_marker_opening_a_sentence_belongs_to_the_one_before() -> None:
     assert segments(f"[{EVENT}] opens the text.") == [(f"[{EVENT}] opens the text.", "")]
 
 
+def test_abbreviations_initials_and_lower_case_continuations_do_not_end_a_sentence() -> None:
+    text = (
+        f"Dr. Adébáyọ̀ met J. R. Okafor at 3 p.m. on Friday [{EVENT}]. "
+        f"Tea e.g. green tea [{CALLER_EVENT}]. Uncited, says Mr. Obi."
+    )
+    held = hold(text, KNOWN)
+    assert held.summary == (
+        f"Dr. Adébáyọ̀ met J. R. Okafor at 3 p.m. on Friday [{EVENT}]. "
+        f"Tea e.g. green tea [{CALLER_EVENT}]."
+    )
+    assert [u.sentence for u in held.unsupported] == ["Uncited, says Mr. Obi."]
+    assert [s for s, _ in segments("One. Two! Three? four.\nFive")] == [
+        "One.",
+        "Two!",
+        "Three? four.",
+        "Five",
+    ]
+
+
 def test_a_claim_resting_only_on_an_instruction_like_memory_is_left_out_with_a_warning() -> None:
     suspect = {CALLER_EVENT: ["override"]}
     text = (

@@ -21,6 +21,13 @@ MARKER = re.compile(rf"\[\s*({_ID}(?:\s*[,;]\s*{_ID})*)\s*\]")
 _SPLIT = re.compile(r"\s*[,;]\s*")
 # A sentence ends at . ! ? followed by space, or at a line break.
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
+# A period that ends an abbreviation or an initial ("Dr. Okafor", "J. R. Tolkien", "3 p.m.
+# on Friday") does not end the sentence, nor one followed by a lower-case word.
+_ABBREVIATION = re.compile(
+    r"(?:^|[\s(])(?:\w|dr|mr|mrs|ms|mx|prof|st|jr|sr|vs|etc|e\.g|i\.e|a\.m|p\.m|nr|"
+    r"approx|fig|ca|cf)\.$",
+    re.IGNORECASE,
+)
 # Markers opening a sentence ("Claim. [id] Next.") belong to the sentence before.
 _LEADING_MARKERS = re.compile(rf"^(?:\s*\[\s*{_ID}(?:\s*[,;]\s*{_ID})*\s*\])+")
 
@@ -55,6 +62,7 @@ def segments(text: str) -> list[tuple[str, str]]:
         cut.append((text[pos : m.start()], m.group()))
         pos = m.end()
     cut.append((text[pos:], ""))
+    cut = _rejoin_false_ends(cut)
     out: list[tuple[str, str]] = []
     for sentence, sep in cut:
         lead = _LEADING_MARKERS.match(sentence)
@@ -66,6 +74,18 @@ def segments(text: str) -> list[tuple[str, str]]:
             out.append((sentence.strip(), sep))
         elif out:
             out[-1] = (out[-1][0], out[-1][1] + sep)
+    return out
+
+
+def _rejoin_false_ends(cut: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    out: list[tuple[str, str]] = []
+    for sentence, sep in cut:
+        if out and "\n" not in out[-1][1]:
+            before, before_sep = out[-1]
+            if _ABBREVIATION.search(before) or sentence[:1].islower():
+                out[-1] = (before + before_sep + sentence, sep)
+                continue
+        out.append((sentence, sep))
     return out
 
 
