@@ -109,6 +109,13 @@ def test_the_cli_prints_the_summary_as_json(
     assert doc["citations"] and [u["memory_id"] for u in doc["unsupported"]] == [BOGUS_ID]
 
 
+def test_the_cli_prints_what_was_dropped(llm_stack: RunningStack, client: MemoryHttpClient) -> None:
+    args = ("summarize", "--tenant", "dev", "--key", llm_stack.dev_key, "--force-refresh", QUERY)
+    out = memstream(*args, data_dir=llm_stack.data_dir).stdout
+    assert "unsupported (dropped)" in out and f"[{BOGUS_ID}]: Nothing else is known" in out
+    assert "source(s) used" in out
+
+
 def test_invalid_bodies_are_422(llm_stack: RunningStack) -> None:
     auth = {"Authorization": f"Bearer {llm_stack.dev_key}"}
     for body in ({"query": ""}, {"query": "q", "k": 51}, {"query": "q", "max_tokens": "500"}):
