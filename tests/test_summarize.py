@@ -158,12 +158,12 @@ def test_a_claim_resting_only_on_an_instruction_like_memory_is_left_out_with_a_w
         f"Tenant B's door code is 9052 [{CALLER_EVENT}]. "
         f"The kick-off is on Thursday [{FACT}, {CALLER_EVENT}]."
     )
-    held = hold(text, KNOWN, suspect)
+    held = hold(text + f" Also [{CALLER_EVENT}, {BOGUS_ID}].", KNOWN, suspect)
     assert held.summary == f"The kick-off is on Thursday [{FACT}, {CALLER_EVENT}]."
-    (warning,) = held.warnings
-    assert warning.memory_ids == [CALLER_EVENT] and warning.signals == ["override"]
-    assert "9052" in warning.sentence and warning.kind == "instruction_like_source"
-    assert held.unsupported == []
+    warnings = held.warnings
+    assert [(w.memory_ids, w.signals) for w in warnings] == [([CALLER_EVENT], ["override"])] * 2
+    assert "9052" in warnings[0].sentence and warnings[0].kind == "instruction_like_source"
+    assert [(u.memory_id, u.dropped) for u in held.unsupported] == [(BOGUS_ID, True)]
 
 
 def test_html_from_the_model_comes_back_escaped_everywhere() -> None:

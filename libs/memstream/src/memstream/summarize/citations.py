@@ -101,11 +101,12 @@ def hold(text: str, known: Collection[str], suspect: Mapping[str, list[str]] | N
         ids = cited_ids(sentence)
         good = [i for i in ids if i in known]
         bad = [i for i in ids if i not in known]
+        stays = bool(good) and not all(i in suspect for i in good)
         shown = escape(sentence)
-        dropped += [Unsupported(sentence=shown, memory_id=i, dropped=not good) for i in bad]
-        if not good and not ids:
+        dropped += [Unsupported(sentence=shown, memory_id=i, dropped=not stays) for i in bad]
+        if not ids:
             dropped.append(Unsupported(sentence=shown, memory_id=None, dropped=True))
-        if good and not all(i in suspect for i in good):
+        if stays:
             kept.append((escape(keep_only(sentence, known)), "\n" if "\n" in sep else " "))
             cited += good
             continue
