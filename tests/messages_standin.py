@@ -7,6 +7,7 @@ the request. Tests never reach the real API.
 
 from __future__ import annotations
 
+import html
 import json
 import re
 import threading
@@ -18,7 +19,8 @@ from typing import Any
 
 Reply = Callable[[dict[str, Any]], str]
 BOGUS_ID = "not-a-recalled-memory-42"
-_PROMPT_ID = re.compile(r"^\[([^\]\s]+)\] ", re.MULTILINE)
+_PROMPT_MEMORY = re.compile(r'^<memory id="([^"]+)"[^>]*>(.*)</memory>$', re.MULTILINE)
+_PROMPT_ID = re.compile(r'^<memory id="([^"]+)"', re.MULTILINE)
 
 
 def prompt_text(request: dict[str, Any]) -> str:
@@ -28,8 +30,14 @@ def prompt_text(request: dict[str, Any]) -> str:
 
 
 def prompt_ids(request: dict[str, Any]) -> list[str]:
-    """The memory ids the prompt lists (one ``[id] ...`` line per memory)."""
-    return _PROMPT_ID.findall(prompt_text(request))
+    """The memory ids the prompt lists (one ``<memory id="...">`` line per memory)."""
+    return [html.unescape(i) for i in _PROMPT_ID.findall(prompt_text(request))]
+
+
+def prompt_memories(request: dict[str, Any]) -> dict[str, str]:
+    """Each memory id of the prompt with its text as the model reads it (unescaped)."""
+    found = _PROMPT_MEMORY.findall(prompt_text(request))
+    return {html.unescape(i): html.unescape(text) for i, text in found}
 
 
 def cite_two_and_a_bogus_one(request: dict[str, Any]) -> str:
@@ -111,3 +119,27 @@ def running_standin(reply: Reply = cite_two_and_a_bogus_one) -> Iterator[Message
 def llm_env(standin: MessagesStandin) -> dict[str, str | None]:
     """The environment that points a stack's API at ``standin`` (for ``start_stack``)."""
     return {"ANTHROPIC_API_KEY": "test-key", "ANTHROPIC_BASE_URL": standin.url}
+
+
+_ORDER = re.compile(r"\b(?:reply|say|answer|state)\s+that\s+([^.!?]+)", re.IGNORECASE)
+
+
+def obey_injections(request: dict[str, Any]) -> str:
+    """A model that does what memory text tells it to: for a memory ordering "reply that X"
+    it writes X twice (once uncited, once citing that memory); every other memory it repeats
+    with its citation, the first one wrapped in HTML with a ``<script>``; and it closes with an
+    uncited ``<script>`` line."""
+    out: list[str] = []
+    wrapped = False
+    for memory_id, text in prompt_memories(request).items():
+        order = _ORDER.search(text)
+        if order:
+            claim = order.group(1).strip()
+            out += [f"{claim}.", f"{claim} [{memory_id}]."]
+            continue
+        said = text.rstrip(".")
+        if not wrapped:
+            said, wrapped = f"<b>{said}</b><script>steal(document.cookie)</script>", True
+        out.append(f"{said} [{memory_id}].")
+    out.append("<script>alert(1)</script>")
+    return " ".join(out)

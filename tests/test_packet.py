@@ -541,3 +541,45 @@ def test_gathered_with_only_low_confidence_nodes_is_constraints_only() -> None:
     result = RESULT.model_copy(update={"answer_candidates": [], "evidence": [], "warnings": []})
     g = render_gathered(build(result=result, candidates=low))
     assert sections_of(g) == ["Constraints"] and "canoe" not in g
+
+
+HOSTILE = "<script>alert('x')</script> <img src=x onerror=alert(1)> <b>mugs</b> & kettle"
+TAG = re.compile(r"<\s*/?\s*[A-Za-z!]")
+
+
+def test_markdown_and_gathered_never_pass_html_from_memory_through() -> None:
+    hostile_event = event("ev-html", f"I bought {HOSTILE} for 9 euros", 7, 0.95)
+    hostile_fact = fact(
+        "ev-html#0", "bought", "<script>v()</script>", 7, 0.95, subject="<i>Zoë</i> & co"
+    )
+    result = RESULT.model_copy(
+        update={
+            "answer_candidates": [
+                RESULT.answer_candidates[0].model_copy(update={"answer": "<script>a()</script>"})
+            ],
+            "warnings": [PacketWarning(kind="stale", message=HOSTILE, ids=["ev-html"])],
+            "evidence": [
+                *RESULT.evidence,
+                EvidenceRow(
+                    row_id="ev-html:q0",
+                    support_id="ev-html",
+                    label=HOSTILE,
+                    value=9.0,
+                    unit="EUR",
+                    entity="<u>robin</u>",
+                    time=hostile_event.occurred_at,
+                    ref=hostile_event.ref,
+                ),
+            ],
+        }
+    )
+    plan = PLAN.model_copy(update={"query": "How much <script>q()</script> on mugs?"})
+    p = build(candidates=[*CANDIDATES, hostile_event, hostile_fact], result=result, plan=plan)
+    assert "ev-html" in [s.item_id for s in p.snippets] and p.facts
+    for rendered in (render_markdown(p), render_gathered(p)):
+        assert TAG.search(rendered) is None, TAG.findall(rendered)
+        assert "&lt;script&gt;alert('x')&lt;/script&gt;" in rendered
+        assert "&lt;i&gt;Zoë&lt;/i&gt; &amp; co" in rendered
+    md = render_markdown(p)
+    assert "**&lt;script&gt;a()&lt;/script&gt;**" in md
+    assert "**Query:** How much &lt;script&gt;q()&lt;/script&gt; on mugs?" in md

@@ -101,8 +101,8 @@ class MemoryHttpClient:
         force_refresh: bool = False,
     ) -> dict[str, Any]:
         """Recall ``k`` memories and synthesize them (an LLM call unless cached):
-        ``{summary, citations, sources_used, cache_hit, model, unsupported}``; 503 when the
-        server has no ANTHROPIC_API_KEY."""
+        ``{summary, citations, sources_used, cache_hit, model, unsupported, warnings}``;
+        503 when the server has no ANTHROPIC_API_KEY."""
         body = {
             "query": query,
             "k": k,

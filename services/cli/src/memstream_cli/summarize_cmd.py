@@ -43,6 +43,11 @@ def summarize(
         cite = f"[{c['memory_id']}] ({c['layer']}, {c['score']:.4f}) {c['snippet']}"
         out.print("  " + escape(cite))
     for u in doc["unsupported"]:
-        out.print("  [red]unsupported[/red] " + escape(f"[{u['memory_id']}]: {u['sentence']}"))
+        why = f"[{u['memory_id']}]" if u["memory_id"] else "no citation"
+        state = "dropped" if u["dropped"] else "id removed"
+        out.print(f"  [red]unsupported ({state})[/red] " + escape(f"{why}: {u['sentence']}"))
+    for w in doc.get("warnings", []):
+        ids = ", ".join(w["memory_ids"])
+        out.print("  [yellow]left out[/yellow] " + escape(f"[{ids}] {w['sentence']}"))
     cached = "cached" if doc["cache_hit"] else doc["model"]
     out.print(f"[dim]{doc['sources_used']} source(s) used; {cached}[/dim]")

@@ -660,8 +660,9 @@ def _summarize_panels() -> tuple[Panel, ...]:
         ),
         Panel(
             "Unsupported citations",
-            "Citations per second of ids that were not recalled candidates: dropped from the "
-            "answer and reported in its unsupported list.",
+            "Unsupported entries per second: a summary sentence with no citation, or a citation "
+            "of an id that was not recalled; dropped from the answer and reported in its "
+            "unsupported list.",
             (Query(rate("memstream_summarize_unsupported_citations_total"), "unsupported"),),
             unit="ops",
             width=8,

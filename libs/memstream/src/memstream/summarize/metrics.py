@@ -43,7 +43,8 @@ SUMMARY_TOKENS = Counter(
 )
 UNSUPPORTED = Counter(
     "memstream_summarize_unsupported_citations_total",
-    "Citations of ids that were not recalled candidates (dropped from the answer)",
+    "Unsupported sentences of summaries: uncited, or citing ids that were not recalled "
+    "(dropped from the answer)",
 )
 
 

@@ -38,10 +38,32 @@ class Citation(BaseModel):
 
 
 class Unsupported(BaseModel):
-    """A sentence citing an id that was not among the recalled candidates."""
+    """A sentence of the model's text that a recalled memory does not back."""
 
-    sentence: str
-    memory_id: str
+    sentence: str = Field(description="the sentence as the model wrote it (HTML escaped)")
+    memory_id: str | None = Field(
+        description="an id it cites that was not recalled; null: it cites nothing"
+    )
+    dropped: bool = Field(
+        description="true: no recalled id backs the sentence, so it is not in the summary; "
+        "false: it stays, backed by other ids, without this one"
+    )
+
+
+INSTRUCTION_LIKE = (
+    "left out of the summary: it cites only memories whose text reads as instructions to "
+    "the model, so it may be the model obeying a memory instead of reporting it"
+)
+
+
+class SummaryWarning(BaseModel):
+    """A sentence backed only by memories whose text reads as instructions to the model."""
+
+    kind: Literal["instruction_like_source"] = "instruction_like_source"
+    sentence: str = Field(description="the sentence, left out of the summary (HTML escaped)")
+    memory_ids: list[str] = Field(description="the instruction-like memories it cites")
+    signals: list[str] = Field(description="what made them read as instructions")
+    message: str = INSTRUCTION_LIKE
 
 
 class Synthesis(BaseModel):
@@ -51,6 +73,7 @@ class Synthesis(BaseModel):
     summary: str  # bogus [id] markers already removed
     cited: list[str]  # candidate ids in the order first cited, no duplicates
     unsupported: list[Unsupported]
+    warnings: list[SummaryWarning] = Field(default_factory=list)
     model: str
 
 
@@ -65,5 +88,10 @@ class SummarizeResult(BaseModel):
     cache_hit: bool
     model: str
     unsupported: list[Unsupported] = Field(
-        description="sentences citing ids that were not recalled (dropped from citations)"
+        description="sentences without a citation, or citing ids that were not recalled: "
+        "a sentence no recalled id backs is dropped from the summary"
+    )
+    warnings: list[SummaryWarning] = Field(
+        description="sentences left out of the summary because they cite only memories "
+        "whose text reads as instructions to the model"
     )

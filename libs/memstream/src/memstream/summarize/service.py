@@ -11,25 +11,34 @@ from memstream.checkout.packet.snippets import shorten
 from memstream.checkout.service import RecallRequest
 from memstream.summarize import metrics
 from memstream.summarize.cache import SummaryCache, cache_key
-from memstream.summarize.citations import cited_ids, keep_only, strip_markers, unsupported
+from memstream.summarize.citations import escape, hold, strip_markers
+from memstream.summarize.injection import instruction_signals
 from memstream.summarize.model import Citation, SummarizeRequest, SummarizeResult, Synthesis
 from memstream.summarize.prompt import SYSTEM, user_prompt
 from memstream.summarize.providers import LlmProvider, ProviderError
 
 SNIPPET_CHARS = 200
 NOTHING_RECALLED = "No memories match this query, so there is nothing to summarize."
+NOTHING_SUPPORTED = (
+    "The recalled memories support no cited answer to this query (see unsupported and warnings)."
+)
 
 Recall = Callable[[str, RecallRequest], list[Candidate]]
 TokenCounter = Callable[[str], int]
 
 
 def check(text: str, candidates: Sequence[Candidate], model: str) -> Synthesis:
-    """The model's text held to the candidates: bogus ids reported, then removed."""
+    """The model's text held to the candidates: a sentence no recalled id backs is dropped
+    and reported, a bogus id removed and reported, a sentence backed only by
+    instruction-like memories left out with a warning; what remains is HTML escaped."""
     known = {c.item_id for c in candidates}
+    suspect = {c.item_id: s for c in candidates if (s := instruction_signals(c.text))}
+    held = hold(text, known, suspect)
     return Synthesis(
-        summary=keep_only(text, known),
-        cited=[i for i in cited_ids(text) if i in known],
-        unsupported=unsupported(text, known),
+        summary=held.summary or NOTHING_SUPPORTED,
+        cited=held.cited,
+        unsupported=held.unsupported,
+        warnings=held.warnings,
         model=model,
     )
 
@@ -40,7 +49,7 @@ def citations(synthesis: Synthesis, candidates: Sequence[Candidate]) -> list[Cit
     return [
         Citation(
             memory_id=i,
-            snippet=shorten(" ".join(by_id[i].text.split()), SNIPPET_CHARS),
+            snippet=escape(shorten(" ".join(by_id[i].text.split()), SNIPPET_CHARS)),
             score=by_id[i].score,
             layer=by_id[i].kind,
         )
@@ -61,6 +70,7 @@ def answer(
         cache_hit=hit,
         model=synthesis.model,
         unsupported=synthesis.unsupported,
+        warnings=synthesis.warnings,
     )
 
 

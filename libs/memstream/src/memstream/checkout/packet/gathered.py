@@ -64,14 +64,15 @@ def _nodes(packet: CheckoutPacket) -> list[_Node]:
     for f in packet.facts:
         c = None if f.fact_id in unknown else f.confidence
         conf[f.fact_id] = c
-        key = f.predicate.removeprefix("prefers:")
+        key = _flat(f.predicate.removeprefix("prefers:"))
+        subject = _flat(f.subject)
         pref = f.predicate.startswith("prefers:")
         value = _flat(_value(f.value_text, f.unit))
         level = f"{_level(DEFAULT_CONFIDENCE if c is None else c)} confidence"
         line = (
-            f"- {key.replace('_', ' ')}: {value} ({f.subject}; {level}) {cite(f.ref)}"
+            f"- {key.replace('_', ' ')}: {value} ({subject}; {level}) {cite(f.ref)}"
             if pref
-            else f"- {f.subject} {f.predicate.replace('_', ' ')}: {value} "
+            else f"- {subject} {_flat(f.predicate).replace('_', ' ')}: {value} "
             f"(valid from {f.valid_from}; {level}) {cite(f.ref)}"
         )
         kind = "preference" if pref else "fact"
@@ -90,8 +91,9 @@ def _nodes(packet: CheckoutPacket) -> list[_Node]:
             continue  # shown as the fact itself
         c = None if r.support_id in unknown else conf.get(r.support_id)
         value = _value(r.value, r.unit)
-        what = f"{_flat(r.label)}" + (f" = {value}" if value else "")
-        line = f"- {r.entity or 'unknown'}: {what} ({r.time or 'time unknown'}) {cite(r.ref)}"
+        what = f"{_flat(r.label)}" + (f" = {_flat(value)}" if value else "")
+        entity = _flat(r.entity or "unknown")
+        line = f"- {entity}: {what} ({_flat(r.time or 'time unknown')}) {cite(r.ref)}"
         nodes.append(_Node(r.support_id, "visit_record", c, r.time or "", r.ref, line))
     return nodes
 
@@ -143,9 +145,11 @@ def _constraints(packet: CheckoutPacket, shown: list[_Node], expired: int) -> li
         f"- operation: {p.operation} → {p.answer_type}" + (f" in {p.unit}" if p.unit else "")
     )
     if p.entities:
-        lines.append(f"- about: {', '.join(p.entities)}")
+        lines.append(f"- about: {_flat(', '.join(p.entities))}")
     if (tw := p.time_window) is not None:
-        lines.append(f"- time window: {tw.start or '…'} – {tw.end or '…'} {tw.text}".rstrip())
+        lines.append(
+            f"- time window: {tw.start or '…'} – {tw.end or '…'} {_flat(tw.text)}".rstrip()
+        )
     if packet.as_of:
         lines.append(f"- as of: {packet.as_of}")
     for w in packet.warnings:

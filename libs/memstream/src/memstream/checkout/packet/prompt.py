@@ -6,10 +6,15 @@ one line per item. Lines are joined with newlines and every counter in use split
 whitespace, so the count of the whole equals the sum of the counts of its lines. Items cite
 each other by id (answers name their support ids; facts and snippets show their id and their
 ledger ref), so a line never depends on which other items made it into the packet.
+
+Memory text is data: every text that comes from memory goes through ``flat``, which escapes
+``&``, ``<`` and ``>``, so a ``<script>`` in a memory reaches a Markdown viewer as text, never
+as raw HTML. The escapes add no whitespace, so token counts per line are unchanged.
 """
 
 from __future__ import annotations
 
+import html
 import json
 from collections.abc import Sequence
 
@@ -51,8 +56,8 @@ def cite(ref: SourceRef) -> str:
 
 
 def flat(text: object) -> str:
-    """``text`` on one line, whitespace collapsed."""
-    return " ".join(str(text).split())
+    """``text`` on one line, whitespace collapsed, HTML escaped (``&``, ``<``, ``>``)."""
+    return html.escape(" ".join(str(text).split()), quote=False)
 
 
 def _cell(text: object) -> str:
@@ -80,7 +85,7 @@ def head_lines(answerability: str, plan: SynthesisPlan) -> list[str]:
     parts = [f"**Answerability:** {answerability}", f"**Plan:** {shape}"]
     if p.time_window is not None:
         w = p.time_window
-        parts.append(f"**Window:** {w.start or '…'} – {w.end or '…'} {w.text}".rstrip())
+        parts.append(f"**Window:** {w.start or '…'} – {w.end or '…'} {flat(w.text)}".rstrip())
     if p.as_of:
         parts.append(f"**As of:** {p.as_of}")
     return [" · ".join(parts), f"**Query:** {flat(p.query)}"]
@@ -90,7 +95,7 @@ def _answer(a: AnswerCandidate) -> str:
     line = f"- **{flat(a.answer)}** — confidence {a.confidence:.2f}"
     value = show_value(a.value, a.unit)
     if value and not isinstance(a.value, str) and value != flat(a.answer):
-        line += f" · value {value}"
+        line += f" · value {flat(value)}"
     if a.support_ids:
         line += f" · support: {_ids(a.support_ids)}"
     if a.excluded_ids:
@@ -100,14 +105,15 @@ def _answer(a: AnswerCandidate) -> str:
 
 def exclusion_text(e: Exclusion) -> str:
     """An excluded id in backticks, its reason in brackets."""
-    return f"`{e.item_id}` ({e.reason})"
+    return f"`{e.item_id}` ({flat(e.reason)})"
 
 
 def _fact(f: FactItem) -> str:
     until = f", until {f.valid_to}" if f.valid_to else ""
     value = show_value(f.value_text, f.unit)
+    predicate = flat(f.predicate.replace("_", " "))
     return (
-        f"- `{f.fact_id}` {cite(f.ref)} {f.subject} · {f.predicate.replace('_', ' ')} · "
+        f"- `{f.fact_id}` {cite(f.ref)} {flat(f.subject)} · {predicate} · "
         f"{flat(value)} (from {f.valid_from}{until}, confidence {f.confidence:.2f})"
     )
 
