@@ -17,7 +17,15 @@ import pytest
 from memstream.events.envelope import EventAdapter
 from memstream.ledger.canonical import entry_hash
 from memstream.ledger.purge import is_purged, subject_digest
-from memstream.ledger.sequencing import DeadLetter, RawRecord, Sequenced, SequencerState, sequence
+from memstream.ledger.sequencing import (
+    DeadLetter,
+    Duplicate,
+    RawRecord,
+    Sequenced,
+    SequencerState,
+    Shredded,
+    sequence,
+)
 from memstream.ledger.verify import verify_entries
 from memstream.shred.opening import SHREDDED, EntryOpener
 from memstream.shred.seal import (
@@ -188,11 +196,29 @@ def test_a_clear_raw_record_is_sealed_by_the_sequencer() -> None:
     assert is_sealed(out.entry) and TEXT.encode() not in out.value
 
 
-def test_a_sealed_raw_record_without_its_key_is_a_dead_letter() -> None:
+def test_a_sealed_raw_record_whose_key_is_gone_is_skipped_as_purged() -> None:
+    """A purge destroyed the key before this copy came (an outbox re-send): nothing can be
+    read or ledgered, and it is no dead letter either."""
     raw = orjson.dumps(seal_event(event(), KEY))
     out = sequence(RawRecord(raw, 0, 5, "memory.events.raw"), SequencerState(), NOW, {})
+    assert isinstance(out, Shredded) and out.event_id == "e1"
+
+
+def test_a_resent_sealed_event_is_a_duplicate_even_once_its_key_is_gone() -> None:
+    state = SequencerState()
+    raw = orjson.dumps(seal_event(event(), KEY))
+    first = sequence(RawRecord(raw, 0, 5, "memory.events.raw"), state, NOW, {("acme", "e1"): KEY})
+    assert isinstance(first, Sequenced)
+    again = sequence(RawRecord(raw, 0, 6, "memory.events.raw"), state, NOW, {})
+    assert isinstance(again, Duplicate) and again.event_id == "e1"
+
+
+def test_a_sealed_record_naming_no_valid_tenant_is_a_dead_letter() -> None:
+    doc = {**seal_event(event(), KEY), "tenant": "bad\x00tenant"}
+    out = sequence(
+        RawRecord(orjson.dumps(doc), 0, 7, "memory.events.raw"), SequencerState(), NOW, {}
+    )
     assert isinstance(out, DeadLetter)
-    assert "data key" in out.reason
 
 
 def test_a_tombstone_is_ledgered_clear() -> None:

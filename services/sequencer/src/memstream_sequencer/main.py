@@ -33,6 +33,7 @@ from memstream.ledger.sequencing import (
     RawRecord,
     Sequenced,
     SequencerState,
+    Shredded,
     key_ref,
     parse,
     sequence,
@@ -139,6 +140,10 @@ class Sequencer:
                 self.dead_letters.write(m, out.reason, now)
             elif isinstance(out, Duplicate):
                 dup += 1
+            elif isinstance(out, Shredded):
+                dup += 1  # nothing to ledger: a purge destroyed its key before it came
+                log.warning("event %s of %s: its data key is gone (purged); skipped",
+                            out.event_id, out.key)  # fmt: skip
         # Raising here leaves the batch uncommitted: it is re-read and the replay is deduplicated.
         flush_or_raise(self.producer, 30, self.reports, f"{LEDGER} entries")
         dead = self.dead_letters.flush()

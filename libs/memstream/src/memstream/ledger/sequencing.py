@@ -64,7 +64,16 @@ class DeadLetter:
     reason: str
 
 
-Outcome = Sequenced | Duplicate | DeadLetter
+@dataclass(frozen=True)
+class Shredded:
+    """A sealed event whose data key is gone: a purge destroyed it before this copy was
+    sequenced (an outbox re-send, say). Nothing of it can be read or ledgered."""
+
+    key: str
+    event_id: str
+
+
+Outcome = Sequenced | Duplicate | DeadLetter | Shredded
 
 
 # (tenant, event id) -> the event's data key, fetched by the shell for a whole batch.
@@ -114,8 +123,16 @@ def sequence(
         return doc
     key = keys.get(key_ref(doc) or ("", "")) if keys is not None else None
     if isinstance(doc, dict) and is_sealed(doc):
+        stream, eid = f"{doc.get('tenant')}/{doc.get('stream')}", str(doc.get("id"))
+        known = state.heads.get(stream)
+        if known is not None and eid in known.seen:  # a re-send: its key may be gone since
+            return Duplicate(stream, eid)
         if key is None:
-            return DeadLetter("sealed event without its data key (purged before sequencing)")
+            return (
+                Shredded(stream, eid)
+                if key_ref(doc) is not None
+                else DeadLetter("sealed event without a valid tenant and id")
+            )
         try:
             doc = open_event(doc, key)
         except SealBroken as exc:
