@@ -20,7 +20,7 @@ from memstream.checkout.synthesis.learned import demoted_ids, discounted
 from memstream.events.payloads import QuestionFamily
 from memstream.learning.priors import (
     apply_priors,
-    by_candidate,
+    learned_pool,
     outcome_records,
     priors,
     relevant_ids,
@@ -85,8 +85,7 @@ def outcomes(
 def answer(query: str, pool: list[Candidate], records: list[FeedbackRecord]) -> SynthesisResult:
     """The checkout's learning and synthesis steps, as the service runs them."""
     plan = plan_query(query, NOW)
-    found = by_candidate(priors(records, family_of(plan), CLOCK), pool)
-    ranked, _ = apply_priors(pool, found, relevant_ids(plan, pool))
+    ranked, found, _ = learned_pool(plan, pool, records, CLOCK)
     return synthesize(plan, ranked, outcomes=outcome_records(found, ranked))
 
 
@@ -277,3 +276,69 @@ def test_hostile_task_ids_are_named_as_given() -> None:
     res = answer(QUESTION, POOL, blame + outcomes(QUESTION, "nobody", "restart-b")[3:])
     (why,) = [e for e in res.answer_candidates[0].excluded_ids if e.reason == "failure_record"]
     assert all(t in why.detail for t in tasks)
+
+
+# A how-to written without the place's name ("there"), as runbooks often are: it shares only
+# "renew" and "certificate" with the question and names none of its entities.
+GATEWAY_Q = "how do we renew the TLS certificate on the Þórsmörk ingress gateway?"
+NAMED = event(
+    "tls-a",
+    "To renew the TLS certificate on the Þórsmörk ingress gateway, delete the secret.",
+    score=0.05,
+)
+UNNAMED = event("tls-b", "Certificates there are renewed by certbot with its deploy hook.")
+
+
+def test_an_alternative_proven_on_the_question_answers_without_naming_its_entities() -> None:
+    pool = [NAMED, UNNAMED, UNRELATED]
+    assert top(answer(GATEWAY_Q, pool, [])) == ["tls-a"]
+    res = answer(GATEWAY_Q, pool, outcomes(GATEWAY_Q, "tls-a", "tls-b"))
+    assert top(res) == ["tls-b"] and "certbot" in res.answer_candidates[0].answer
+    assert res.answerability == "answer_from_memory"
+    # proven by outcomes, not by words: never full confidence
+    assert 0.3 <= res.answer_candidates[0].confidence < 1.0
+    assert flagged(res, "tls-a")
+    # another phrasing of the same question, lower case, learns the same
+    again = answer("How can I renew the tls certificate of the þórsmörk ingress gateway", pool,
+                   outcomes(GATEWAY_Q, "tls-a", "tls-b"))  # fmt: skip
+    assert top(again) == ["tls-b"]
+
+
+def test_successes_about_another_entity_earn_nothing_here() -> None:
+    """Tasks that asked about the Hekla gateway say nothing of the Þórsmörk one."""
+    pool = [NAMED, UNNAMED, UNRELATED]
+    other = "how do we renew the TLS certificate on the Hekla ingress gateway?"
+    res = answer(GATEWAY_Q, pool, outcomes(GATEWAY_Q, "tls-a", "tls-b", family_of_success=other))
+    assert all("tls-b" not in a.support_ids for a in res.answer_candidates)
+    assert top(res) == ["tls-a"] and res.answer_candidates[0].confidence < 0.5
+
+
+def test_praise_alone_never_makes_a_memory_answer_without_the_question_s_words() -> None:
+    fam = family_of(plan_query(GATEWAY_Q, NOW))
+    praise = [record("tls-b", 1.0, n, None, fam) for n in range(50)]
+    res = answer(GATEWAY_Q, [NAMED, UNNAMED, UNRELATED], praise)
+    assert top(res) == ["tls-a"]
+    assert all("tls-b" not in a.support_ids for a in res.answer_candidates)
+
+
+def test_over_a_set_a_record_never_adds_a_member() -> None:
+    query = "How many certificates did we renew on the Þórsmörk ingress gateway?"
+    pool = [
+        event("c1", "We renewed the wildcard certificate on the Þórsmörk ingress gateway."),
+        event("c2", "We renewed the api certificate on the Þórsmörk ingress gateway."),
+        UNNAMED,
+    ]
+    plain = answer(query, pool, [])
+    res = answer(query, pool, outcomes(query, "nobody", "tls-b"))
+    assert res.answer_candidates[0].value == plain.answer_candidates[0].value == 2
+    assert "tls-b" not in res.answer_candidates[0].support_ids
+
+
+def test_successes_asked_in_lower_case_earn_it_for_the_capitalised_question_and_back() -> None:
+    """A question typed in lower case names no entity: it conflicts with none."""
+    pool = [NAMED, UNNAMED, UNRELATED]
+    lower = GATEWAY_Q.lower()
+    res = answer(GATEWAY_Q, pool, outcomes(GATEWAY_Q, "tls-a", "tls-b", family_of_success=lower))
+    assert top(res) == ["tls-b"]
+    res = answer(lower, pool, outcomes(lower, "tls-a", "tls-b", family_of_success=GATEWAY_Q))
+    assert top(res) == ["tls-b"]

@@ -152,6 +152,20 @@ def test_abbreviations_initials_and_lower_case_continuations_do_not_end_a_senten
     ]
 
 
+def test_a_sentence_ending_in_a_number_ends_there() -> None:
+    """An uncited claim ending in a digit ("... drawer 7.") is not glued onto the cited
+    sentence after it, where it would pass as cited."""
+    text = f"The master key is in drawer 7. The annex closes at 18:00 [{EVENT}]."
+    held = hold(text, KNOWN)
+    assert held.summary == f"The annex closes at 18:00 [{EVENT}]."
+    assert [u.sentence for u in held.unsupported] == ["The master key is in drawer 7."]
+    assert [s for s, _ in segments("Room 12. Bring 3.5 kg [a]. See fig. 2 [b].")] == [
+        "Room 12.",
+        "Bring 3.5 kg [a].",
+        "See fig. 2 [b].",
+    ]
+
+
 def test_a_claim_resting_only_on_an_instruction_like_memory_is_left_out_with_a_warning() -> None:
     suspect = {CALLER_EVENT: ["override"]}
     text = (

@@ -36,12 +36,9 @@ from memstream.learning.priors import (
     Adjustment,
     Prior,
     PriorPolicy,
-    apply_priors,
-    by_candidate,
     failure_warnings,
+    learned_pool,
     outcome_records,
-    priors,
-    relevant_ids,
 )
 from memstream.learning.trace import CheckoutTrace, family_of, trace_of
 from memstream.projection.model import EventRecord, InvalidationRecord, SourceRef, VectorHit
@@ -395,10 +392,8 @@ class CheckoutService:
         )
         if not records:
             return candidates, Learned()
-        found = priors(records, family_of(plan), as_of or self.clock(), self.prior_policy)
-        found = by_candidate(found, candidates)
-        relevant = relevant_ids(plan, candidates)
-        ranked, notes = apply_priors(candidates, found, relevant, self.prior_policy)
+        now = as_of or self.clock()
+        ranked, found, notes = learned_pool(plan, candidates, records, now, self.prior_policy)
         return ranked, Learned(found, notes)
 
     def _record(

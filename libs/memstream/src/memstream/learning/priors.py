@@ -5,11 +5,12 @@ record counts ``signal × certainty``, halved every ``half_life_days``, and weig
 close the question it was given for is to this one (a record without a family, or from an
 unrelated family, still counts ``global_share``). The sum is squashed into -1..1.
 
-The bound: a prior never brings a candidate into the pool and never makes an item relevant;
-it re-orders items that the question retrieves and that match it on their own (see
-``relevant``), by at most ``rank_weight`` focus terms and a ``score_lift``/``score_drop``
-share of the fused score. A version built without feedback has no records: the original
-ranking.
+The bound: a prior never brings a candidate into the pool. It re-orders items that the
+question retrieves and that match it on their own (see ``relevant``) or that earned it
+(tasks asking a question of this family, about the same entities, succeeded relying on them:
+``family_success``; praise from elsewhere never earns it), by at most
+``rank_weight`` focus terms and a ``score_lift``/``score_drop`` share of the fused score. A
+version built without feedback has no records: the original ranking.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from memstream.checkout.synthesis.selection import (
     terms_matched,
 )
 from memstream.events.payloads import QuestionFamily
-from memstream.learning.trace import family_similarity
+from memstream.learning.trace import family_of, family_similarity
 from memstream.projection.model import FeedbackRecord
 from memstream.times import parse_ts
 
@@ -87,6 +88,22 @@ def _closeness(family: QuestionFamily, record: FeedbackRecord, share: float) -> 
     return share + (1 - share) * sim
 
 
+def _kin(family: QuestionFamily, other: QuestionFamily, policy: PriorPolicy) -> bool:
+    """``other`` asked this kind of question, about the same things: close enough, and the
+    two do not each name an entity the other does not (the Hekla gateway's tasks say nothing
+    of the Þórsmörk one; a lower-case question naming none conflicts with neither)."""
+    own, theirs = set(family.entities), set(other.entities)
+    if own - theirs and theirs - own:
+        return False
+    return family_similarity(family, other) >= policy.family_match
+
+
+def earned_ids(found: dict[str, Prior]) -> set[str]:
+    """Memories relevant by their record: a task asking this kind of question succeeded
+    with them (see ``_kin``). They may be raised, and answer, without sharing its words."""
+    return {item_id for item_id, p in found.items() if p.family_success}
+
+
 def priors(
     records: Iterable[FeedbackRecord],
     family: QuestionFamily,
@@ -110,9 +127,7 @@ def priors(
         failed = [r.task_id for r in group if r.task_id and r.outcome == "failure"]
         succeeded = [r.task_id for r in group if r.task_id and r.outcome == "success"]
         kin = any(
-            r.outcome == "success"
-            and r.family is not None
-            and family_similarity(family, r.family) >= policy.family_match
+            r.outcome == "success" and r.family is not None and _kin(family, r.family, policy)
             for r in group
         )
         out[target] = Prior(
@@ -236,3 +251,18 @@ def failure_warnings(found: dict[str, Prior], shown: list[str]) -> list[PacketWa
         )
         out.append(PacketWarning(kind="failure_record", message=message, ids=[item_id]))
     return out
+
+
+def learned_pool(
+    plan: SynthesisPlan,
+    candidates: list[Candidate],
+    records: Iterable[FeedbackRecord],
+    now: datetime,
+    policy: PriorPolicy = PriorPolicy(),
+) -> tuple[list[Candidate], dict[str, Prior], list[Adjustment]]:
+    """The pool as the records leave it for this question: the priors by candidate, the pool
+    re-ordered (only relevant or earned items raised), and what each prior did."""
+    found = by_candidate(priors(records, family_of(plan), now, policy), candidates)
+    relevant = relevant_ids(plan, candidates) | earned_ids(found)
+    ranked, notes = apply_priors(candidates, found, relevant, policy)
+    return ranked, found, notes

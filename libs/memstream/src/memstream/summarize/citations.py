@@ -24,7 +24,7 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
 # A period that ends an abbreviation or an initial ("Dr. Okafor", "J. R. Tolkien", "3 p.m.
 # on Friday") does not end the sentence, nor one followed by a lower-case word.
 _ABBREVIATION = re.compile(
-    r"(?:^|[\s(])(?:\w|dr|mr|mrs|ms|mx|prof|st|jr|sr|vs|etc|e\.g|i\.e|a\.m|p\.m|nr|"
+    r"(?:^|[\s(])(?:[^\W\d_]|dr|mr|mrs|ms|mx|prof|st|jr|sr|vs|etc|e\.g|i\.e|a\.m|p\.m|nr|"
     r"approx|fig|ca|cf)\.$",
     re.IGNORECASE,
 )

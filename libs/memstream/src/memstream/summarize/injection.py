@@ -62,6 +62,41 @@ _DIRECTIVE = re.compile(
     r"(?:that\b|with\b|\"|“|'|exactly\b|the\s+following\b|in\s+your\s+(?:answer|reply|summary)\b))"
 )
 
+# The reader's product named, and content put into it: "the summary should say ...", "write in
+# your answer ...", "add to any summary: ...", "when summarizing, mention ...". Text about the
+# world rarely tells a summary what to contain; text aimed at the summarizer does.
+_PRODUCT = (
+    r"(?:summar(?:y|ies|i[sz]e[sd]?|i[sz]ing|i[sz]ers?)|recaps?|digests?|"
+    r"(?:your|the|any|each|every|all)\s+(?:answers?|repl(?:y|ies)|responses?|outputs?)|"
+    r"whoever\s+(?:reads|asks|summari[sz]es)|anyone\s+(?:reading|asking|who\s+(?:reads|asks))|"
+    r"the\s+reader)"
+)
+_PUT = (
+    r"(?:include|mention|add|write|state|say|put|insert|append|output|print|tell|report|"
+    r"answer|respond|reply|claim|list|note|show|begin|start|end)"
+)
+_PRODUCT_CONTENT = re.compile(
+    rf"\b{_PRODUCT}\b(?:\W+\w+){{0,5}}?\W+(?:must|should|shall|needs?\s+to|ha(?:s|ve)\s+to|"
+    rf"is\s+to|are\s+to|will)\s+(?:\w+\s+)?{_PUT}\b"
+    rf"|\b{_PRODUCT}\b[^.!?\n]{{0,30}}?[:,]\s*(?:please\s+)?{_PUT}\b"
+    rf"|\b{_PUT}\b(?:\W+\w+){{0,3}}?\W+(?:in|to|into|at\s+the\s+(?:start|end)\s+of)\s+"
+    r"(?:your|the|any|each|every|all)\s+(?:summar(?:y|ies)|recaps?|answers?|repl(?:y|ies)|"
+    r"responses?|outputs?)\b"
+    rf"|(?:^|[.!?:;\n]\s*)(?:when|while|if)\s+(?:you\s+)?(?:are\s+)?(?:summari[sz]ing|"
+    rf"summari[sz]e|answering|replying|responding|asked)\b[^.!?\n]{{0,40}}?\b{_PUT}\b"
+    r"|\b(?:always|only|instead)\s+(?:answer|say|reply|respond|tell\s+\w+|mention|include|"
+    r"state|claim|output|report)\s*(?:that\b|:|\"|“)"
+    r"|\binstead\s+(?:tell|say|answer|reply|respond|state|claim|report)\b"
+)
+# The override in other languages the reader may follow (French, Spanish, Portuguese,
+# Italian, German): a verb that discards guidance, then the guidance.
+_OVERRIDE_ABROAD = re.compile(
+    r"\b(?:ignor(?:ez|er|a|ar|ate|are|iere|ieren)|oubliez|oublie|olvida|"
+    r"esquece|dimentica|vergiss)\b(?:\W+\w+){0,4}?\W+"
+    r"(?:instructions?|consignes|r[eè]gles|instrucciones|reglas|instru[cç][oõ]es|regras|"
+    r"istruzioni|regole|anweisungen|regeln|vorgaben)\b"
+)
+
 SIGNALS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("override", _OVERRIDE),
     ("names_its_instructions", _THEIR_GUIDANCE),
@@ -69,6 +104,8 @@ SIGNALS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("addresses_the_model", _ADDRESSED),
     ("obligation_on_the_reader", _YOU_MUST),
     ("answer_directive", _DIRECTIVE),
+    ("content_for_the_reader", _PRODUCT_CONTENT),
+    ("override_abroad", _OVERRIDE_ABROAD),
 )
 
 

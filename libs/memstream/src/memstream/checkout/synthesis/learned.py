@@ -41,6 +41,15 @@ def demoted_ids(
     return failing if proven else set()
 
 
+def proven_ids(operation: Operation, records: Mapping[str, OutcomeRecord]) -> set[str]:
+    """Memories that answer by their record: tasks asking this kind of question, about the
+    entities it names, succeeded relying on them, on balance. Only where one memory's word is
+    the answer; a set (count, list…) is never extended by a record."""
+    if operation not in CHOICE_OPS:
+        return set()
+    return {item_id for item_id, r in records.items() if r.proven}
+
+
 def discounted(answer: AnswerCandidate, records: Mapping[str, OutcomeRecord]) -> AnswerCandidate:
     """The answer with its confidence cut by the worst open failure record of its support:
     × (1 + prior) / 2, so at most half with any open record (never 1.0)."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Set
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -78,22 +78,30 @@ def relevant_rows(
     rows: list[EvidenceRow],
     by_id: Mapping[str, Candidate],
     loose: bool = False,
+    earned: Set[str] = frozenset(),
 ) -> list[tuple[EvidenceRow, float]]:
     """Rows about the plan's entities (if any) that share a focus term (if any), best first.
 
     Each row comes with its rank: 100 × entities matched + focus terms matched + the
     candidate's bounded feedback prior × ``PRIOR_WEIGHT``. ``loose`` drops the focus-term
-    requirement for rows about a named entity. The prior only re-orders rows that qualify.
+    requirement for rows about a named entity. ``earned``: support ids that qualify by their
+    record (tasks asking this kind of question about these entities succeeded with them),
+    counted as naming the entities. The prior only re-orders rows that qualify.
     """
     focus = focus_of(plan)
     scored: list[tuple[tuple[float, ...], EvidenceRow, float]] = []
     for i, row in enumerate(rows):
         c = by_id[row.support_id]
-        ents = entities_matched(plan, focus.entities, c, candidate_stems(c))
+        proven = row.support_id in earned
+        ents = (
+            len(focus.entities)
+            if proven
+            else entities_matched(plan, focus.entities, c, candidate_stems(c))
+        )
         if focus.entities and not ents:
             continue
         overlap = terms_matched(focus.terms, c, row_stems(row, c))
-        if focus.terms and not overlap and not (loose and ents):
+        if focus.terms and not overlap and not (loose and ents) and not proven:
             continue
         fit = c.relevance or 0.0
         learned = overlap + PRIOR_WEIGHT * c.prior

@@ -45,6 +45,7 @@ from memstream.checkout.synthesis.learned import (
     discounted,
     failure_exclusions,
     order_key,
+    proven_ids,
 )
 from memstream.checkout.synthesis.operations import run_operation
 from memstream.checkout.synthesis.selection import (
@@ -61,6 +62,8 @@ from memstream.text.words import stem
 from memstream.times import day_of, parse_ts
 
 SUPPORT_MIN = 0.5  # share of focus terms / entities an answer's support must mention
+# An answer resting on a memory relevant only by its record: at most this support strength.
+EARNED_MAX = 0.8
 # A single-item answer must mention every entity the question names.
 WHOLE_ENTITY_OPS = frozenset({"lookup", "latest_value", "absence"})
 MAX_EVIDENCE = 50
@@ -132,17 +135,17 @@ def _context(
 
 
 def _relevant(
-    plan: SynthesisPlan, rows: list[EvidenceRow], by_id: dict[str, Candidate]
+    plan: SynthesisPlan, rows: list[EvidenceRow], by_id: dict[str, Candidate], earned: set[str]
 ) -> tuple[list[tuple[EvidenceRow, float]], bool]:
     """Ranked relevant rows, and whether they were found loosely (entity only, no focus term).
 
     Set operations fall back to everything about the named entities when no row names the
     focus terms: "how many trips did Noor take" still counts her trips told in other words.
     """
-    ranked = relevant_rows(plan, rows, by_id)
+    ranked = relevant_rows(plan, rows, by_id, earned=earned)
     loose = not ranked and bool(plan.entities) and plan.operation in LOOSE_OPS
     if loose:
-        ranked = relevant_rows(plan, rows, by_id, loose=True)
+        ranked = relevant_rows(plan, rows, by_id, loose=True, earned=earned)
     return ranked, loose
 
 
@@ -188,12 +191,20 @@ def _nothing_found(
 
 
 def _support(
-    plan: SynthesisPlan, top: AnswerCandidate, by_id: dict[str, Candidate], loose: bool
+    plan: SynthesisPlan,
+    top: AnswerCandidate,
+    by_id: dict[str, Candidate],
+    loose: bool,
+    earned: set[str],
 ) -> tuple[float, PacketWarning | None]:
-    """How well the answer's support covers the question (0..1), and a warning if too weakly."""
+    """How well the answer's support covers the question (0..1), and a warning if too weakly.
+    Support that earned the question by its record covers its entities, its words at least
+    ``SUPPORT_MIN``: proven by outcomes, not by words, so never at full confidence."""
     lex, ent = coverage(plan, top.support_ids, by_id)
     if loose:
         lex = max(lex, SUPPORT_MIN)  # entity-only support: answered, at lower confidence
+    if earned & set(top.support_ids) and (ent < 1.0 or lex < SUPPORT_MIN):
+        lex, ent = min(max(lex, SUPPORT_MIN), EARNED_MAX), 1.0
     strength = min(lex, ent)
     if strength < SUPPORT_MIN or (plan.operation in WHOLE_ENTITY_OPS and ent < 1.0):
         msg = f"weak support: {lex:.0%} of the question's terms, {ent:.0%} of its entities"
@@ -313,7 +324,8 @@ def synthesize(
     for c in candidates:
         by_id.setdefault(c.item_id, c)
     rows = evidence_rows(plan, list(by_id.values()))
-    ranked, loose = _relevant(plan, rows, by_id)
+    earned = proven_ids(plan.operation, records)
+    ranked, loose = _relevant(plan, rows, by_id, earned)
     relevant = [r for r, _ in ranked]
     kept, excluded = screen(plan, relevant, by_id, min_confidence)
     ctx = _context(plan, by_id, ranked)
@@ -328,7 +340,7 @@ def synthesize(
     if (why := misattributed(plan.entity_keys(), top.support_ids, by_id)) is not None:
         warnings.append(_warn("misattributed", why, top.support_ids))
         return _result("ask_user", _abstain(plan, ctx), warnings, kept)
-    strength, weak = _support(plan, top, by_id, loose)
+    strength, weak = _support(plan, top, by_id, loose, earned)
     if weak is not None:
         warnings.append(weak)
         return _result("ask_user", _abstain(plan, ctx), warnings, kept)
