@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
-from memstream.text.words import fold_plural, stem
+from memstream.text.words import content_stems, fold_plural, stem, words
 from memstream.times import day_of, epoch_seconds, iso_utc, iso_z, parse_ts, z_suffix
 from memstream.vectors.sparse import SPARSE_VERSION, doc_vector, term_id, tokenize
 
@@ -115,6 +115,18 @@ def test_bm25_tokens_and_term_ids_are_pinned() -> None:
         assert tokenize(text) == tokens
         assert [term_id(t) for t in tokens] == ids
         assert doc_vector(text).indices == sorted(set(ids))
+
+
+def test_words_keep_every_script_and_letters_without_a_decomposition() -> None:
+    """A letter that does not decompose (þ, ø, ł, ß) is part of its word, and other
+    scripts are words too; Latin accents still fold."""
+    assert words("Þórsmörk, Øresund; Łódź: straße & Zoë") == [
+        "þorsmork", "øresund", "łodz", "straße", "zoe",
+    ]  # fmt: skip
+    assert words("Москва и 東京, हिन्दी") == ["москва", "и", "東京", "हिन्दी"]
+    assert words("Inès's café, 12 p.m.") == ["ines's", "cafe", "12", "p", "m"]
+    # a question and a memory in Cyrillic share their content words
+    assert content_stems("Где живёт Ольга?") & content_stems("Ольга живёт в Казани.")
 
 
 def test_ledger_time_form_is_pinned() -> None:

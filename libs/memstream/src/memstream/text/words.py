@@ -6,7 +6,13 @@ import re
 import unicodedata
 from functools import lru_cache
 
+import regex
+
 _TOKEN = re.compile(r"[a-z0-9]+(?:['’][a-z]+)?")
+# Any script: a letter or digit, then letters, digits and the marks that belong to them
+# (Indic vowel signs, Hebrew points). Letters without a decomposition (þ, ø, ł, ß) are
+# letters of the word, not separators.
+_ANY_TOKEN = regex.compile(r"[\p{L}\p{N}][\p{L}\p{N}\p{M}]*(?:['’][\p{L}\p{M}]+)?")
 
 # Function words, question words and the operation cue words (they pick the operation,
 # they are not what the question is about).
@@ -69,9 +75,10 @@ def fold_accents(text: str) -> str:
 
 def words(text: str) -> list[str]:
     """Lower-case word tokens, accents folded ("Inès" → "ines"), apostrophes kept inside."""
-    if not text.isascii():
-        text = fold_accents(text)
-    return _TOKEN.findall(text.lower())
+    if text.isascii():
+        return _TOKEN.findall(text.lower())
+    found: list[str] = _ANY_TOKEN.findall(fold_accents(text).lower())
+    return found
 
 
 def _singular(word: str) -> str:
