@@ -73,8 +73,11 @@ def locomo_table(doc: Doc) -> str:
     ]
     names = {"packet": "checkout packet", "bm25": "BM25 only", "dense": "dense only"}
     names["recall"] = "`/v1/recall` top-k"
-    names["packet_episodes_on"] = "packet, episode lane on"
-    names["packet_episodes_off"] = "packet, episode lane off"
+    levers = {"episodes": "episode lane", "time_lane": "time lane", "second_hop": "second hop"}
+    levers["rerank"] = "rerank"
+    for lever, label in levers.items():
+        names[f"packet_{lever}_on"] = f"packet, {label} on"
+        names[f"packet_{lever}_off"] = f"packet, {label} off"
     for name, m in methods.items():
         cats = [m["by_category"].get(str(c), {}) for c in (1, 2, 3, 4)]
         shown = " | ".join(f"{c.get('recall', 0):.3f} / {c.get('hit', 0):.3f}" for c in cats)
