@@ -11,7 +11,7 @@ from memstream.checkout.plan import plan_query
 from memstream.checkout.plan.anchored import Offset, in_ranges, named_ranges, offsets
 from memstream.checkout.plan.entities import Lexicon
 from memstream.checkout.plan.window import find_window
-from memstream.checkout.retrieve.reach import anchor_days, candidate_days, hop_keys
+from memstream.checkout.retrieve.reach import anchor_days, candidate_days, hop_keys, hop_terms
 from memstream.checkout.retrieve.rerank import gain, rerank
 from memstream.projection.model import DateRecord, EntityView, SourceRef
 
@@ -135,6 +135,20 @@ def test_the_second_hop_takes_entities_the_question_does_not_name() -> None:
     ]
     assert hop_keys(plan, best) == ["marc-andre dupuis", "lyon"]
     assert hop_keys(plan, [cand("x", keys=["zoe"])]) == []
+
+
+def test_the_second_hop_adds_words_the_best_hits_share_and_the_question_lacks() -> None:
+    plan = plan_query("What does Zoë do on weekends?", "2031-03-10T00:00:00Z")
+    best = [
+        cand("a", "Pottery class again, my glazes cracked in the kiln"),
+        cand("b", "The KILN at the pottery studio is finally fixed!"),
+        cand("c", "Zoë, weekends are for pottery and kilns, right?"),
+        cand("d", "Groceries, then laundry."),
+        cand("e", "pottery pottery pottery", kind="fact"),
+    ]
+    # "pottery" in three hits, "kiln"/"kilns" (one stem) in three; "weekends" is asked
+    assert hop_terms(plan, best) == ["pottery", "kiln"]
+    assert hop_terms(plan, best[3:]) == []  # nothing shared
 
 
 # -- reranking --------------------------------------------------------------------------------

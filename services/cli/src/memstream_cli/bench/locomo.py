@@ -172,7 +172,7 @@ class _Scores:
     rows: list[dict[str, Any]] = field(default_factory=list)
     abstain: list[float] = field(default_factory=list)
     latencies: list[float] = field(default_factory=list)
-    # checkout ms of the packets with a lever on that is off by default (as ``latencies``)
+    # checkout ms of the packets with one lever flipped, by "<lever>_<on|off>" (as ``latencies``)
     lever_ms: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
     tokens: list[float] = field(default_factory=list)
     # The budget counts the Markdown prompt form; the JSON form is reported beside it.
@@ -307,8 +307,8 @@ def _score_lanes(
         on, off = (retrieved, other) if served else (other, retrieved)
         per[f"packet_{lever}_on"][cat].append(_score(on, evidence, k))
         per[f"packet_{lever}_off"][cat].append(_score(off, evidence, k))
-        if not served:  # the lever's own latency, beside the packet's as served
-            scores.lever_ms[lever].append((time.perf_counter() - started) * 1000)
+        side = "off" if served else "on"  # the flipped packet's latency, beside the served
+        scores.lever_ms[f"{lever}_{side}"].append((time.perf_counter() - started) * 1000)
     for name, mode in LANES.items():
         if name == "packet":
             continue

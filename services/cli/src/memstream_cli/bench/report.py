@@ -95,6 +95,13 @@ def locomo_table(doc: Doc) -> str:
         f"as JSON: median {doc.get('packet_json_tokens_median', '?')}. Checkout p50 "
         f"{doc['checkout_ms_p50']} ms, p95 {doc['checkout_ms_p95']} ms.",
     ]
+    if levers_ms := doc.get("lever_ms"):
+        shown = ", ".join(
+            f"{levers.get(name.rsplit('_', 1)[0], name)} {name.rsplit('_', 1)[-1]} "
+            f"{v['p50']} / {v['p95']} ms"
+            for name, v in levers_ms.items()
+        )
+        lines.append(f"Checkout p50 / p95 with one lever switched the other way: {shown}.")
     answered = doc.get("answered_by_category")
     if answered:
         shown = ", ".join(f"cat {c}: {v:.2f}" for c, v in sorted(answered.items()))

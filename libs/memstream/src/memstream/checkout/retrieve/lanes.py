@@ -30,7 +30,7 @@ from memstream.checkout.retrieve.candidates import (
     known_by,
 )
 from memstream.checkout.retrieve.facts import PredicateRanker
-from memstream.checkout.retrieve.reach import anchor_days, candidate_days, hop_keys
+from memstream.checkout.retrieve.reach import anchor_days, candidate_days, hop_keys, hop_terms
 from memstream.checkout.retrieve.rerank import rerank
 from memstream.embed.port import Embedder
 from memstream.graph.port import GraphStore
@@ -277,18 +277,17 @@ class _Run:
         self.clock.lap("episode")
 
     def hop(self) -> None:
-        """The second hop: the turns naming the entities the best hits name and the question
-        does not ("what did the person Noor met at the fair recommend?" finds that person's
-        name in the first hits), ranked by the question and those names."""
-        keys = hop_keys(self.plan, self.lanes.fused())
-        if not keys:
+        """The second hop: the question again, with the entities the best hits name and the
+        words they share that it does not say ("what did Noor's mentor suggest?" finds the
+        mentor's name in the first hits, then what that person said)."""
+        best = self.lanes.fused()
+        extra = [*hop_keys(self.plan, best), *hop_terms(self.plan, best)]
+        if not extra:
             return
-        query = " ".join([self.plan.query, *keys])
+        query = " ".join([self.plan.query, *extra])
         vector = self.r.embedder.embed([query])[0].tolist()
         streams = [self.stream] if self.stream else None
-        searches = [
-            Search(self.r.pool, m, kinds=EVENTS, streams=streams, entities=keys) for m in MODES
-        ]
+        searches = [Search(self.r.pool, m, kinds=EVENTS, streams=streams) for m in MODES]
         results = self.r.index.query_batch(self.tenant, vector, query, searches, as_of=self.as_of)
         for mode, hits in zip(MODES, results, strict=True):
             for h in hits:
