@@ -6,8 +6,9 @@ the query names), facts (current and past facts of those entities), chain
 (the turns around the best hits), recency (newest events, for "current" questions), episode
 (hierarchical: rank the episode latents, then the turns inside the best episodes), time (the
 turns in the periods the question's dates name, resolved against the days of the best hits)
-and hop (a second hop: the turns naming the entities the best hits name and the question
-does not). The fused top can be reranked by cheap features (``retrieve.rerank``).
+and hop (a second hop: the question searched again with the entities the best hits name and
+the words they share that it does not say). The fused top can be reranked by cheap features
+(``retrieve.rerank``).
 """
 
 from __future__ import annotations
@@ -64,6 +65,9 @@ LATENT_HITS = 8
 TOP_EPISODES = 3
 RECENT = 10  # events the recency lane adds
 TIME_SEARCHES = 4  # periods the time lane searches inside (the rest only filter the pool)
+# The index bounds time from above only: a search up to a period's end is kept from its start,
+# so it reads this many pools to leave enough inside the period.
+TIME_OVERFETCH = 4
 TIME_BOOST = 2.0  # the fused score of an item in a period the question names
 OFFSET_ANCHORS = 3  # hits of "the trip" in "two weeks before the trip" whose days anchor it
 LATENT = "latent"  # the batch's search for latent artifacts (not a lane of the pool)
@@ -119,8 +123,10 @@ class Retriever:
     pool: int = 40
     # The hierarchical lane: off by default, it did not lift LoCoMo Recall@10 (README).
     episodes: bool = False
+    # The query-side levers (a checkout sets them per request; off here, so ``/v1/recall``
+    # and the benchmarks' baselines stay the plain fused lanes).
     time_lane: bool = False  # the periods the question's dates name (``_Run.time``)
-    second_hop: bool = False  # the entities of the first hits (``_Run.hop``)
+    second_hop: bool = False  # the entities and words of the first hits (``_Run.hop``)
     rerank: bool = False  # the fused top by cheap features (``retrieve.rerank``)
 
     def lane(
@@ -305,7 +311,7 @@ class _Run:
             ranges += [off.around(d) for d in self._offset_anchors(off, anchors)]
         self.ranges = list(dict.fromkeys(ranges))
         for start, end in self.ranges[:TIME_SEARCHES]:
-            for h in self._inside(start, end):
+            for h in self._inside(start, end)[: self.r.pool]:
                 self.lanes.add_hit("time", h.payload)
         self.clock.lap("time")
 
@@ -338,13 +344,13 @@ class _Run:
 
     def _inside(self, start: date, end: date) -> list[VectorHit]:
         """The question's best turns that happened in ``[start, end)``: searched up to the
-        end, kept from the start (the index bounds time from above only)."""
+        end, kept from the start (see ``TIME_OVERFETCH``)."""
         last = datetime.combine(end, dt_time.min, tzinfo=UTC) - timedelta(microseconds=1)
         bound = min(last, self.as_of) if self.as_of is not None else last
         streams = [self.stream] if self.stream else None
         hits = self.r.index.query(
-            self.tenant, self.vector, self.plan.query, limit=self.r.pool, mode="hybrid",
-            kinds=EVENTS, streams=streams, as_of=bound,
+            self.tenant, self.vector, self.plan.query, limit=TIME_OVERFETCH * self.r.pool,
+            mode="hybrid", kinds=EVENTS, streams=streams, as_of=bound,
         )  # fmt: skip
         first = datetime.combine(start, dt_time.min, tzinfo=UTC)
         return [
