@@ -12,6 +12,7 @@ import pytest
 from falkordb import FalkorDB
 from memstream.checkout.plan import plan_query
 from memstream.checkout.retrieve import Retriever
+from memstream.checkout.retrieve.lanes import MAX_OFFSETS, TIME_SEARCHES
 from memstream.checkout.retrieve.rerank import rerank
 from memstream.embed.registry import get_embedder
 from memstream.graph.falkor import FalkorGraphStore
@@ -133,3 +134,34 @@ def test_rerank_reorders_the_fused_pool_it_returns(retriever: Retriever) -> None
     assert [c.item_id for c in ranked] == [c.item_id for c in rerank(plan, plain)]
     assert ranked[0].item_id == "aug3"
     assert sorted(c.item_id for c in ranked) == sorted(c.item_id for c in plain)
+
+
+class CountingIndex:
+    """The real index, counting the single searches a checkout makes."""
+
+    def __init__(self, index: Any) -> None:
+        self.index = index
+        self.queries = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.index, name)
+
+    def query(self, *args: Any, **kwargs: Any) -> Any:
+        self.queries += 1
+        return self.index.query(*args, **kwargs)
+
+
+def test_a_question_full_of_dates_and_offsets_costs_a_bounded_number_of_searches(
+    retriever: Retriever,
+) -> None:
+    offsets_ = " and ".join(f"{n} days before the trip number {n}" for n in range(1, 40))
+    dates_ = ", ".join(f"{d} May 2030" for d in range(1, 29))
+    question = f"What happened\x00 \x01{offsets_}, on {dates_}, last june\x7f?"
+    assert len(question) < 4000  # what a checkout request accepts
+    counting = CountingIndex(retriever.index)
+    retriever.index = counting  # type: ignore[assignment]
+    retriever.time_lane = True
+    timings: dict[str, float] = {}
+    pool = retriever.retrieve("zoe", plan_query(question, NOW), timings=timings)
+    assert pool and "time" in timings
+    assert counting.queries <= MAX_OFFSETS + TIME_SEARCHES

@@ -211,3 +211,13 @@ def test_the_plan_window_reads_last_next_and_this_month(
 ) -> None:
     window, _spans = find_window(question, "2031-03-10T09:00:00Z")
     assert window is not None and (window.start, window.end) == (start, end)
+
+
+def test_control_characters_and_long_questions_read_like_any_other() -> None:
+    assert named_ranges("what\x00 happened\x01 in 2027?\x7f", [NOW]) == [
+        (date(2027, 1, 1), date(2028, 1, 1))
+    ]
+    assert offsets("two weeks before \x00the trip\x1b") == [Offset(-14, 7, "\x00the trip\x1b")]
+    long = "last june, " * 350  # one period, however often it is said
+    assert named_ranges(long, [AUG_2029]) == [(date(2029, 6, 1), date(2029, 7, 1))]
+    assert offsets("x " * 2000) == []

@@ -65,6 +65,10 @@ LATENT_HITS = 8
 TOP_EPISODES = 3
 RECENT = 10  # events the recency lane adds
 TIME_SEARCHES = 4  # periods the time lane searches inside (the rest only filter the pool)
+# A question naming many dates or offsets (a pasted log) costs at most this many periods and
+# anchor searches.
+MAX_RANGES = 16
+MAX_OFFSETS = 2
 # The index bounds time from above only: a search up to a period's end is kept from its start,
 # so it reads this many pools to leave enough inside the period.
 TIME_OVERFETCH = 4
@@ -307,9 +311,9 @@ class _Run:
         now = parse_ts(self.plan.as_of)
         anchors = anchor_days(fused, now.date() if now is not None else None)
         ranges = named_ranges(self.plan.query, anchors)
-        for off in offsets(self.plan.query):
+        for off in offsets(self.plan.query)[:MAX_OFFSETS]:
             ranges += [off.around(d) for d in self._offset_anchors(off, anchors)]
-        self.ranges = list(dict.fromkeys(ranges))
+        self.ranges = list(dict.fromkeys(ranges))[:MAX_RANGES]
         for start, end in self.ranges[:TIME_SEARCHES]:
             for h in self._inside(start, end)[: self.r.pool]:
                 self.lanes.add_hit("time", h.payload)
