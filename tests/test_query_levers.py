@@ -221,3 +221,16 @@ def test_control_characters_and_long_questions_read_like_any_other() -> None:
     long = "last june, " * 350  # one period, however often it is said
     assert named_ranges(long, [AUG_2029]) == [(date(2029, 6, 1), date(2029, 7, 1))]
     assert offsets("x " * 2000) == []
+
+
+def test_anchors_at_the_ends_of_the_calendar_give_no_impossible_period() -> None:
+    # next December of 9999, last June of year 1: those anchors resolve nothing, others do
+    edges = [date(9999, 12, 30), date(1, 1, 2), AUG_2029]
+    ranges = named_ranges("what happened next december, last june and yesterday?", edges)
+    assert ranges == [
+        (date(2029, 12, 1), date(2030, 1, 1)),
+        (date(2029, 6, 1), date(2029, 7, 1)),
+        (date(2029, 8, 13), date(2029, 8, 14)),
+    ]
+    assert Offset(14, 7, "").around(date.max) == (date.max, date.max)
+    assert Offset(-14, 7, "").around(date(1, 1, 3)) == (date.min, date(1, 1, 4))

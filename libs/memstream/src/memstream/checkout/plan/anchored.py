@@ -45,8 +45,17 @@ class Offset:
         (people round: "two weeks before" is rarely exactly fourteen days), anchor included."""
         reach = timedelta(days=abs(self.days) + self.unit_days)
         if self.days < 0:
-            return anchor - reach, anchor + timedelta(days=1)
-        return anchor, anchor + reach + timedelta(days=1)
+            return _shift(anchor, -reach), _shift(anchor, timedelta(days=1))
+        return anchor, _shift(anchor, reach + timedelta(days=1))
+
+
+def _shift(day: date, by: timedelta) -> date:
+    """``day + by``, saturated at the ends of ``date``'s range (an event may be dated in
+    year 9999)."""
+    try:
+        return day + by
+    except OverflowError:
+        return date.max if by > timedelta(0) else date.min
 
 
 def offsets(query: str) -> list[Offset]:
@@ -74,12 +83,21 @@ def named_ranges(query: str, anchors: Iterable[date]) -> list[DayRange]:
     (:func:`offsets`); bounds ("since May") are left to the plan's window."""
     out: list[DayRange] = []
     for i, anchor in enumerate(dict.fromkeys(anchors)):
-        for pos, text, start, end in date_spans(query, anchor):
+        for pos, text, start, end in spans_at(query, anchor):
             absolute = bool(_YEAR.search(text))
             if (absolute and i > 0) or _open_ended(query, pos):
                 continue
             out.append((start, end))
     return list(dict.fromkeys(out))
+
+
+def spans_at(query: str, anchor: date) -> list[tuple[int, str, date, date]]:
+    """:func:`date_spans` against ``anchor``; none where a period would leave ``date``'s
+    range ("next month" seen from December 9999)."""
+    try:
+        return date_spans(query, anchor)
+    except (ValueError, OverflowError):
+        return []
 
 
 def in_ranges(days: Iterable[date], ranges: list[DayRange]) -> bool:

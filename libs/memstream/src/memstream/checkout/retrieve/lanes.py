@@ -21,9 +21,15 @@ from datetime import time as dt_time
 from typing import Any
 
 from memstream.checkout.model import Candidate, SynthesisPlan
-from memstream.checkout.plan.anchored import DayRange, Offset, in_ranges, named_ranges, offsets
+from memstream.checkout.plan.anchored import (
+    DayRange,
+    Offset,
+    in_ranges,
+    named_ranges,
+    offsets,
+    spans_at,
+)
 from memstream.checkout.plan.focus import focus_words
-from memstream.checkout.plan.window import date_spans
 from memstream.checkout.retrieve.candidates import (
     event_candidate,
     fact_candidate,
@@ -337,11 +343,11 @@ class _Run:
         days of X's best matches, else (no X) the question's anchors."""
         if not off.anchor_text:
             return anchors
-        if anchors and (spans := date_spans(off.anchor_text, anchors[-1])):
+        if anchors and (spans := spans_at(off.anchor_text, anchors[-1])):
             return [spans[0][2]]
         hits = self.r.index.query(
             self.tenant, None, off.anchor_text, limit=OFFSET_ANCHORS, mode="sparse",
-            kinds=EVENTS, as_of=self.as_of,
+            kinds=EVENTS, streams=[self.stream] if self.stream else None, as_of=self.as_of,
         )  # fmt: skip
         days = [ts.date() for h in hits if (ts := parse_ts(str(h.payload.get("occurred_at"))))]
         return list(dict.fromkeys(days))
