@@ -234,3 +234,10 @@ def test_anchors_at_the_ends_of_the_calendar_give_no_impossible_period() -> None
     ]
     assert Offset(14, 7, "").around(date.max) == (date.max, date.max)
     assert Offset(-14, 7, "").around(date(1, 1, 3)) == (date.min, date(1, 1, 4))
+
+
+def test_a_huge_count_is_capped_not_an_overflow() -> None:
+    (off,) = offsets("what happened 99999999999999 years before the trip?")
+    assert off.days == -10_000 * 366
+    start, end = off.around(AUG_2029)
+    assert start == date.min and end == date(2029, 8, 15)

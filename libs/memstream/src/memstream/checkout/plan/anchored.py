@@ -20,6 +20,7 @@ from memstream.checkout.plan.window import NUMBERS, OPEN_END, OPEN_START, date_s
 DayRange = tuple[date, date]  # first day, day after the last
 _UNIT_DAYS = {"day": 1, "night": 1, "week": 7, "weekend": 7, "month": 31, "year": 366}
 _YEAR = re.compile(r"\b\d{4}\b")
+MAX_COUNT = 10_000  # "99999999999 days before" counts this many (a timedelta has an end)
 _COUNT = (
     r"\d+|an?|one|two|three|four|five|six|seven|eight|nine|ten|(?:a\s+)?few|(?:a\s+)?couple\s+of"
 )
@@ -63,7 +64,7 @@ def offsets(query: str) -> list[Offset]:
     out: list[Offset] = []
     for m in _OFFSET.finditer(query):
         count = re.sub(r"\s+", " ", (m.group("n") or "one").lower()).removeprefix("a ")
-        n = NUMBERS.get(count) or (int(count) if count.isdigit() else 1)
+        n = NUMBERS.get(count) or (min(int(count), MAX_COUNT) if count.isdigit() else 1)
         unit = (m.group("u") or m.group("the")).lower().rstrip("s")
         days = n * _UNIT_DAYS[unit]
         sign = -1 if m.group("dir").lower().startswith(("before", "prior", "earlier")) else 1
