@@ -13,6 +13,7 @@ from memstream_cli.bench.report import (
     chaos_table,
     learn_table,
     load_table,
+    locomo_table,
     update_readme,
 )
 
@@ -193,3 +194,28 @@ def test_neighbours_table_shows_off_and_on_with_every_status(tmp_path: Path) -> 
     assert "| 1.50 |" in on and "| 40 / 12,000 / 0 (200.5/s) |" in on
     assert "a budget of 0.25 CPU s/s (bursts of 2 s)" in table
     assert "_Measured 2031-01-02 on a 2-core machine._" in table
+
+
+def test_the_locomo_table_names_each_lever_row_and_its_latency() -> None:
+    cell = {
+        "recall": 0.5,
+        "hit": 0.6,
+        "questions": 2,
+        "by_category": {"1": {"recall": 0.5, "hit": 0.6}},
+    }
+    methods = {
+        name: cell for name in ("packet", "bm25", "packet_time_lane_on", "packet_rerank_off")
+    }
+    doc = {
+        "methods": methods, "questions": 3, "category5_abstention": 0.5,
+        "packet_tokens_median": 1400, "packet_tokens_p95": 1490, "checkout_ms_p50": 20.0,
+        "checkout_ms_p95": 30.0, "machine": {"cpus": 2, "date": "2031-01-01"},
+        "lever_ms": {
+            "time_lane_off": {"p50": 18.5, "p95": 27.0},
+            "second_hop_on": {"p50": 25.0, "p95": 40.0},
+        },
+    }  # fmt: skip
+    table = locomo_table(doc)
+    assert "| packet, time lane on | 0.500 | 0.600 |" in table
+    assert "| packet, rerank off | 0.500 | 0.600 |" in table
+    assert "time lane off 18.5 / 27.0 ms, second hop on 25.0 / 40.0 ms" in table

@@ -146,8 +146,15 @@ LANES: dict[str, Literal["fused", "dense", "sparse"]] = {
     "dense": "dense",
     "recall": "fused",
 }
-# The packet as served, and with the hierarchical (episode) lane on and off.
-VARIANTS = ("packet_episodes_on", "packet_episodes_off")
+# Levers measured on and off in the same run: the request flag, and the packet meta telling
+# whether it served the packet (every question is checked out again with each one flipped).
+LEVERS = {
+    "episodes": "episode_lane",
+    "time_lane": "time_lane",
+    "second_hop": "second_hop",
+    "rerank": "rerank",
+}
+VARIANTS = tuple(f"packet_{lever}_{side}" for lever in LEVERS for side in ("on", "off"))
 Conversation = tuple[dict[str, Any], str, set[str], str]  # sample, tenant, turn ids, API key
 
 
@@ -165,6 +172,8 @@ class _Scores:
     rows: list[dict[str, Any]] = field(default_factory=list)
     abstain: list[float] = field(default_factory=list)
     latencies: list[float] = field(default_factory=list)
+    # checkout ms of the packets with one lever flipped, by "<lever>_<on|off>" (as ``latencies``)
+    lever_ms: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
     tokens: list[float] = field(default_factory=list)
     # The budget counts the Markdown prompt form; the JSON form is reported beside it.
     json_tokens: list[float] = field(default_factory=list)
@@ -287,21 +296,36 @@ def _score_lanes(
     retrieved: list[str],
     evidence: list[str],
 ) -> None:
-    """The packet as served (``retrieved``: its turns), with the episode lane switched the
-    other way, and each recall lane on its own."""
+    """The packet as served (``retrieved``: its turns), with each lever switched the other
+    way (the others as served), and each recall lane on its own."""
     k, per = scores.k, scores.per
     per["packet"][cat].append(_score(retrieved, evidence, k))
-    served = bool(packet["meta"].get("episode_lane"))
-    other = packet_turns(client.checkout(q["question"], k=k, episodes=not served))
-    on, off = (retrieved, other) if served else (other, retrieved)
-    per["packet_episodes_on"][cat].append(_score(on, evidence, k))
-    per["packet_episodes_off"][cat].append(_score(off, evidence, k))
+    for lever, meta in LEVERS.items():
+        served = bool(packet["meta"].get(meta))
+        started = time.perf_counter()
+        other = packet_turns(_flipped(client, q["question"], k, lever, not served))
+        on, off = (retrieved, other) if served else (other, retrieved)
+        per[f"packet_{lever}_on"][cat].append(_score(on, evidence, k))
+        per[f"packet_{lever}_off"][cat].append(_score(off, evidence, k))
+        side = "off" if served else "on"  # the flipped packet's latency, beside the served
+        scores.lever_ms[f"{lever}_{side}"].append((time.perf_counter() - started) * 1000)
     for name, mode in LANES.items():
         if name == "packet":
             continue
         items = client.recall(q["question"], k=k, mode=mode)
         got = _turns([i["item_id"] for i in items])
         per[name][cat].append(_score(got, evidence, k))
+
+
+def _flipped(client: MemoryHttpClient, question: str, k: int, lever: str, on: bool) -> Any:
+    """The packet with one lever of :data:`LEVERS` switched ``on`` or off."""
+    if lever == "episodes":
+        return client.checkout(question, k=k, episodes=on)
+    if lever == "time_lane":
+        return client.checkout(question, k=k, time_lane=on)
+    if lever == "second_hop":
+        return client.checkout(question, k=k, second_hop=on)
+    return client.checkout(question, k=k, rerank=on)
 
 
 def _document(scores: _Scores, ingest_s: float, turns: int) -> dict[str, Any]:
@@ -336,6 +360,11 @@ def _report(scores: _Scores, ingest_s: float, turns: int) -> dict[str, Any]:
         "checkout_ms_p50": round(percentile(latencies, 0.5), 3),
         "checkout_ms_p95": round(percentile(latencies, 0.95), 3),
         "ingest_seconds": round(ingest_s, 3),
+        "lever_ms": {
+            name: {"p50": round(percentile(v, 0.5), 3), "p95": round(percentile(v, 0.95), 3)}
+            for name, v in scores.lever_ms.items()
+            if v
+        },
     }
 
 

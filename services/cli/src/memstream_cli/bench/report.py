@@ -73,8 +73,11 @@ def locomo_table(doc: Doc) -> str:
     ]
     names = {"packet": "checkout packet", "bm25": "BM25 only", "dense": "dense only"}
     names["recall"] = "`/v1/recall` top-k"
-    names["packet_episodes_on"] = "packet, episode lane on"
-    names["packet_episodes_off"] = "packet, episode lane off"
+    levers = {"episodes": "episode lane", "time_lane": "time lane", "second_hop": "second hop"}
+    levers["rerank"] = "rerank"
+    for lever, label in levers.items():
+        names[f"packet_{lever}_on"] = f"packet, {label} on"
+        names[f"packet_{lever}_off"] = f"packet, {label} off"
     for name, m in methods.items():
         cats = [m["by_category"].get(str(c), {}) for c in (1, 2, 3, 4)]
         shown = " | ".join(f"{c.get('recall', 0):.3f} / {c.get('hit', 0):.3f}" for c in cats)
@@ -92,6 +95,13 @@ def locomo_table(doc: Doc) -> str:
         f"as JSON: median {doc.get('packet_json_tokens_median', '?')}. Checkout p50 "
         f"{doc['checkout_ms_p50']} ms, p95 {doc['checkout_ms_p95']} ms.",
     ]
+    if levers_ms := doc.get("lever_ms"):
+        shown = ", ".join(
+            f"{levers.get(name.rsplit('_', 1)[0], name)} {name.rsplit('_', 1)[-1]} "
+            f"{v['p50']} / {v['p95']} ms"
+            for name, v in levers_ms.items()
+        )
+        lines.append(f"Checkout p50 / p95 with one lever switched the other way: {shown}.")
     answered = doc.get("answered_by_category")
     if answered:
         shown = ", ".join(f"cat {c}: {v:.2f}" for c, v in sorted(answered.items()))

@@ -17,16 +17,19 @@ _MONTH_RE = r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july
 )
 _PREP = r"(?:in|during|since|before|after|until|till|by|from|of|throughout)"
 _BARE_MONTH = re.compile(rf"\b{_PREP}\s+(?P<m>{_MONTH_RE})\b(?!\s*\d)", re.IGNORECASE)
+_NAMED_MONTH = re.compile(
+    rf"\b(?P<rel>last|next|this)\s+(?P<m>{_MONTH_RE})\b(?!\s*\d)", re.IGNORECASE
+)
 _BARE_YEAR = re.compile(rf"\b{_PREP}\s+(?P<y>(?:19|20)\d{{2}})\b", re.IGNORECASE)
-_NUMBERS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6,
+NUMBERS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6,
             "seven": 7, "eight": 8, "nine": 9, "ten": 10, "few": 3, "couple of": 2}  # fmt: skip
 _ROLLING = re.compile(
     r"\b(?:last|past|previous)\s+(?P<n>\d+|a|an|one|two|three|four|five|six|seven|eight|nine|"
     r"ten|few|couple of)?\s*(?P<u>days?|weeks?|months?|years?)\b",
     re.IGNORECASE,
 )
-_OPEN_START = re.compile(r"\b(?:since|after|from|starting)\s+(?:the\s+)?$", re.IGNORECASE)
-_OPEN_END = re.compile(r"\b(?:before|until|till|by|prior to)\s+(?:the\s+)?$", re.IGNORECASE)
+OPEN_START = re.compile(r"\b(?:since|after|from|starting)\s+(?:the\s+)?$", re.IGNORECASE)
+OPEN_END = re.compile(r"\b(?:before|until|till|by|prior to)\s+(?:the\s+)?$", re.IGNORECASE)
 
 Span = tuple[int, str, date, date]  # position, text, start (incl.), end (excl.)
 
@@ -51,14 +54,30 @@ def _granular(text: str, day: date) -> tuple[date, date]:
     return day, day + timedelta(days=1)
 
 
+def _month_number(name: str) -> int:
+    return next(i for i, n in enumerate(_MONTHS, 1) if n.startswith(name.lower()[:3]))
+
+
+def _named_month(rel: str, month: int, base: date) -> date:
+    """The first day of "last/this/next <month>" seen from ``base``: last is the latest one
+    before ``base``'s month, next the first one after it, this the one of ``base``'s year."""
+    if rel == "last":
+        return date(base.year if month < base.month else base.year - 1, month, 1)
+    if rel == "next":
+        return date(base.year if month > base.month else base.year + 1, month, 1)
+    return date(base.year, month, 1)
+
+
 def _rolling(m: re.Match[str], base: date) -> tuple[date, date]:
-    n = _NUMBERS.get((m.group("n") or "one").lower()) or int(m.group("n") or 1)
+    n = NUMBERS.get((m.group("n") or "one").lower()) or int(m.group("n") or 1)
     unit = m.group("u").lower().rstrip("s")
     days = {"day": 1, "week": 7, "month": 30, "year": 365}[unit] * n
     return base - timedelta(days=days), base + timedelta(days=1)
 
 
-def _spans(query: str, base: date) -> list[Span]:
+def date_spans(query: str, base: date) -> list[Span]:
+    """Every date expression of ``query`` with the period it names, relative ones against
+    ``base``, in query order."""
     found: list[Span] = []
     taken: list[tuple[int, int]] = []
 
@@ -75,8 +94,11 @@ def _spans(query: str, base: date) -> list[Span]:
     for rec in dates(query, base.isoformat()):
         pos = lowered.find(rec.text.lower())
         add(max(pos, 0), rec.text, *_granular(rec.text, date.fromisoformat(rec.date)))
+    for m in _NAMED_MONTH.finditer(query):
+        start = _named_month(m.group("rel").lower(), _month_number(m.group("m")), base)
+        add(m.start(), m.group(0), start, _month_start(start, 1))
     for m in _BARE_MONTH.finditer(query):
-        month = next(i for i, n in enumerate(_MONTHS, 1) if n.startswith(m.group("m").lower()[:3]))
+        month = _month_number(m.group("m"))
         year = base.year if month <= base.month else base.year - 1
         start = date(year, month, 1)
         add(m.start("m"), m.group("m"), start, _month_start(start, 1))
@@ -95,7 +117,7 @@ def find_window(query: str, base: str) -> tuple[TimeWindow | None, list[str]]:
     ts = parse_ts(base)
     if ts is None:
         return None, []
-    spans = _spans(query, ts.date())
+    spans = date_spans(query, ts.date())
     if not spans:
         return None, []
     texts = [s[1] for s in spans]
@@ -103,9 +125,9 @@ def find_window(query: str, base: str) -> tuple[TimeWindow | None, list[str]]:
     end: date | None = max(s[3] for s in spans)
     if len(spans) == 1:
         before = query[: spans[0][0]]
-        if _OPEN_START.search(before):
+        if OPEN_START.search(before):
             end = None
-        elif _OPEN_END.search(before):
+        elif OPEN_END.search(before):
             start, end = None, spans[0][2]
     window = TimeWindow(
         start=start.isoformat() if start else None,

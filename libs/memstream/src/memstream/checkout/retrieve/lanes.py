@@ -3,8 +3,12 @@
 Lanes: dense and sparse (BM25) over the vector index, speaker (the same hybrid search among
 the events said by someone the query names), mention (among the events involving any entity
 the query names), facts (current and past facts of those entities), chain
-(the turns around the best hits), recency (newest events, for "current" questions) and episode
-(hierarchical: rank the episode latents, then the turns inside the best episodes).
+(the turns around the best hits), recency (newest events, for "current" questions), episode
+(hierarchical: rank the episode latents, then the turns inside the best episodes), time (the
+turns in the periods the question's dates name, resolved against the days of the best hits)
+and hop (a second hop: the question searched again with the entities the best hits name and
+the words they share that it does not say). The fused top can be reranked by cheap features
+(``retrieve.rerank``).
 """
 
 from __future__ import annotations
@@ -12,10 +16,19 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, date, datetime, timedelta
+from datetime import time as dt_time
 from typing import Any
 
 from memstream.checkout.model import Candidate, SynthesisPlan
+from memstream.checkout.plan.anchored import (
+    DayRange,
+    Offset,
+    in_ranges,
+    named_ranges,
+    offsets,
+    spans_at,
+)
 from memstream.checkout.plan.focus import focus_words
 from memstream.checkout.retrieve.candidates import (
     event_candidate,
@@ -24,11 +37,13 @@ from memstream.checkout.retrieve.candidates import (
     known_by,
 )
 from memstream.checkout.retrieve.facts import PredicateRanker
+from memstream.checkout.retrieve.reach import anchor_days, candidate_days, hop_keys, hop_terms
+from memstream.checkout.retrieve.rerank import rerank
 from memstream.embed.port import Embedder
 from memstream.graph.port import GraphStore
 from memstream.graph.validity import known_at
 from memstream.projection.model import FactView, VectorHit
-from memstream.times import iso_utc
+from memstream.times import iso_utc, parse_ts
 from memstream.vectors.port import Mode, Search, VectorIndex
 
 RRF_K = 60
@@ -46,12 +61,25 @@ LANE_WEIGHTS = {
     "chain": 0.4,
     "recent": 0.5,
     "episode": 0.5,
+    "time": 1.0,
+    "hop_dense": 0.25,
+    "hop_sparse": 0.25,
 }
 # Latent points one checkout reads (for latent context and the episode lane), and how many of
 # the best episodes the episode lane searches inside.
 LATENT_HITS = 8
 TOP_EPISODES = 3
 RECENT = 10  # events the recency lane adds
+TIME_SEARCHES = 4  # periods the time lane searches inside (the rest only filter the pool)
+# A question naming many dates or offsets (a pasted log) costs at most this many periods and
+# anchor searches.
+MAX_RANGES = 16
+MAX_OFFSETS = 2
+# The index bounds time from above only: a search up to a period's end is kept from its start,
+# so it reads this many pools to leave enough inside the period.
+TIME_OVERFETCH = 4
+TIME_BOOST = 2.0  # the fused score of an item in a period the question names
+OFFSET_ANCHORS = 3  # hits of "the trip" in "two weeks before the trip" whose days anchor it
 LATENT = "latent"  # the batch's search for latent artifacts (not a lane of the pool)
 
 
@@ -105,6 +133,11 @@ class Retriever:
     pool: int = 40
     # The hierarchical lane: off by default, it did not lift LoCoMo Recall@10 (README).
     episodes: bool = False
+    # The query-side levers (a checkout sets them per request; off here, so ``/v1/recall``
+    # and the benchmarks' baselines stay the plain fused lanes).
+    time_lane: bool = False  # the periods the question's dates name (``_Run.time``)
+    second_hop: bool = False  # the entities and words of the first hits (``_Run.hop``)
+    rerank: bool = False  # the fused top by cheap features (``retrieve.rerank``)
 
     def lane(
         self,
@@ -147,10 +180,16 @@ class Retriever:
             latents.extend(found)
         if self.episodes:
             run.episodes(found)
+        if self.second_hop:
+            run.hop()
+        if self.time_lane:
+            run.time()
         run.chain()
         if plan.operation == "latest_value" or stream is not None:
             run.recent()
-        fused = run.lanes.fused()
+        fused = run.in_time(run.lanes.fused())
+        if self.rerank:
+            fused = rerank(plan, fused)
         return fused if as_of is None else [c for c in fused if known_by(c, as_of)]
 
 
@@ -166,6 +205,7 @@ class _Run:
     lanes: Lanes
     clock: _LaneClock
     vector: list[float] = field(default_factory=list)
+    ranges: list[DayRange] = field(default_factory=list)  # the periods the question names
 
     def embed(self) -> None:
         self.vector = self.r.embedder.embed([self.plan.query])[0].tolist()
@@ -251,6 +291,82 @@ class _Run:
             if str(h.payload.get("event_id")) in inside:
                 self.lanes.add_hit("episode", h.payload)
         self.clock.lap("episode")
+
+    def hop(self) -> None:
+        """The second hop: the question again, with the entities the best hits name and the
+        words they share that it does not say ("what did Noor's mentor suggest?" finds the
+        mentor's name in the first hits, then what that person said)."""
+        best = self.lanes.fused()
+        extra = [*hop_keys(self.plan, best), *hop_terms(self.plan, best)]
+        if not extra:
+            return
+        query = " ".join([self.plan.query, *extra])
+        vector = self.r.embedder.embed([query])[0].tolist()
+        streams = [self.stream] if self.stream else None
+        searches = [Search(self.r.pool, m, kinds=EVENTS, streams=streams) for m in MODES]
+        results = self.r.index.query_batch(self.tenant, vector, query, searches, as_of=self.as_of)
+        for mode, hits in zip(MODES, results, strict=True):
+            for h in hits:
+                self.lanes.add_hit(f"hop_{mode}", h.payload)
+        self.clock.lap("hop")
+
+    def time(self) -> None:
+        """The time lane: the question's best turns inside each period its dates name (the
+        pool may hold none of them); the periods are kept for :meth:`in_time`."""
+        fused = self.lanes.fused()
+        now = parse_ts(self.plan.as_of)
+        anchors = anchor_days(fused, now.date() if now is not None else None)
+        ranges = named_ranges(self.plan.query, anchors)
+        for off in offsets(self.plan.query)[:MAX_OFFSETS]:
+            ranges += [off.around(d) for d in self._offset_anchors(off, anchors)]
+        self.ranges = list(dict.fromkeys(ranges))[:MAX_RANGES]
+        for start, end in self.ranges[:TIME_SEARCHES]:
+            for h in self._inside(start, end)[: self.r.pool]:
+                self.lanes.add_hit("time", h.payload)
+        self.clock.lap("time")
+
+    def in_time(self, fused: list[Candidate]) -> list[Candidate]:
+        """``fused`` with the items that happened in or speak of a named period scaled up by
+        ``TIME_BOOST`` (a period the question names is where its answer lies; the rest stays,
+        after, since a period resolved against the wrong anchor must not hide the answer)."""
+        if not self.ranges:
+            return fused
+        scored = [
+            (c.score * (TIME_BOOST if in_ranges(candidate_days(c), self.ranges) else 1.0), c)
+            for c in fused
+        ]
+        scored.sort(key=lambda sc: -sc[0])  # stable: ties keep the fused order
+        return [c.model_copy(update={"score": round(s, 6)}) for s, c in scored]
+
+    def _offset_anchors(self, off: Offset, anchors: list[date]) -> list[date]:
+        """The days "two weeks before X" counts from: X's own date if it is one, else the
+        days of X's best matches, else (no X) the question's anchors."""
+        if not off.anchor_text:
+            return anchors
+        if anchors and (spans := spans_at(off.anchor_text, anchors[-1])):
+            return [spans[0][2]]
+        hits = self.r.index.query(
+            self.tenant, None, off.anchor_text, limit=OFFSET_ANCHORS, mode="sparse",
+            kinds=EVENTS, streams=[self.stream] if self.stream else None, as_of=self.as_of,
+        )  # fmt: skip
+        days = [ts.date() for h in hits if (ts := parse_ts(str(h.payload.get("occurred_at"))))]
+        return list(dict.fromkeys(days))
+
+    def _inside(self, start: date, end: date) -> list[VectorHit]:
+        """The question's best turns that happened in ``[start, end)``: searched up to the
+        end, kept from the start (see ``TIME_OVERFETCH``)."""
+        last = datetime.combine(end, dt_time.min, tzinfo=UTC) - timedelta(microseconds=1)
+        bound = min(last, self.as_of) if self.as_of is not None else last
+        streams = [self.stream] if self.stream else None
+        hits = self.r.index.query(
+            self.tenant, self.vector, self.plan.query, limit=TIME_OVERFETCH * self.r.pool,
+            mode="hybrid", kinds=EVENTS, streams=streams, as_of=bound,
+        )  # fmt: skip
+        first = datetime.combine(start, dt_time.min, tzinfo=UTC)
+        return [
+            h for h in hits
+            if (ts := parse_ts(str(h.payload.get("occurred_at")))) is not None and ts >= first
+        ]  # fmt: skip
 
     def chain(self) -> None:
         as_of = iso_utc(self.as_of) if self.as_of is not None else None

@@ -1,0 +1,167 @@
+"""The time lane, the second hop and reranking over a real FalkorDB graph and a Qdrant Edge
+index (hand-written talk over a few months, read two years later)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from falkordb import FalkorDB
+from memstream.checkout.plan import plan_query
+from memstream.checkout.retrieve import Retriever
+from memstream.checkout.retrieve.lanes import MAX_OFFSETS, TIME_SEARCHES
+from memstream.checkout.retrieve.rerank import rerank
+from memstream.embed.registry import get_embedder
+from memstream.graph.falkor import FalkorGraphStore
+from memstream.ledger.sequencing import RawRecord, Sequenced, SequencerState, sequence
+from memstream.projection.extract import extract, graph_batch
+from memstream.projection.projectors import vector_points
+from memstream.stack.servers import Server
+from memstream.vectors.edge import EdgeVectorIndex
+
+NOW = "2031-03-10T09:00:00Z"  # long after the talk: "last June" is not the June before now
+# (id, day, speaker, text): sessions months apart, each baking something
+TALK = [
+    ("may1", "2029-05-12", "Zoë", "I baked a rhubarb pie for the neighbours."),
+    ("may2", "2029-05-12", "the user", "Rhubarb pie sounds lovely, did you bake it alone?"),
+    ("jun1", "2029-06-16", "Zoë", "This weekend I baked sourdough bread, two loaves."),
+    ("jun2", "2029-06-16", "the user", "Two loaves! Baked bread is the best."),
+    ("aug1", "2029-08-03", "Zoë", "I bought a waterproof bag for the river today."),
+    ("aug2", "2029-08-20", "Zoë", "We finally did the kayak trip down the river, so cold!"),
+    ("aug3", "2029-08-21", "Zoë", "I baked a lemon cake for my mum after the kayak trip."),
+    ("mar1", "2029-03-01", "Zoë", "I bought new hiking boots, they pinch a bit."),
+    ("men1", "2029-04-02", "Zoë", "My mentor Marc-André Dupuis is brilliant with glazes."),
+    ("men2", "2029-04-09", "the user", "Marc-André Dupuis suggested reading Borges first."),
+] + [
+    (f"fill{i}", f"2029-0{3 + i % 6}-2{i % 8}", "the user" if i % 2 else "Zoë",
+     f"Filler chat {i} about the weather and groceries.")
+    for i in range(30)
+]  # fmt: skip
+
+
+def entries() -> list[dict[str, Any]]:
+    state, out = SequencerState(), []
+    for i, (eid, day, agent, text) in enumerate(TALK):
+        doc = {
+            "id": eid,
+            "tenant": "zoe",
+            "stream": f"s-{day}",
+            "agent": agent,
+            "type": "message.user",
+            "occurred_at": f"{day}T10:{i % 60:02d}:00Z",
+            "payload": {"text": text},
+        }
+        o = sequence(RawRecord(orjson.dumps(doc), 0, i, "raw"), state, "2031-01-01T00:00:00Z")
+        assert isinstance(o, Sequenced)
+        out.append(o.entry)
+    return out
+
+
+@pytest.fixture
+def retriever(falkordb_server: Server, tmp_path: Path) -> Iterator[Retriever]:
+    emb = get_embedder()
+    graph = FalkorGraphStore(
+        FalkorDB(port=falkordb_server.port, password=falkordb_server.password), "query_lanes"
+    )
+    index = EdgeVectorIndex(tmp_path / "edge", "query_lanes", emb.dim)
+    docs = entries()
+    graph.ensure_schema()
+    graph.write(graph_batch([extract(e) for e in docs]))
+    index.ensure()
+    index.upsert(vector_points([extract(e, light=True) for e in docs], emb))
+    try:
+        yield Retriever(graph=graph, index=index, embedder=emb, pool=10)
+    finally:
+        graph.drop()
+        index.close()
+
+
+def _lane(pool: list[Any], lane: str) -> list[str]:
+    return [c.item_id for c in pool if lane in c.lanes]
+
+
+def test_last_june_means_the_june_before_the_talk_not_before_now(retriever: Retriever) -> None:
+    plan = plan_query("what did zoë bake last june?", NOW)
+    retriever.time_lane = True
+    timings: dict[str, float] = {}
+    pool = retriever.retrieve("zoe", plan, timings=timings)
+    timed = _lane(pool, "time")
+    assert "jun1" in timed and "time" in timings
+    assert not {"may1", "aug3"} & set(timed)  # baking, but not in June 2029
+    order = [c.item_id for c in pool]
+    assert order.index("jun1") < min(order.index("may1"), order.index("aug3"))
+
+    retriever.time_lane = False
+    assert _lane(retriever.retrieve("zoe", plan), "time") == []
+
+
+def test_an_offset_counts_from_the_days_of_what_it_names(retriever: Retriever) -> None:
+    retriever.time_lane = True
+    plan = plan_query("What did Zoë buy two weeks before the kayak trip?", NOW)
+    timed = _lane(retriever.retrieve("zoe", plan), "time")
+    assert "aug1" in timed  # 17 days before the trip: "two weeks" is not exact
+    assert "mar1" not in timed  # bought too, five months before
+
+
+def test_a_question_without_dates_gets_no_time_lane(retriever: Retriever) -> None:
+    retriever.time_lane = True
+    pool = retriever.retrieve("zoe", plan_query("What did Zoë bake for her mum?", NOW))
+    assert pool and _lane(pool, "time") == []
+
+
+def test_the_second_hop_finds_what_the_person_in_the_first_hits_said(
+    retriever: Retriever,
+) -> None:
+    plan = plan_query("What did Zoë's mentor suggest?", NOW)
+    retriever.second_hop = True
+    timings: dict[str, float] = {}
+    pool = retriever.retrieve("zoe", plan, timings=timings)
+    hop = _lane(pool, "hop_sparse") + _lane(pool, "hop_dense")
+    assert "men2" in hop and "hop" in timings  # names the mentor, not Zoë nor "mentor"
+
+    retriever.second_hop = False
+    assert not any(x.startswith("hop") for c in retriever.retrieve("zoe", plan) for x in c.lanes)
+
+
+def test_rerank_reorders_the_fused_pool_it_returns(retriever: Retriever) -> None:
+    plan = plan_query("Which cake did Zoë bake after the kayak trip?", NOW)
+    plain = retriever.retrieve("zoe", plan)
+    retriever.rerank = True
+    ranked = retriever.retrieve("zoe", plan)
+    assert [c.item_id for c in ranked] == [c.item_id for c in rerank(plan, plain)]
+    assert ranked[0].item_id == "aug3"
+    assert sorted(c.item_id for c in ranked) == sorted(c.item_id for c in plain)
+
+
+class CountingIndex:
+    """The real index, counting the single searches a checkout makes."""
+
+    def __init__(self, index: Any) -> None:
+        self.index = index
+        self.queries = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.index, name)
+
+    def query(self, *args: Any, **kwargs: Any) -> Any:
+        self.queries += 1
+        return self.index.query(*args, **kwargs)
+
+
+def test_a_question_full_of_dates_and_offsets_costs_a_bounded_number_of_searches(
+    retriever: Retriever,
+) -> None:
+    offsets_ = " and ".join(f"{n} days before the trip number {n}" for n in range(1, 40))
+    dates_ = ", ".join(f"{d} May 2030" for d in range(1, 29))
+    question = f"What happened\x00 \x01{offsets_}, on {dates_}, last june\x7f?"
+    assert len(question) < 4000  # what a checkout request accepts
+    counting = CountingIndex(retriever.index)
+    retriever.index = counting  # type: ignore[assignment]
+    retriever.time_lane = True
+    timings: dict[str, float] = {}
+    pool = retriever.retrieve("zoe", plan_query(question, NOW), timings=timings)
+    assert pool and "time" in timings
+    assert counting.queries <= MAX_OFFSETS + TIME_SEARCHES
