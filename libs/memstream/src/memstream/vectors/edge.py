@@ -16,6 +16,7 @@ import qdrant_edge as qe
 
 from memstream.projection.model import VectorHit, VectorPoint
 from memstream.vectors.port import (
+    KEY_OF,
     KEYWORD_FIELDS,
     TIME_FIELD,
     IndexUnavailable,
@@ -61,7 +62,7 @@ SCOPED_FIELDS = ("actor_key", "entity_keys")  # the keyword filters that name a 
 PACKED = "packed"
 _RESERVED = frozenset({PACKED, SCOPE, SCOPED_KEYS})
 _FILTERED = frozenset(
-    {"tenant", "event_id", "source_ids", TIME_FIELD, *KEYWORD_FIELDS, SCOPE, SCOPED_KEYS}
+    {"tenant", "event_id", "source_ids", KEY_OF, TIME_FIELD, *KEYWORD_FIELDS, SCOPE, SCOPED_KEYS}
 )
 
 
@@ -358,12 +359,22 @@ class EdgeVectorIndex:
             shard.update(qe.UpdateOperation.delete_points_by_filter(derived))
         return {"points": points, "latents": latents}
 
+    def keyed_by(self, tenant: str, event_ids: list[str]) -> list[VectorHit]:
+        """See :meth:`memstream.vectors.port.VectorIndex.keyed_by`."""
+        ids = sorted(set(event_ids))
+        flt = qe.Filter(must=[_match("tenant", tenant), _any(KEY_OF, ids)])
+        with self._reading() as held:
+            if held is None or not ids:
+                return []
+            pages = list(self._pages(held.shard, flt))
+        return [_hit_of(r.payload, 0.0) for records in pages for r in records]
+
     def holding(self, tenant: str, event_ids: list[str]) -> int:
         """See :meth:`memstream.vectors.port.VectorIndex.holding`."""
         ids = sorted(set(event_ids))
         flt = qe.Filter(
             must=[_match("tenant", tenant)],
-            should=[_any("event_id", ids), _any("source_ids", ids)],
+            should=[_any("event_id", ids), _any("source_ids", ids), _any(KEY_OF, ids)],
         )
         with self._reading() as held:
             if held is None or not ids:

@@ -15,6 +15,7 @@ from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedR
 
 from memstream.projection.model import VectorHit, VectorPoint
 from memstream.vectors.port import (
+    KEY_OF,
     KEYWORD_FIELDS,
     TIME_FIELD,
     Mode,
@@ -243,6 +244,23 @@ class QdrantVectorIndex:
             self.client.delete(self.collection, points_selector=selector, wait=True)
         return {"points": points, "latents": latents}
 
+    def keyed_by(self, tenant: str, event_ids: list[str]) -> list[VectorHit]:
+        """See :meth:`memstream.vectors.port.VectorIndex.keyed_by`."""
+        ids = sorted(set(event_ids))
+        with _port_errors():
+            if not ids or not self._exists():
+                return []
+            flt = models.Filter(must=[_match("tenant", tenant), _any(KEY_OF, ids)])
+            hits: list[VectorHit] = []
+            offset: models.ExtendedPointId | None = None
+            while True:
+                records, offset = self.client.scroll(
+                    self.collection, scroll_filter=flt, limit=256, offset=offset, with_payload=True
+                )
+                hits += [stored_hit(r.payload, 0.0) for r in records]
+                if offset is None:
+                    return hits
+
     def holding(self, tenant: str, event_ids: list[str]) -> int:
         """See :meth:`memstream.vectors.port.VectorIndex.holding`."""
         ids = sorted(set(event_ids))
@@ -250,7 +268,7 @@ class QdrantVectorIndex:
             return 0
         flt = models.Filter(
             must=[_match("tenant", tenant)],
-            should=[_any("event_id", ids), _any("source_ids", ids)],
+            should=[_any("event_id", ids), _any("source_ids", ids), _any(KEY_OF, ids)],
         )
         return self.client.count(self.collection, count_filter=flt, exact=True).count
 
