@@ -75,6 +75,9 @@ def locomo_table(doc: Doc) -> str:
     names["recall"] = "`/v1/recall` top-k"
     names["packet_episodes_on"] = "packet, episode lane on"
     names["packet_episodes_off"] = "packet, episode lane off"
+    names["packet_plain_keys"] = "packet, plain keys (context keys off)"
+    names["bm25_plain_keys"] = "BM25 only, plain keys"
+    names["dense_plain_keys"] = "dense only, plain keys"
     for name, m in methods.items():
         cats = [m["by_category"].get(str(c), {}) for c in (1, 2, 3, 4)]
         shown = " | ".join(f"{c.get('recall', 0):.3f} / {c.get('hit', 0):.3f}" for c in cats)
