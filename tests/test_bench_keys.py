@@ -8,6 +8,7 @@ from pathlib import Path
 
 from memstream.embed.hashing import HashingEmbedder
 from memstream_cli.bench.keys import FORMS, keys_table, locomo_keys
+from memstream_cli.bench.report import blocks_from
 
 
 def conversation() -> list[dict[str, object]]:
@@ -53,3 +54,22 @@ def test_the_previous_turn_in_the_key_finds_a_reply_that_names_nothing(tmp_path:
     assert forms["+ previous turn"]["sparse"]["hit"] == 1.0
     table = keys_table(doc)
     assert "| + previous turn | 1.000 / 1.000 |" in table
+
+
+def test_the_readme_block_is_rendered_from_the_embed_json(tmp_path: Path) -> None:
+    path = tmp_path / "hand.json"
+    path.write_text(json.dumps(conversation()))
+    doc = {
+        "embedder": "hash-256",
+        "dim": 256,
+        "docs": 10,
+        "docs_per_s": 1000.0,
+        "machine": {"cpu_count": 2, "date": "2031-01-02"},
+        "locomo_keys": locomo_keys(path, HashingEmbedder(), k=1),
+    }
+    results = tmp_path / "results"
+    results.mkdir()
+    (results / "embed.json").write_text(json.dumps(doc))
+    block = blocks_from(results)["keys"]
+    assert block.startswith("LoCoMo turns ranked per conversation under each key form (k = 1")
+    assert block.endswith("_Measured 2031-01-02 on a 2-core machine._")

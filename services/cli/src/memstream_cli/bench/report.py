@@ -11,6 +11,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+from memstream_cli.bench.keys import keys_table
+
 Doc = dict[str, Any]
 
 
@@ -279,6 +281,8 @@ def blocks_from(results: Path) -> dict[str, str]:
         out["ingest"] = ingest_table(ingest)
     if (embed := load("embed.json")) is not None:
         out["embed"] = embed_table(embed)
+        if "locomo_keys" in embed:
+            out["keys"] = "\n".join([keys_table(embed["locomo_keys"]), "", _machine(embed)])
     if (locomo := load("locomo.json")) is not None:
         out["locomo"] = locomo_table(locomo)
     if (chaos := load("chaos.json")) is not None:
