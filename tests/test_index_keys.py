@@ -82,7 +82,7 @@ def test_pronouns_name_the_addressee_and_a_single_person_named_before() -> None:
 
 def ledger(tenant: str, secret: str) -> list[dict[str, Any]]:
     """Four messages in one stream (the second answers the first), a tool call, and a
-    tombstone purging the first message."""
+    tombstone purging the first message; all written in the same second, as a burst is."""
     docs: list[dict[str, Any]] = [
         {"agent": "Ọ̀kàfor", "type": "message.user", "payload": {"text": f"Is {secret} ready?"}},
         {"agent": "léa", "type": "message.assistant",
@@ -97,7 +97,7 @@ def ledger(tenant: str, secret: str) -> list[dict[str, Any]]:
     state, out = SequencerState(), []
     for i, d in enumerate(docs):
         doc = {"id": f"e{i + 1}", "tenant": tenant, "stream": "studio",
-               "occurred_at": f"2031-03-07T18:0{i}:00Z", **d}  # fmt: skip
+               "occurred_at": "2031-03-07T18:00:00Z", **d}  # fmt: skip
         o = sequence(RawRecord(orjson.dumps(doc), 0, i, "raw"), state, "2031-03-08T00:00:00Z")
         assert isinstance(o, Sequenced)
         out.append(o.entry)

@@ -1,21 +1,19 @@
 """The message each message follows in its stream, for its context key (pure).
 
 The previous message is the stream's entry at ``seq - 1`` when that entry is a message; a
-projector finds it earlier in the same batch, or else among the points it already wrote
-(:func:`said_in` reads an index hit). Both are what a replay from the start finds too: the
-entry was projected before, unless a purge removed it, and then neither path finds it.
+projector finds it earlier in the same batch, or else among the points it already wrote (an
+exact read by position, ``VectorIndex.at``). Both are what a replay from the start finds too:
+the entry was projected before, unless a purge removed it, and then neither path finds it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from memstream.projection.keys import MESSAGE_TYPES, Turn
 from memstream.projection.model import Extraction
-from memstream.times import to_datetime
 
 
 @dataclass(frozen=True)
@@ -25,6 +23,9 @@ class Slot:
     tenant: str
     stream: str
     seq: int
+
+
+Stream = tuple[str, str]  # tenant, stream
 
 
 @dataclass(frozen=True)
@@ -54,26 +55,23 @@ def in_batch(extractions: list[Extraction]) -> dict[Slot, Said]:
     }
 
 
-def missing(extractions: list[Extraction], known: Mapping[Slot, Said]) -> dict[Slot, datetime]:
-    """Positions a message of the batch follows that the batch does not hold, each with the
-    time of the message that follows it (an index finds the earlier one at or before it)."""
-    out: dict[Slot, datetime] = {}
+def missing(extractions: list[Extraction], known: Mapping[Slot, Said]) -> dict[Stream, list[int]]:
+    """Positions, per tenant and stream, that messages of the batch follow and the batch
+    does not hold (to read from the index)."""
+    out: dict[Stream, list[int]] = {}
     for x in extractions:
         slot = follows(x)
         if slot is not None and slot not in known:
-            out.setdefault(slot, to_datetime(x.event.occurred_at))
+            out.setdefault((slot.tenant, slot.stream), []).append(slot.seq)
     return out
 
 
-def said_in(slot: Slot, payloads: list[dict[str, Any]]) -> Said | None:
-    """The message at ``slot`` among event points' payloads (a stream's newest first)."""
-    for p in payloads:
-        if (
-            p.get("tenant") == slot.tenant
-            and p.get("stream") == slot.stream
-            and p.get("seq") == slot.seq
-            and p.get("type") in MESSAGE_TYPES
-            and p.get("kind") == "event"
-        ):
-            return Said(str(p["event_id"]), Turn.of(p))
-    return None
+def said_in(payloads: list[dict[str, Any]]) -> dict[Slot, Said]:
+    """The messages among event points' payloads, by position."""
+    return {
+        Slot(str(p["tenant"]), str(p["stream"]), int(p["seq"])): Said(
+            str(p["event_id"]), Turn.of(p)
+        )
+        for p in payloads
+        if p.get("type") in MESSAGE_TYPES and p.get("kind") == "event"
+    }

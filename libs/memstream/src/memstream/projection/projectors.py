@@ -38,7 +38,7 @@ from memstream.projection.names import entity_key
 from memstream.projection.previous import Said, Slot, follows, in_batch, missing, said_in
 from memstream.projection.purge import Decoded, PurgeOrder, Read, read_entry
 from memstream.shred.opening import EntryOpener
-from memstream.times import epoch_seconds, to_datetime
+from memstream.times import epoch_seconds
 from memstream.vectors.port import KEY_OF, VectorIndex, event_point_key
 
 log = logging.getLogger(__name__)
@@ -246,13 +246,8 @@ def vector_points(
 
 
 def _previous(x: Extraction, known: Mapping[Slot, Said]) -> Said | None:
-    """The message ``x`` follows, if it was written at or before ``x``: the index finds no
-    other (see ``VectorProjector.previous``), so neither may the batch."""
     slot = follows(x)
-    said = known.get(slot) if slot is not None else None
-    if said is None or said.turn.occurred_at > to_datetime(x.event.occurred_at):
-        return None
-    return said
+    return known.get(slot) if slot is not None else None
 
 
 def _embedded(keyed: list[tuple[VectorPoint, str]], embedder: Embedder) -> list[VectorPoint]:
@@ -275,10 +270,6 @@ def rekeyed(hits: list[VectorHit], form: KeyForm) -> list[tuple[VectorPoint, str
         out.append((point, keys.dense))
     return out
 
-
-# Newest points of a stream read to find the message a batch's first message follows: more
-# than one, since messages written at the same time may come back in either order.
-LOOKBACK = 8
 
 OPTIMIZE_MIN_NEW = 2000  # points written before a build is worth it
 OPTIMIZE_IDLE_S = 3.0  # seconds without writes before a build starts
@@ -387,15 +378,11 @@ class VectorProjector(_Base):
         POINTS.labels(self.component, self.version).set(self.index.count(kinds=["event"]))
 
     def previous(self, extractions: list[Extraction]) -> dict[Slot, Said]:
-        """The messages the batch's messages follow: in the batch, else in the index (the
-        stream's newest points up to the message that follows; ties in time aside, the
-        previous one is the first of them)."""
+        """The messages the batch's messages follow: in the batch, else in the index (one
+        read by position per stream)."""
         known = in_batch(extractions)
-        for slot, before in missing(extractions, known).items():
-            hits = self.index.recent(slot.tenant, LOOKBACK, streams=[slot.stream], as_of=before)
-            said = said_in(slot, [h.payload for h in hits])
-            if said is not None:
-                known[slot] = said
+        for (tenant, stream), seqs in missing(extractions, known).items():
+            known |= said_in([h.payload for h in self.index.at(tenant, stream, seqs)])
         return known
 
     def rekey(self, order: PurgeOrder) -> int:

@@ -18,6 +18,7 @@ from memstream.projection.model import VectorHit, VectorPoint
 from memstream.vectors.port import (
     KEY_OF,
     KEYWORD_FIELDS,
+    SEQ_FIELD,
     TIME_FIELD,
     IndexUnavailable,
     Mode,
@@ -62,7 +63,8 @@ SCOPED_FIELDS = ("actor_key", "entity_keys")  # the keyword filters that name a 
 PACKED = "packed"
 _RESERVED = frozenset({PACKED, SCOPE, SCOPED_KEYS})
 _FILTERED = frozenset(
-    {"tenant", "event_id", "source_ids", KEY_OF, TIME_FIELD, *KEYWORD_FIELDS, SCOPE, SCOPED_KEYS}
+    {"tenant", "event_id", "source_ids", KEY_OF, SEQ_FIELD, TIME_FIELD, *KEYWORD_FIELDS}
+    | {SCOPE, SCOPED_KEYS}
 )
 
 
@@ -245,6 +247,10 @@ class EdgeVectorIndex:
             if name not in have:
                 keyword = qe.PayloadSchemaType.Keyword
                 shard.update(qe.UpdateOperation.create_field_index(name, keyword))
+        if SEQ_FIELD not in have:
+            shard.update(
+                qe.UpdateOperation.create_field_index(SEQ_FIELD, qe.PayloadSchemaType.Integer)
+            )
         if TIME_FIELD not in have:
             when = qe.PayloadSchemaType.Datetime
             shard.update(qe.UpdateOperation.create_field_index(TIME_FIELD, when))
@@ -358,6 +364,21 @@ class EdgeVectorIndex:
             shard.update(qe.UpdateOperation.delete_points(keys))
             shard.update(qe.UpdateOperation.delete_points_by_filter(derived))
         return {"points": points, "latents": latents}
+
+    def at(self, tenant: str, stream: str, seqs: list[int]) -> list[VectorHit]:
+        """See :meth:`memstream.vectors.port.VectorIndex.at`."""
+        wanted = sorted(set(seqs))
+        with self._reading() as held:
+            if held is None or not wanted:
+                return []
+            question = _Question.of(tenant, None, None, None, held.scoped)
+            where = question.where(["event"], {"stream": [stream]})
+            where.append(qe.FieldCondition(SEQ_FIELD, match=qe.MatchAny(wanted)))
+            request = qe.ScrollRequest(
+                limit=len(wanted), filter=qe.Filter(must=where), with_payload=True
+            )
+            records, _ = held.shard.scroll(request)
+        return [_hit_of(r.payload, 0.0) for r in records]
 
     def keyed_by(self, tenant: str, event_ids: list[str]) -> list[VectorHit]:
         """See :meth:`memstream.vectors.port.VectorIndex.keyed_by`."""

@@ -30,6 +30,8 @@ KEYWORD_FIELDS = tuple(KEYWORD_FILTERS.values())
 # Event points' payload field listing the events whose words their key copies (the message
 # a turn follows): a purge of one of them keys the point again (``VectorIndex.keyed_by``).
 KEY_OF = "key_of"
+# Integer-indexed payload field: an event's position in its stream (``VectorIndex.at``).
+SEQ_FIELD = "seq"
 # Datetime-indexed payload field bounding a query in time (``as_of``).
 TIME_FIELD = "occurred_at"
 
@@ -186,6 +188,10 @@ class VectorIndex(Protocol):
         """Obey a purge tombstone: delete the tenant's event points of ``event_ids`` and the
         latent points derived from any of them (payload ``source_ids``). Counts removed
         (``points``, ``latents``); idempotent."""
+
+    def at(self, tenant: str, stream: str, seqs: list[int]) -> list[VectorHit]:
+        """The tenant's event points at positions ``seqs`` of ``stream`` (any order): an
+        exact read of the integer-indexed ``seq``, whatever the points' times."""
 
     def keyed_by(self, tenant: str, event_ids: list[str]) -> list[VectorHit]:
         """The tenant's points whose key copies words of any of ``event_ids`` (payload
