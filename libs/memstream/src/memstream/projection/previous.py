@@ -10,14 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from memstream.projection.keys import MESSAGE_TYPES, Turn
 from memstream.projection.model import Extraction
 
 
-@dataclass(frozen=True)
-class Slot:
+class Slot(NamedTuple):
     """One position in the ledger: a tenant's stream and a seq."""
 
     tenant: str
@@ -36,6 +35,10 @@ class Said:
     turn: Turn
 
 
+# What a position holds for the next message's key: a message, or None (another event).
+Known = Mapping[Slot, Said | None]
+
+
 def follows(x: Extraction) -> Slot | None:
     """Where the message ``x`` follows from (None: not a message, or its stream's first)."""
     e = x.event
@@ -44,19 +47,30 @@ def follows(x: Extraction) -> Slot | None:
     return Slot(e.tenant, e.stream, e.seq - 1)
 
 
-def in_batch(extractions: list[Extraction]) -> dict[Slot, Said]:
-    """The batch's messages by position."""
+def in_batch(extractions: list[Extraction]) -> dict[Slot, Said | None]:
+    """Every position of the batch, with its message (None: not a message)."""
     return {
-        Slot(x.event.tenant, x.event.stream, x.event.seq): Said(
-            x.event.event_id, Turn.of_event(x.event)
+        Slot(x.event.tenant, x.event.stream, x.event.seq): (
+            Said(x.event.event_id, Turn.of_event(x.event))
+            if x.event.type in MESSAGE_TYPES
+            else None
         )
         for x in extractions
-        if x.event.type in MESSAGE_TYPES
     }
 
 
-def missing(extractions: list[Extraction], known: Mapping[Slot, Said]) -> dict[Stream, list[int]]:
-    """Positions, per tenant and stream, that messages of the batch follow and the batch
+def last_of_streams(known: Known) -> dict[Stream, tuple[int, Said | None]]:
+    """The last position of each stream among ``known``, with what it holds."""
+    out: dict[Stream, tuple[int, Said | None]] = {}
+    for slot, said in known.items():
+        seen = out.get((slot.tenant, slot.stream))
+        if seen is None or slot.seq > seen[0]:
+            out[(slot.tenant, slot.stream)] = (slot.seq, said)
+    return out
+
+
+def missing(extractions: list[Extraction], known: Known) -> dict[Stream, list[int]]:
+    """Positions, per tenant and stream, that messages of the batch follow and ``known``
     does not hold (to read from the index)."""
     out: dict[Stream, list[int]] = {}
     for x in extractions:
@@ -66,12 +80,12 @@ def missing(extractions: list[Extraction], known: Mapping[Slot, Said]) -> dict[S
     return out
 
 
-def said_in(payloads: list[dict[str, Any]]) -> dict[Slot, Said]:
-    """The messages among event points' payloads, by position."""
+def said_in(payloads: list[dict[str, Any]]) -> dict[Slot, Said | None]:
+    """What event points' payloads hold, by position (None: not a message)."""
     return {
-        Slot(str(p["tenant"]), str(p["stream"]), int(p["seq"])): Said(
-            str(p["event_id"]), Turn.of(p)
+        Slot(str(p["tenant"]), str(p["stream"]), int(p["seq"])): (
+            Said(str(p["event_id"]), Turn.of(p)) if p.get("type") in MESSAGE_TYPES else None
         )
         for p in payloads
-        if p.get("type") in MESSAGE_TYPES and p.get("kind") == "event"
+        if p.get("kind") == "event"
     }

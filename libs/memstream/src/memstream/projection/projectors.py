@@ -9,7 +9,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Mapping
 from datetime import UTC, datetime
 
 from confluent_kafka import Message, Producer
@@ -35,7 +34,17 @@ from memstream.projection.metrics import (
 )
 from memstream.projection.model import Extraction, VectorHit, VectorPoint
 from memstream.projection.names import entity_key
-from memstream.projection.previous import Said, Slot, follows, in_batch, missing, said_in
+from memstream.projection.previous import (
+    Known,
+    Said,
+    Slot,
+    Stream,
+    follows,
+    in_batch,
+    last_of_streams,
+    missing,
+    said_in,
+)
 from memstream.projection.purge import Decoded, PurgeOrder, Read, read_entry
 from memstream.shred.opening import EntryOpener
 from memstream.times import epoch_seconds
@@ -235,7 +244,7 @@ def _keyed(x: Extraction, previous: Said | None, form: KeyForm) -> tuple[VectorP
 def vector_points(
     extractions: list[Extraction],
     embedder: Embedder,
-    previous: Mapping[Slot, Said] | None = None,
+    previous: Known | None = None,
     form: KeyForm = "context",
 ) -> list[VectorPoint]:
     """Event points with their dense vectors (the sparse one is derived from ``text``);
@@ -245,7 +254,7 @@ def vector_points(
     return _embedded(keyed, embedder)
 
 
-def _previous(x: Extraction, known: Mapping[Slot, Said]) -> Said | None:
+def _previous(x: Extraction, known: Known) -> Said | None:
     slot = follows(x)
     return known.get(slot) if slot is not None else None
 
@@ -271,6 +280,7 @@ def rekeyed(hits: list[VectorHit], form: KeyForm) -> list[tuple[VectorPoint, str
     return out
 
 
+LAST_STREAMS = 100_000  # streams whose last position the vector projector keeps
 OPTIMIZE_MIN_NEW = 2000  # points written before a build is worth it
 OPTIMIZE_IDLE_S = 3.0  # seconds without writes before a build starts
 
@@ -343,6 +353,9 @@ class VectorProjector(_Base):
         self.index = index
         self.embedder = embedder
         self.keys = keys
+        # The last position written of each stream (for the next batch's first message): a
+        # copy of what the index holds, so a restart (empty) reads the index instead.
+        self.last: dict[Stream, tuple[int, Said | None]] = {}
         index.ensure()
         POINTS.labels(self.component, version).set(index.count(kinds=["event"]))
         self.optimizer = IdleOptimizer(
@@ -366,8 +379,11 @@ class VectorProjector(_Base):
         if points:
             self.index.upsert(points)
             self.optimizer.wrote(len(points))
+        if previous is not None:
+            self._written(previous)
         self.observe(decoded.extractions)
         for order in decoded.purges:
+            self.last.clear()  # it may hold a purged message
             removed = self.index.purge_events(order.tenant, list(order.event_ids))
             removed["context_keys"] = self.rekey(order)
             self.purged(VECTORS, order, removed)
@@ -377,13 +393,23 @@ class VectorProjector(_Base):
             self.index.compact()
         POINTS.labels(self.component, self.version).set(self.index.count(kinds=["event"]))
 
-    def previous(self, extractions: list[Extraction]) -> dict[Slot, Said]:
-        """The messages the batch's messages follow: in the batch, else in the index (one
+    def previous(self, extractions: list[Extraction]) -> dict[Slot, Said | None]:
+        """What the positions the batch's messages follow hold: in the batch, else the last
+        position written of the stream (kept from the batches before), else the index (one
         read by position per stream)."""
         known = in_batch(extractions)
         for (tenant, stream), seqs in missing(extractions, known).items():
-            known |= said_in([h.payload for h in self.index.at(tenant, stream, seqs)])
+            last = self.last.get((tenant, stream))
+            if last is not None and seqs == [last[0]]:
+                known[Slot(tenant, stream, last[0])] = last[1]
+            else:
+                known |= said_in([h.payload for h in self.index.at(tenant, stream, seqs)])
         return known
+
+    def _written(self, known: Known) -> None:
+        if len(self.last) > LAST_STREAMS:
+            self.last.clear()
+        self.last.update(last_of_streams(known))
 
     def rekey(self, order: PurgeOrder) -> int:
         """Key again, without the purged messages' words, the points whose key copied them."""
