@@ -20,7 +20,7 @@ from memstream.ledger.purge import purged_form, subject_digest
 from memstream.ledger.sequencing import RawRecord, Sequenced, SequencerState, sequence
 from memstream.projection.extract import extract
 from memstream.projection.keys import KeyParts, Turn, context_key, index_keys, plain_key
-from memstream.projection.previous import follows
+from memstream.projection.previous import Slot, follows, in_batch, last_of_streams, missing, said_in
 from memstream.projection.projectors import VectorProjector, event_point
 from memstream.settings import Settings
 from memstream.vectors.edge import EdgeVectorIndex
@@ -212,3 +212,18 @@ def test_plain_keys_copy_nothing_from_other_events(topics: str, tmp_path: Path) 
         assert sparse_ids(index, tenant, "March 2031") == set()
     finally:
         vp.close()
+
+
+def test_positions_the_batch_holds_are_not_read_from_the_index() -> None:
+    xs = [extract(e) for e in ledger("t", "the glaze")]
+    known = in_batch(xs[2:5])  # the tool call (seq 3) and two messages
+    assert known[Slot("t", "studio", 3)] is None  # held, and not a message
+    assert missing(xs[2:5], known) == {}
+    assert missing(xs[1:2], in_batch(xs[1:2])) == {("t", "studio"): [1]}
+    assert last_of_streams(known) == {("t", "studio"): (5, known[Slot("t", "studio", 5)])}
+    payloads = [event_point(x).payload for x in xs[:3]]
+    payloads.append({**payloads[0], "kind": "latent", "seq": 9})
+    read = said_in(payloads)
+    assert set(read) == {Slot("t", "studio", 1), Slot("t", "studio", 2), Slot("t", "studio", 3)}
+    said = read[Slot("t", "studio", 1)]
+    assert said is not None and said.event_id == "e1" and read[Slot("t", "studio", 3)] is None
