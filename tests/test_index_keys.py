@@ -196,8 +196,17 @@ def test_a_restarted_projector_finds_the_previous_message_in_its_index(
     try:
         again.process(msgs[1:2])
         assert sparse_ids(index, tenant, secret) == {"e1", "e2"}
+        read_back = scores(index, tenant, f"{secret} glossy 7 March")
     finally:
         again.close()
+    # the key read back from the index is the key built from the batch
+    index = EdgeVectorIndex(tmp_path / "one", "v", emb.dim)
+    once = VectorProjector(index, emb, "k", make_producer(topics))
+    try:
+        once.process(msgs[:2])
+        assert scores(index, tenant, f"{secret} glossy 7 March") == read_back
+    finally:
+        once.close()
 
 
 def test_plain_keys_copy_nothing_from_other_events(topics: str, tmp_path: Path) -> None:
