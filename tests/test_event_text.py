@@ -40,10 +40,12 @@ def entry(metadata: dict[str, object], text: str = "look what we found") -> dict
 
 def test_the_indexed_text_carries_speaker_words_and_caption() -> None:
     point = event_point(extract(entry({"caption": "a red kayak on a pebble beach", "n": "7"})))
-    assert point.text == "noor: look what we found a red kayak on a pebble beach"
+    assert point.text == "noor on 1 June 2031: look what we found a red kayak on a pebble beach"
     # what checkout cites stays the event's own words
     assert point.payload["text"] == "look what we found"
 
 
 def test_without_prose_metadata_the_text_is_speaker_and_words() -> None:
-    assert event_point(extract(entry({"id": "x-1"}))).text == "noor: look what we found"
+    x = extract(entry({"id": "x-1"}))
+    assert event_point(x).text == "noor on 1 June 2031: look what we found"
+    assert event_point(x, form="plain").text == "noor: look what we found"

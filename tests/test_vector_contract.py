@@ -448,6 +448,41 @@ def test_recent_reads_the_newest_events_first(index: VectorIndex) -> None:
     assert hit.payload["tenant"] == "b" and "point_key" not in hit.payload
 
 
+def test_at_reads_event_points_by_position_whatever_their_time(index: VectorIndex) -> None:
+    index.upsert(
+        [
+            pt("a", "e1", "first", rand_vec(1), seq=1),
+            pt("a", "e2", "second", rand_vec(2), seq=2),  # the same time as e1
+            pt("a", "e3", "third", rand_vec(3), seq=3, occurred_at="2020-01-01T00:00:00Z"),
+            pt("a", "x2", "other stream", rand_vec(4), seq=2, stream="s2"),
+            pt("a", "l2", "a latent", rand_vec(5), seq=2, kind="latent"),
+            pt("b", "e9", "other tenant", rand_vec(6), seq=2),
+        ]
+    )  # fmt: skip
+    assert keys(index.at("a", "s1", [2])) == ["e2"]
+    assert sorted(keys(index.at("a", "s1", [3, 1, 3, 7]))) == ["e1", "e3"]
+    assert keys(index.at("a", "s2", [2])) == ["x2"]
+    assert index.at("a", "s1", []) == [] and index.at("c", "s1", [1]) == []
+    [hit] = index.at("b", "s1", [2])
+    assert hit.payload["seq"] == 2 and "point_key" not in hit.payload
+
+
+def test_keyed_by_finds_points_whose_key_copies_an_event(index: VectorIndex) -> None:
+    index.upsert(
+        [
+            pt("a", "e1", "asked", rand_vec(1), event_id="e1"),
+            pt("a", "e2", "answer", rand_vec(2), event_id="e2", key_of=["e1"]),
+            pt("a", "e3", "plain", rand_vec(3), event_id="e3"),
+            pt("b", "e2", "other tenant", rand_vec(4), event_id="e2", key_of=["e1"]),
+        ]
+    )
+    assert keys(index.keyed_by("a", ["e1"])) == ["e2"]
+    assert index.keyed_by("a", ["e3"]) == [] and index.keyed_by("a", []) == []
+    assert index.holding("a", ["e1"]) == 2  # its own point and the key that copies it
+    index.upsert([pt("a", "e2", "answer", rand_vec(2), event_id="e2")])  # keyed again
+    assert index.keyed_by("a", ["e1"]) == [] and index.holding("a", ["e1"]) == 1
+
+
 def test_as_of_keeps_points_that_had_happened_by_then(index: VectorIndex) -> None:
     index.upsert(
         [

@@ -12,6 +12,7 @@ from rich.table import Table
 from memstream_cli.bench.chaos import run_chaos_bench
 from memstream_cli.bench.embed import run_embed_bench
 from memstream_cli.bench.ingest import run_ingest_bench
+from memstream_cli.bench.keys import keys_table
 from memstream_cli.bench.learn import run_learn_bench
 from memstream_cli.bench.load import run_load_bench
 from memstream_cli.bench.locomo import run_locomo_bench
@@ -72,11 +73,14 @@ def embed(
     locomo: Annotated[
         Path | None, typer.Option("--locomo", help="LoCoMo file for a recall check beside BM25")
     ] = None,
+    keys: Annotated[
+        bool, typer.Option("--keys", help="with --locomo: recall per form of index key")
+    ] = False,
     json_out: JsonFlag = False,
 ) -> None:
     """Docs/s of the default embedder (and its LoCoMo recall beside BM25, given --locomo)."""
     with stages(json_out) as progress:
-        doc = run_embed_bench(docs, progress, locomo)
+        doc = run_embed_bench(docs, progress, locomo, keys=keys)
     if json_out:
         print_json(doc)
         return
@@ -85,6 +89,8 @@ def embed(
     out.print(table)
     if "locomo" in doc:
         out.print_json(data=doc["locomo"])
+    if "locomo_keys" in doc:
+        out.print(keys_table(doc["locomo_keys"]))
 
 
 @bench_app.command("locomo")

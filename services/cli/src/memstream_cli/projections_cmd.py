@@ -42,6 +42,13 @@ def replay(
             help="apply feedback priors in this version (--no-feedback: the original ranking)",
         ),
     ] = True,
+    plain_keys: Annotated[
+        bool,
+        typer.Option(
+            "--plain-keys/--context-keys",
+            help="index events by their own words alone, not by their context keys",
+        ),
+    ] = False,
     wait: Annotated[bool, typer.Option("--wait/--no-wait", help="follow until caught up")] = True,
     timeout: Annotated[float, typer.Option(help="seconds to wait for the build")] = 1800,
     data_dir: DataDir = None,
@@ -51,7 +58,9 @@ def replay(
     settings, bootstrap, metrics = _stack_settings(data_dir)
     registry = FileProjectionRegistry(registry_path(settings.data_dir))
     try:
-        config = default_config(embedder, feedback=feedback)
+        config = default_config(
+            embedder, feedback=feedback, keys="plain" if plain_keys else "context"
+        )
         info = registry.register(version, config, live_if_first=True)
     except (RegistryError, ValueError) as exc:
         fail(str(exc))

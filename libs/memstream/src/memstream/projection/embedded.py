@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from memstream.embed.registry import get_embedder
 from memstream.kafka.clients import make_producer
+from memstream.projection.keys import KeyForm
 from memstream.projection.projectors import VectorProjector
 from memstream.projection.runner import ProjectionManager
 from memstream.projection.versions import (
@@ -28,13 +29,16 @@ from memstream.vectors.factory import open_vector_index
 DEAD_LETTER_PRODUCER = {"enable.idempotence": False}
 
 
-def default_config(embedder_name: str | None = None, feedback: bool = True) -> ProjectionConfig:
+def default_config(
+    embedder_name: str | None = None, feedback: bool = True, keys: KeyForm = "context"
+) -> ProjectionConfig:
     embedder = get_embedder(embedder_name)
     return ProjectionConfig(
         embedder=embedder.name,
         embedder_version=embedder.version,
         dim=embedder.dim,
         feedback=feedback,
+        keys=keys,
     )
 
 
@@ -53,7 +57,13 @@ def vector_manager(settings: Settings, bootstrap: str) -> ProjectionManager:
         index = open_vector_index(settings, info.vector_collection, info.config.dim)
         producer = make_producer(bootstrap, **DEAD_LETTER_PRODUCER)
         return VectorProjector(
-            index, embedder, info.name, producer, optimize=settings.vector_optimize, opener=opener
+            index,
+            embedder,
+            info.name,
+            producer,
+            optimize=settings.vector_optimize,
+            opener=opener,
+            keys=info.config.keys,
         )
 
     return ProjectionManager(

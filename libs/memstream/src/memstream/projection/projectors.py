@@ -21,6 +21,7 @@ from memstream.latent.model import LatentDeletion, LatentRecord
 from memstream.ledger.entry import decode_entry
 from memstream.metrics import PURGE_APPLIED_AT, PURGE_ITEMS_REMOVED, PURGES_APPLIED
 from memstream.projection.extract import graph_batch
+from memstream.projection.keys import KeyForm, Turn, index_keys
 from memstream.projection.latents import decode_artifacts, latent_changes, split_records
 from memstream.projection.latents import point_key as latent_point_key
 from memstream.projection.metrics import (
@@ -31,13 +32,23 @@ from memstream.projection.metrics import (
     PROJECTED_LATENTS,
     UNOPTIMIZED,
 )
-from memstream.projection.model import Extraction, VectorPoint
+from memstream.projection.model import Extraction, VectorHit, VectorPoint
 from memstream.projection.names import entity_key
+from memstream.projection.previous import (
+    Known,
+    Said,
+    Slot,
+    Stream,
+    follows,
+    in_batch,
+    last_of_streams,
+    missing,
+    said_in,
+)
 from memstream.projection.purge import Decoded, PurgeOrder, Read, read_entry
-from memstream.projection.text import descriptive_metadata
 from memstream.shred.opening import EntryOpener
 from memstream.times import epoch_seconds
-from memstream.vectors.port import VectorIndex, event_point_key
+from memstream.vectors.port import KEY_OF, VectorIndex, event_point_key
 
 log = logging.getLogger(__name__)
 GRAPH, VECTORS = "graph", "vectors"  # the ``store`` label of the purge metrics
@@ -193,47 +204,83 @@ def _by_tenant(deletions: list[LatentDeletion]) -> dict[str, list[str]]:
     return out
 
 
-def event_point(x: Extraction) -> VectorPoint:
-    """One point per event (so counts match the ledger); payload per DESIGN.md §3.3."""
+def event_point(
+    x: Extraction, previous: Said | None = None, form: KeyForm = "context"
+) -> VectorPoint:
+    """One point per event (so counts match the ledger); payload per DESIGN.md §3.3. Its
+    ``text`` is the sparse key; the dense vector is left for :func:`vector_points`."""
+    return _keyed(x, previous, form)[0]
+
+
+def _keyed(x: Extraction, previous: Said | None, form: KeyForm) -> tuple[VectorPoint, str]:
+    """The point (without its dense vector) and the text to embed for it."""
     e = x.event
-    return VectorPoint(
-        point_key=event_point_key(e.tenant, e.event_id),
-        dense=[],
-        text=" ".join(
-            part
-            for part in (f"{e.agent}:", e.text.strip() or e.type, descriptive_metadata(e.metadata))
-            if part
-        ),
-        payload={
-            "tenant": e.tenant,
-            "kind": "event",
-            "stream": e.stream,
-            "seq": e.seq,
-            "hash": e.hash,
-            "event_id": e.event_id,
-            "type": e.type,
-            "agent": e.agent,
-            "actor_key": entity_key(e.agent),
-            "occurred_at": e.occurred_at,
-            "valid_to": None,
-            "entity_keys": sorted({m.entity_key for m in x.mentions}),
-            "metadata": e.metadata,
-            "text": e.text,  # checkout cites it without a graph round trip
-        },
+    keys = index_keys(Turn.of_event(e), previous.turn if previous else None, form)
+    payload = {
+        "tenant": e.tenant,
+        "kind": "event",
+        "stream": e.stream,
+        "seq": e.seq,
+        "hash": e.hash,
+        "event_id": e.event_id,
+        "type": e.type,
+        "agent": e.agent,
+        "actor_key": entity_key(e.agent),
+        "occurred_at": e.occurred_at,
+        "valid_to": None,
+        "entity_keys": sorted({m.entity_key for m in x.mentions}),
+        "metadata": e.metadata,
+        "text": e.text,  # checkout cites it without a graph round trip
+    }
+    if previous is not None and form == "context":
+        # the key copies these events' words: a purge of one of them re-keys this point
+        payload[KEY_OF] = [previous.event_id]
+    point = VectorPoint(
+        point_key=event_point_key(e.tenant, e.event_id), dense=[], text=keys.sparse, payload=payload
     )
+    return point, keys.dense
 
 
-def vector_points(extractions: list[Extraction], embedder: Embedder) -> list[VectorPoint]:
-    """Event points with their dense vectors (the sparse one is derived from ``text``)."""
-    points = [event_point(x) for x in extractions]
-    if not points:
+def vector_points(
+    extractions: list[Extraction],
+    embedder: Embedder,
+    previous: Known | None = None,
+    form: KeyForm = "context",
+) -> list[VectorPoint]:
+    """Event points with their dense vectors (the sparse one is derived from ``text``);
+    ``previous``: the messages the batch's messages follow (see ``projection.previous``)."""
+    known = previous or {}
+    keyed = [_keyed(x, _previous(x, known), form) for x in extractions]
+    return _embedded(keyed, embedder)
+
+
+def _previous(x: Extraction, known: Known) -> Said | None:
+    slot = follows(x)
+    return known.get(slot) if slot is not None else None
+
+
+def _embedded(keyed: list[tuple[VectorPoint, str]], embedder: Embedder) -> list[VectorPoint]:
+    if not keyed:
         return []
-    vectors = embedder.embed([p.text for p in points])
+    vectors = embedder.embed([dense for _, dense in keyed])
     return [
-        p.model_copy(update={"dense": v.tolist()}) for p, v in zip(points, vectors, strict=True)
+        p.model_copy(update={"dense": v.tolist()}) for (p, _), v in zip(keyed, vectors, strict=True)
     ]
 
 
+def rekeyed(hits: list[VectorHit], form: KeyForm) -> list[tuple[VectorPoint, str]]:
+    """Event points whose key copied a purged message's words, keyed again without them:
+    what a replay keys them by, since it no longer finds the purged message."""
+    out: list[tuple[VectorPoint, str]] = []
+    for h in hits:
+        payload = {k: v for k, v in h.payload.items() if k != KEY_OF}
+        keys = index_keys(Turn.of(payload), None, form)
+        point = VectorPoint(point_key=h.point_key, dense=[], text=keys.sparse, payload=payload)
+        out.append((point, keys.dense))
+    return out
+
+
+LAST_STREAMS = 100_000  # streams whose last position the vector projector keeps
 OPTIMIZE_MIN_NEW = 2000  # points written before a build is worth it
 OPTIMIZE_IDLE_S = 3.0  # seconds without writes before a build starts
 
@@ -300,10 +347,15 @@ class VectorProjector(_Base):
         producer: Producer,
         optimize: bool = False,
         opener: EntryOpener | None = None,
+        keys: KeyForm = "context",
     ) -> None:
         super().__init__(version, producer, opener)
         self.index = index
         self.embedder = embedder
+        self.keys = keys
+        # The last position written of each stream (for the next batch's first message): a
+        # copy of what the index holds, so a restart (empty) reads the index instead.
+        self.last: dict[Stream, tuple[int, Said | None]] = {}
         index.ensure()
         POINTS.labels(self.component, version).set(index.count(kinds=["event"]))
         self.optimizer = IdleOptimizer(
@@ -317,7 +369,8 @@ class VectorProjector(_Base):
         decoded = self.decode(ledger, light=True)
         records = self.decode_latents(latent_records)
         artifacts, deletions = split_records(records)
-        points = vector_points(decoded.extractions, self.embedder)
+        previous = self.previous(decoded.extractions) if self.keys == "context" else None
+        points = vector_points(decoded.extractions, self.embedder, previous, self.keys)
         if records:
             changes = latent_changes(artifacts, self.embedder)
             points += changes.upserts
@@ -326,16 +379,45 @@ class VectorProjector(_Base):
         if points:
             self.index.upsert(points)
             self.optimizer.wrote(len(points))
+        if previous is not None:
+            self._written(previous)
         self.observe(decoded.extractions)
         for order in decoded.purges:
-            self.purged(
-                VECTORS, order, self.index.purge_events(order.tenant, list(order.event_ids))
-            )
+            self.last.clear()  # it may hold a purged message
+            removed = self.index.purge_events(order.tenant, list(order.event_ids))
+            removed["context_keys"] = self.rekey(order)
+            self.purged(VECTORS, order, removed)
         if deletions:
             self.purged(VECTORS, None, {"latents": len(deletions)})
         if decoded.purges or deletions:
             self.index.compact()
         POINTS.labels(self.component, self.version).set(self.index.count(kinds=["event"]))
+
+    def previous(self, extractions: list[Extraction]) -> dict[Slot, Said | None]:
+        """What the positions the batch's messages follow hold: in the batch, else the last
+        position written of the stream (kept from the batches before), else the index (one
+        read by position per stream)."""
+        known = in_batch(extractions)
+        for (tenant, stream), seqs in missing(extractions, known).items():
+            last = self.last.get((tenant, stream))
+            if last is not None and seqs == [last[0]]:
+                known[Slot(tenant, stream, last[0])] = last[1]
+            else:
+                known |= said_in([h.payload for h in self.index.at(tenant, stream, seqs)])
+        return known
+
+    def _written(self, known: Known) -> None:
+        if len(self.last) > LAST_STREAMS:
+            self.last.clear()
+        self.last.update(last_of_streams(known))
+
+    def rekey(self, order: PurgeOrder) -> int:
+        """Key again, without the purged messages' words, the points whose key copied them."""
+        hits = self.index.keyed_by(order.tenant, list(order.event_ids))
+        points = _embedded(rekeyed(hits, self.keys), self.embedder)
+        if points:
+            self.index.upsert(points)
+        return len(points)
 
     def close(self) -> None:
         self.optimizer.stop.set()

@@ -20,8 +20,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from memstream.ledger.canonical import canonical_json
 from memstream.projection.extract import EXTRACTOR_VERSION
+from memstream.projection.keys import KeyForm
 
-PROJECTOR_VERSION = "p2"  # p2: descriptive metadata is indexed with the event text
+PROJECTOR_VERSION = "p3"  # p2: descriptive metadata indexed; p3: context keys (projection.keys)
 VERSION_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
 DEFAULT_VERSION = "v1"
 
@@ -37,6 +38,9 @@ class ProjectionConfig(BaseModel):
     dim: int
     # Feedback records projected (checkout applies priors); off = the original ranking.
     feedback: bool = True
+    # What event points are found by: the context keys (day, previous message) or the
+    # event's own words alone (the form before them, kept to measure against).
+    keys: KeyForm = "context"
 
     @property
     def config_hash(self) -> str:

@@ -16,7 +16,9 @@ import qdrant_edge as qe
 
 from memstream.projection.model import VectorHit, VectorPoint
 from memstream.vectors.port import (
+    KEY_OF,
     KEYWORD_FIELDS,
+    SEQ_FIELD,
     TIME_FIELD,
     IndexUnavailable,
     Mode,
@@ -61,7 +63,8 @@ SCOPED_FIELDS = ("actor_key", "entity_keys")  # the keyword filters that name a 
 PACKED = "packed"
 _RESERVED = frozenset({PACKED, SCOPE, SCOPED_KEYS})
 _FILTERED = frozenset(
-    {"tenant", "event_id", "source_ids", TIME_FIELD, *KEYWORD_FIELDS, SCOPE, SCOPED_KEYS}
+    {"tenant", "event_id", "source_ids", KEY_OF, SEQ_FIELD, TIME_FIELD, *KEYWORD_FIELDS}
+    | {SCOPE, SCOPED_KEYS}
 )
 
 
@@ -244,6 +247,10 @@ class EdgeVectorIndex:
             if name not in have:
                 keyword = qe.PayloadSchemaType.Keyword
                 shard.update(qe.UpdateOperation.create_field_index(name, keyword))
+        if SEQ_FIELD not in have:
+            shard.update(
+                qe.UpdateOperation.create_field_index(SEQ_FIELD, qe.PayloadSchemaType.Integer)
+            )
         if TIME_FIELD not in have:
             when = qe.PayloadSchemaType.Datetime
             shard.update(qe.UpdateOperation.create_field_index(TIME_FIELD, when))
@@ -358,12 +365,37 @@ class EdgeVectorIndex:
             shard.update(qe.UpdateOperation.delete_points_by_filter(derived))
         return {"points": points, "latents": latents}
 
+    def at(self, tenant: str, stream: str, seqs: list[int]) -> list[VectorHit]:
+        """See :meth:`memstream.vectors.port.VectorIndex.at`."""
+        wanted = sorted(set(seqs))
+        with self._reading() as held:
+            if held is None or not wanted:
+                return []
+            question = _Question.of(tenant, None, None, None, held.scoped)
+            where = question.where(["event"], {"stream": [stream]})
+            where.append(qe.FieldCondition(SEQ_FIELD, match=qe.MatchAny(wanted)))
+            request = qe.ScrollRequest(
+                limit=len(wanted), filter=qe.Filter(must=where), with_payload=True
+            )
+            records, _ = held.shard.scroll(request)
+        return [_hit_of(r.payload, 0.0) for r in records]
+
+    def keyed_by(self, tenant: str, event_ids: list[str]) -> list[VectorHit]:
+        """See :meth:`memstream.vectors.port.VectorIndex.keyed_by`."""
+        ids = sorted(set(event_ids))
+        flt = qe.Filter(must=[_match("tenant", tenant), _any(KEY_OF, ids)])
+        with self._reading() as held:
+            if held is None or not ids:
+                return []
+            pages = list(self._pages(held.shard, flt))
+        return [_hit_of(r.payload, 0.0) for records in pages for r in records]
+
     def holding(self, tenant: str, event_ids: list[str]) -> int:
         """See :meth:`memstream.vectors.port.VectorIndex.holding`."""
         ids = sorted(set(event_ids))
         flt = qe.Filter(
             must=[_match("tenant", tenant)],
-            should=[_any("event_id", ids), _any("source_ids", ids)],
+            should=[_any("event_id", ids), _any("source_ids", ids), _any(KEY_OF, ids)],
         )
         with self._reading() as held:
             if held is None or not ids:

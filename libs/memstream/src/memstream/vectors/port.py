@@ -27,6 +27,11 @@ KEYWORD_FILTERS = {
     "altitudes": "altitude",
 }
 KEYWORD_FIELDS = tuple(KEYWORD_FILTERS.values())
+# Event points' payload field listing the events whose words their key copies (the message
+# a turn follows): a purge of one of them keys the point again (``VectorIndex.keyed_by``).
+KEY_OF = "key_of"
+# Integer-indexed payload field: an event's position in its stream (``VectorIndex.at``).
+SEQ_FIELD = "seq"
 # Datetime-indexed payload field bounding a query in time (``as_of``).
 TIME_FIELD = "occurred_at"
 
@@ -184,9 +189,18 @@ class VectorIndex(Protocol):
         latent points derived from any of them (payload ``source_ids``). Counts removed
         (``points``, ``latents``); idempotent."""
 
+    def at(self, tenant: str, stream: str, seqs: list[int]) -> list[VectorHit]:
+        """The tenant's event points at positions ``seqs`` of ``stream`` (any order): an
+        exact read of the integer-indexed ``seq``, whatever the points' times."""
+
+    def keyed_by(self, tenant: str, event_ids: list[str]) -> list[VectorHit]:
+        """The tenant's points whose key copies words of any of ``event_ids`` (payload
+        ``key_of``), with their payloads; a projector keys them again after a purge."""
+
     def holding(self, tenant: str, event_ids: list[str]) -> int:
-        """Points of the tenant that a purge of ``event_ids`` removes (their event points and
-        latent points derived from them): 0 once the purge is applied."""
+        """Points of the tenant that a purge of ``event_ids`` removes or keys again (their
+        event points, latent points derived from them, points whose key copies their words):
+        0 once the purge is applied."""
 
     def compact(self) -> None:
         """Rewrite the index's files so deleted points no longer lie in them (after a purge;

@@ -15,7 +15,9 @@ from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedR
 
 from memstream.projection.model import VectorHit, VectorPoint
 from memstream.vectors.port import (
+    KEY_OF,
     KEYWORD_FIELDS,
+    SEQ_FIELD,
     TIME_FIELD,
     Mode,
     Search,
@@ -147,6 +149,7 @@ class QdrantVectorIndex:
         wanted: dict[str, models.PayloadSchemaParams | models.PayloadSchemaType] = {
             "tenant": tenant,
             **{name: models.PayloadSchemaType.KEYWORD for name in KEYWORD_FIELDS},
+            SEQ_FIELD: models.PayloadSchemaType.INTEGER,
             TIME_FIELD: models.PayloadSchemaType.DATETIME,
         }
         with warnings.catch_warnings():  # local mode: "payload indexes have no effect"
@@ -243,6 +246,42 @@ class QdrantVectorIndex:
             self.client.delete(self.collection, points_selector=selector, wait=True)
         return {"points": points, "latents": latents}
 
+    def at(self, tenant: str, stream: str, seqs: list[int]) -> list[VectorHit]:
+        """See :meth:`memstream.vectors.port.VectorIndex.at`."""
+        wanted = sorted(set(seqs))
+        with _port_errors():
+            if not wanted or not self._exists():
+                return []
+            flt = models.Filter(
+                must=[
+                    _match("tenant", tenant),
+                    _match("kind", "event"),
+                    _match("stream", stream),
+                    models.FieldCondition(key=SEQ_FIELD, match=models.MatchAny(any=wanted)),
+                ]
+            )
+            records, _ = self.client.scroll(
+                self.collection, scroll_filter=flt, limit=len(wanted), with_payload=True
+            )
+        return [stored_hit(r.payload, 0.0) for r in records]
+
+    def keyed_by(self, tenant: str, event_ids: list[str]) -> list[VectorHit]:
+        """See :meth:`memstream.vectors.port.VectorIndex.keyed_by`."""
+        ids = sorted(set(event_ids))
+        with _port_errors():
+            if not ids or not self._exists():
+                return []
+            flt = models.Filter(must=[_match("tenant", tenant), _any(KEY_OF, ids)])
+            hits: list[VectorHit] = []
+            offset: models.ExtendedPointId | None = None
+            while True:
+                records, offset = self.client.scroll(
+                    self.collection, scroll_filter=flt, limit=256, offset=offset, with_payload=True
+                )
+                hits += [stored_hit(r.payload, 0.0) for r in records]
+                if offset is None:
+                    return hits
+
     def holding(self, tenant: str, event_ids: list[str]) -> int:
         """See :meth:`memstream.vectors.port.VectorIndex.holding`."""
         ids = sorted(set(event_ids))
@@ -250,7 +289,7 @@ class QdrantVectorIndex:
             return 0
         flt = models.Filter(
             must=[_match("tenant", tenant)],
-            should=[_any("event_id", ids), _any("source_ids", ids)],
+            should=[_any("event_id", ids), _any("source_ids", ids), _any(KEY_OF, ids)],
         )
         return self.client.count(self.collection, count_filter=flt, exact=True).count
 

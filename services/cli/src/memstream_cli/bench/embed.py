@@ -25,6 +25,7 @@ from memstream.embed.port import Embedder
 from memstream.embed.registry import DEFAULT_EMBEDDER, get_embedder
 
 from memstream_cli.bench.bm25 import BM25, top_k_indices
+from memstream_cli.bench.keys import locomo_keys
 from memstream_cli.progress import Report
 
 RRF_K = 60
@@ -254,6 +255,7 @@ def run_embed_bench(
     *,
     k: int = 10,
     embedder: str | None = None,
+    keys: bool = False,
 ) -> dict[str, Any]:
     """Embed ``n_docs`` synthetic chat turns and, if the file exists, score LoCoMo retrieval."""
     if n_docs < 1:
@@ -277,6 +279,9 @@ def run_embed_bench(
         path = Path(locomo_path)
         if path.is_file():
             result["locomo"] = locomo_retrieval(path, model, k=k, progress=say)
+            if keys:
+                say("locomo: ranking turns per form of index key")
+                result["locomo_keys"] = locomo_keys(path, model, k=k)
         else:
             result["locomo"] = {"path": str(path), "skipped": "file not found"}
     return result

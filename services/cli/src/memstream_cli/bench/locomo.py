@@ -25,6 +25,7 @@ from memstream.events import EventIn
 from memstream.kafka.reading import end_offsets, group_lag
 from memstream.kafka.topics import LATENTS, LATENTS_GROUP, LEDGER
 from memstream.keys import KeyStore
+from memstream.projection.embedded import default_config
 from memstream.projection.status import caught_up, live_version, projection_status
 from memstream.projection.versions import FileProjectionRegistry, registry_path
 from memstream.sdk import MemoryClient
@@ -108,12 +109,17 @@ def run_locomo_bench(
         return _run(stack.info, settings, samples, k, out, progress, limit)
 
 
-def _wait_fresh(settings: Settings, info: StackInfo, n: int, step: Stage) -> None:
+def _wait_fresh(
+    settings: Settings, info: StackInfo, n: int, step: Stage, name: str | None = None
+) -> None:
+    """The live version (or version ``name``) has projected the ``n`` events."""
     bootstrap = info.kafka_bootstrap
     deadline = time.monotonic() + 900
     while time.monotonic() < deadline:
         if sum(end_offsets(bootstrap, LEDGER).values()) >= n:
-            live = live_version(projection_status(settings, bootstrap, info.metrics_endpoints))
+            status = projection_status(settings, bootstrap, info.metrics_endpoints)
+            found = [v for v in status["versions"] if v["name"] == name]
+            live = live_version(status) if name is None else (found[0] if found else None)
             if live is not None:
                 counts = live["counts"]
                 step.update(min(n, counts["graph_events"], counts["vector_points"]))
@@ -155,11 +161,19 @@ LEVERS = {
     "rerank": "rerank",
 }
 VARIANTS = tuple(f"packet_{lever}_{side}" for lever in LEVERS for side in ("on", "off"))
+# The same ledger projected a second time with plain keys (each event found by its own words
+# alone), asked after the live version: the context keys off, in the same run.
+PLAIN_VERSION = "plainkeys"
+PLAIN: dict[str, Literal["fused", "dense", "sparse"]] = {
+    "packet_plain_keys": "fused",
+    "bm25_plain_keys": "sparse",
+    "dense_plain_keys": "dense",
+}
 Conversation = tuple[dict[str, Any], str, set[str], str]  # sample, tenant, turn ids, API key
 
 
 def _per_method() -> dict[str, dict[int, list[tuple[float, float]]]]:
-    return {n: defaultdict(list) for n in (*LANES, *VARIANTS)}
+    return {n: defaultdict(list) for n in (*LANES, *VARIANTS, *PLAIN)}
 
 
 @dataclass
@@ -195,6 +209,8 @@ def _run(
     limit: int | None,
 ) -> dict[str, Any]:
     keys = KeyStore(settings.resolved_keys_file())
+    registry = FileProjectionRegistry(registry_path(settings.data_dir))
+    plain = registry.register(PLAIN_VERSION, default_config(keys="plain"), live_if_first=False)
     t0 = time.perf_counter()
     convs, total = _ingest(info.kafka_bootstrap, keys, samples)
     step = stage(
@@ -204,9 +220,10 @@ def _run(
     )
     _wait_fresh(settings, info, total, step)
     ingest_s = time.perf_counter() - t0
-    live = FileProjectionRegistry(registry_path(settings.data_dir)).load()
+    live = registry.load()
     version = live.versions[live.live or ""]
-    _wait_latents(info.kafka_bootstrap, [version.graph_group, version.vector_group])
+    groups = [version.graph_group, version.vector_group, plain.graph_group, plain.vector_group]
+    _wait_latents(info.kafka_bootstrap, groups)
     progress(f"latent artifacts settled {time.perf_counter() - t0:.1f} s after the first emit")
     out_fh = open(out, "w") if out is not None else None  # noqa: SIM115
     scores = _Scores(k, out_fh)
@@ -216,6 +233,13 @@ def _run(
     finally:
         if out_fh is not None:
             out_fh.close()
+    _wait_fresh(settings, info, total, stage(progress, "plain keys", total), PLAIN_VERSION)
+    registry.promote(PLAIN_VERSION)
+    try:
+        for conv in convs:
+            _ask_plain(info.api_url, conv, scores, progress, limit)
+    finally:
+        registry.promote(version.name)
     return _document(scores, ingest_s, total)
 
 
@@ -246,6 +270,28 @@ def _ask_all(
     with MemoryHttpClient(api_url, key) as client:
         for qi, q in enumerate(qa):
             _ask(client, scores, sample["sample_id"], qi, q, turns, count_tokens)
+            step.advance()
+
+
+def _ask_plain(
+    api_url: str, conv: Conversation, scores: _Scores, progress: Report, limit: int | None
+) -> None:
+    """The conversation's questions of categories 1-4 again, on the plain-keys version."""
+    sample, tenant, turns, key = conv
+    qa = sample["qa"][:limit] if limit else sample["qa"]
+    step = stage(progress, f"{tenant}: {len(qa)} questions, plain keys", len(qa))
+    with MemoryHttpClient(api_url, key) as client:
+        for q in qa:
+            evidence = [e for e in q.get("evidence", []) if e in turns]
+            cat = int(q["category"])
+            if cat != 5 and evidence:
+                for name, mode in PLAIN.items():
+                    if mode == "fused":
+                        got = packet_turns(client.checkout(q["question"], k=scores.k))
+                    else:
+                        items = client.recall(q["question"], k=scores.k, mode=mode)
+                        got = _turns([i["item_id"] for i in items])
+                    scores.per[name][cat].append(_score(got, evidence, scores.k))
             step.advance()
 
 

@@ -11,6 +11,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+from memstream_cli.bench.keys import keys_table
+
 Doc = dict[str, Any]
 
 
@@ -78,6 +80,9 @@ def locomo_table(doc: Doc) -> str:
     for lever, label in levers.items():
         names[f"packet_{lever}_on"] = f"packet, {label} on"
         names[f"packet_{lever}_off"] = f"packet, {label} off"
+    names["packet_plain_keys"] = "packet, plain keys (context keys off)"
+    names["bm25_plain_keys"] = "BM25 only, plain keys"
+    names["dense_plain_keys"] = "dense only, plain keys"
     for name, m in methods.items():
         cats = [m["by_category"].get(str(c), {}) for c in (1, 2, 3, 4)]
         shown = " | ".join(f"{c.get('recall', 0):.3f} / {c.get('hit', 0):.3f}" for c in cats)
@@ -286,6 +291,8 @@ def blocks_from(results: Path) -> dict[str, str]:
         out["ingest"] = ingest_table(ingest)
     if (embed := load("embed.json")) is not None:
         out["embed"] = embed_table(embed)
+        if "locomo_keys" in embed:
+            out["keys"] = "\n".join([keys_table(embed["locomo_keys"]), "", _machine(embed)])
     if (locomo := load("locomo.json")) is not None:
         out["locomo"] = locomo_table(locomo)
     if (chaos := load("chaos.json")) is not None:
