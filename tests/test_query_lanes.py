@@ -7,20 +7,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import orjson
 import pytest
-from falkordb import FalkorDB
+from lanedata import projected, sequenced
 from memstream.checkout.plan import plan_query
 from memstream.checkout.retrieve import Retriever
 from memstream.checkout.retrieve.lanes import MAX_OFFSETS, TIME_SEARCHES
 from memstream.checkout.retrieve.rerank import rerank
-from memstream.embed.registry import get_embedder
-from memstream.graph.falkor import FalkorGraphStore
-from memstream.ledger.sequencing import RawRecord, Sequenced, SequencerState, sequence
-from memstream.projection.extract import extract, graph_batch
-from memstream.projection.projectors import vector_points
 from memstream.stack.servers import Server
-from memstream.vectors.edge import EdgeVectorIndex
 
 NOW = "2031-03-10T09:00:00Z"  # long after the talk: "last June" is not the June before now
 # (id, day, speaker, text): sessions months apart, each baking something
@@ -43,40 +36,19 @@ TALK = [
 
 
 def entries() -> list[dict[str, Any]]:
-    state, out = SequencerState(), []
-    for i, (eid, day, agent, text) in enumerate(TALK):
-        doc = {
-            "id": eid,
-            "tenant": "zoe",
-            "stream": f"s-{day}",
-            "agent": agent,
-            "type": "message.user",
-            "occurred_at": f"{day}T10:{i % 60:02d}:00Z",
-            "payload": {"text": text},
-        }
-        o = sequence(RawRecord(orjson.dumps(doc), 0, i, "raw"), state, "2031-01-01T00:00:00Z")
-        assert isinstance(o, Sequenced)
-        out.append(o.entry)
-    return out
+    docs = [
+        {"id": eid, "tenant": "zoe", "stream": f"s-{day}", "agent": agent,
+         "type": "message.user", "occurred_at": f"{day}T10:{i % 60:02d}:00Z",
+         "payload": {"text": text}}
+        for i, (eid, day, agent, text) in enumerate(TALK)
+    ]  # fmt: skip
+    return sequenced(docs, "2031-01-01T00:00:00Z")
 
 
 @pytest.fixture
 def retriever(falkordb_server: Server, tmp_path: Path) -> Iterator[Retriever]:
-    emb = get_embedder()
-    graph = FalkorGraphStore(
-        FalkorDB(port=falkordb_server.port, password=falkordb_server.password), "query_lanes"
-    )
-    index = EdgeVectorIndex(tmp_path / "edge", "query_lanes", emb.dim)
-    docs = entries()
-    graph.ensure_schema()
-    graph.write(graph_batch([extract(e) for e in docs]))
-    index.ensure()
-    index.upsert(vector_points([extract(e, light=True) for e in docs], emb))
-    try:
-        yield Retriever(graph=graph, index=index, embedder=emb, pool=10)
-    finally:
-        graph.drop()
-        index.close()
+    with projected(falkordb_server, tmp_path, "query_lanes", entries()) as r:
+        yield r
 
 
 def _lane(pool: list[Any], lane: str) -> list[str]:

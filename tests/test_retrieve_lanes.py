@@ -9,11 +9,9 @@ from typing import Any
 
 import orjson
 import pytest
-from falkordb import FalkorDB
+from lanedata import projected, sequenced
 from memstream.checkout.plan import plan_query
 from memstream.checkout.retrieve import Retriever
-from memstream.embed.registry import get_embedder
-from memstream.graph.falkor import FalkorGraphStore
 from memstream.latent.builder import LatentBuilder, latent_input
 from memstream.ledger.sequencing import RawRecord, Sequenced, SequencerState, sequence
 from memstream.projection.extract import extract, graph_batch
@@ -21,7 +19,6 @@ from memstream.projection.latents import latent_changes
 from memstream.projection.model import VectorHit, VectorPoint
 from memstream.projection.projectors import vector_points
 from memstream.stack.servers import Server
-from memstream.vectors.edge import EdgeVectorIndex
 
 # Idris keeps addressing Noor by name with the question's words; Noor's own answer never
 # names herself. Filler turns make the tenant large enough for ranks to matter.
@@ -38,40 +35,19 @@ TALK = [
 
 
 def entries() -> list[dict[str, Any]]:
-    state, out = SequencerState(), []
-    for i, (agent, text) in enumerate(TALK):
-        doc = {
-            "id": f"t{i}",
-            "tenant": "pals",
-            "stream": "chat",
-            "agent": agent,
-            "type": "message.user",
-            "occurred_at": f"2031-05-01T10:{i:02d}:00Z",
-            "payload": {"text": text},
-        }
-        o = sequence(RawRecord(orjson.dumps(doc), 0, i, "raw"), state, "2031-05-02T00:00:00Z")
-        assert isinstance(o, Sequenced)
-        out.append(o.entry)
-    return out
+    docs = [
+        {"id": f"t{i}", "tenant": "pals", "stream": "chat", "agent": agent,
+         "type": "message.user", "occurred_at": f"2031-05-01T10:{i:02d}:00Z",
+         "payload": {"text": text}}
+        for i, (agent, text) in enumerate(TALK)
+    ]  # fmt: skip
+    return sequenced(docs, "2031-05-02T00:00:00Z")
 
 
 @pytest.fixture
 def retriever(falkordb_server: Server, tmp_path: Path) -> Iterator[Retriever]:
-    emb = get_embedder()
-    graph = FalkorGraphStore(
-        FalkorDB(port=falkordb_server.port, password=falkordb_server.password), "lanes_test"
-    )
-    index = EdgeVectorIndex(tmp_path / "edge", "lanes", emb.dim)
-    docs = entries()
-    graph.ensure_schema()
-    graph.write(graph_batch([extract(e) for e in docs]))
-    index.ensure()
-    index.upsert(vector_points([extract(e, light=True) for e in docs], emb))
-    try:
-        yield Retriever(graph=graph, index=index, embedder=emb, pool=10)
-    finally:
-        graph.drop()
-        index.close()
+    with projected(falkordb_server, tmp_path, "lanes_test", entries()) as r:
+        yield r
 
 
 def test_the_speaker_lane_finds_what_a_named_person_said(retriever: Retriever) -> None:

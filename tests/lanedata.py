@@ -1,0 +1,52 @@
+"""Retrieval over real servers for the lane tests: ledger entries sequenced from plain
+event documents, projected into FalkorDB and Qdrant Edge, and a retriever over both."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import orjson
+from falkordb import FalkorDB
+from memstream.checkout.retrieve import Retriever
+from memstream.embed.registry import get_embedder
+from memstream.graph.falkor import FalkorGraphStore
+from memstream.ledger.sequencing import RawRecord, Sequenced, SequencerState, sequence
+from memstream.projection.extract import extract, graph_batch
+from memstream.projection.projectors import vector_points
+from memstream.stack.servers import Server
+from memstream.vectors.edge import EdgeVectorIndex
+
+
+def sequenced(docs: list[dict[str, Any]], now: str) -> list[dict[str, Any]]:
+    """The ledger entries the sequencer makes of ``docs``, in order."""
+    state, out = SequencerState(), []
+    for i, doc in enumerate(docs):
+        o = sequence(RawRecord(orjson.dumps(doc), 0, i, "raw"), state, now)
+        assert isinstance(o, Sequenced)
+        out.append(o.entry)
+    return out
+
+
+@contextmanager
+def projected(
+    falkordb_server: Server, path: Path, name: str, docs: list[dict[str, Any]]
+) -> Iterator[Retriever]:
+    """``docs`` (ledger entries) in a graph and a vector index named ``name``; a retriever
+    over both (pool 10), dropped afterwards."""
+    emb = get_embedder()
+    graph = FalkorGraphStore(
+        FalkorDB(port=falkordb_server.port, password=falkordb_server.password), name
+    )
+    index = EdgeVectorIndex(path / "edge", name, emb.dim)
+    graph.ensure_schema()
+    graph.write(graph_batch([extract(e) for e in docs]))
+    index.ensure()
+    index.upsert(vector_points([extract(e, light=True) for e in docs], emb))
+    try:
+        yield Retriever(graph=graph, index=index, embedder=emb, pool=10)
+    finally:
+        graph.drop()
+        index.close()
