@@ -168,7 +168,10 @@ def test_current_value_of_whoever_the_question_names(
     assert old not in {f["fact_id"] for f in packet["facts"]}
 
 
-LEVERS = {"time_lane": "time_lane", "second_hop": "second_hop", "rerank": "rerank"}
+LEVERS = {
+    "time_lane": "time_lane", "second_hop": "second_hop", "rerank": "rerank",
+    "top_votes": "top_votes", "text_rows": "text_rows",
+}  # fmt: skip
 
 
 def test_each_retrieval_lever_switches_per_request_and_the_answer_holds(
@@ -176,18 +179,20 @@ def test_each_retrieval_lever_switches_per_request_and_the_answer_holds(
 ) -> None:
     served = kim.checkout("Where does the user live now?")["meta"]
     assert {m: served[m] for m in LEVERS.values()} == {
-        "time_lane": True, "second_hop": False, "rerank": True,
+        "time_lane": True, "second_hop": False, "rerank": True, "top_votes": True,
+        "text_rows": False,
     }  # fmt: skip
     for flag, meta in LEVERS.items():
         flipped = kim.checkout("where do I live?", **{flag: not served[meta]})
         assert flipped["meta"][meta] is not served[meta]
         assert "Utrecht" in flipped["answer_candidates"][0]["answer"], (flag, flipped)
     headers = {"Authorization": f"Bearer {key_for(stack, 'kim')}"}
-    for bad in ("yes", 1, "\x00"):
-        resp = httpx.post(
-            f"{stack.api_url}/v1/checkout", json={"query": "x", "rerank": bad}, headers=headers
-        )
-        assert resp.status_code == 422 and "rerank" in resp.text, resp.text
+    for flag in ("rerank", "top_votes", "text_rows"):
+        for bad in ("yes", 1, "\x00"):
+            resp = httpx.post(
+                f"{stack.api_url}/v1/checkout", json={"query": "x", flag: bad}, headers=headers
+            )
+            assert resp.status_code == 422 and flag in resp.text, resp.text
 
 
 def test_the_message_stating_a_fact_corroborates_it(kim: MemoryHttpClient) -> None:

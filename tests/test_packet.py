@@ -583,3 +583,63 @@ def test_markdown_and_gathered_never_pass_html_from_memory_through() -> None:
     md = render_markdown(p)
     assert "**&lt;script&gt;a()&lt;/script&gt;**" in md
     assert "**Query:** How much &lt;script&gt;q()&lt;/script&gt; on mugs?" in md
+
+
+# -- text rows --------------------------------------------------------------------------------
+
+LOOKUP = SynthesisPlan(
+    query="Where did Søren leave the spare key?", operation="lookup", answer_type="text"
+)
+SPARE_KEY = [
+    event("ev-q", "Søren, where is the spare key now?", 11, 0.2),
+    event("ev-reply", "Under the blue flowerpot by the back door.", 12, 0.9, agent="søren"),
+    event("ev-key-old", "The spare key used to hang in the shed.", 13, 0.5),
+    event("ev-receipt", "Paid 12 euros for a second spare key.", 14, 0.4),
+]
+
+
+def text_row_of(c: Candidate) -> EvidenceRow:
+    return EvidenceRow(
+        row_id=f"{c.item_id}:text",
+        support_id=c.item_id,
+        label=c.text,
+        ref=c.ref,
+        time=c.occurred_at,
+    )
+
+
+def lookup_result() -> SynthesisResult:
+    """Relevant rows ranked by the words they share with the question, the reply last."""
+    by_id = {c.item_id: c for c in SPARE_KEY}
+    receipt = EvidenceRow(
+        row_id="ev-receipt:q0", support_id="ev-receipt", label="Paid 12 euros", value=12.0,
+        unit="EUR", ref=by_id["ev-receipt"].ref, time=by_id["ev-receipt"].occurred_at,
+    )  # fmt: skip
+    return SynthesisResult(
+        answerability="answer_from_memory",
+        answer_candidates=[
+            AnswerCandidate(answer="in the shed", confidence=0.6, support_ids=["ev-key-old"])
+        ],
+        warnings=[],
+        evidence=[*(text_row_of(by_id[i]) for i in ("ev-key-old", "ev-q", "ev-reply")), receipt],
+    )
+
+
+def test_an_event_text_is_shown_once_as_a_snippet_ranked_by_retrieval() -> None:
+    packet = build(plan=LOOKUP, result=lookup_result(), candidates=SPARE_KEY)
+    # the evidence section keeps the rows carrying a value, not a second copy of each text
+    assert [r.row_id for r in packet.evidence] == ["ev-receipt:q0"]
+    # the answer's support, the event behind a value row, then by retrieval score: the reply
+    # (no word of the question) above the question it answers
+    assert [s.item_id for s in packet.snippets] == ["ev-key-old", "ev-receipt", "ev-reply", "ev-q"]
+
+
+def test_text_rows_on_keeps_every_relevant_text_in_the_evidence_section() -> None:
+    packet = assemble_packet(
+        packet_id="pk-2", tenant=TENANT, as_of=None, plan=LOOKUP, result=lookup_result(),
+        candidates=SPARE_KEY, latent=[], max_tokens=5000, count_tokens=words_counter,
+        text_rows=True,
+    )  # fmt: skip
+    assert [r.row_id for r in packet.evidence] == [
+        "ev-key-old:text", "ev-q:text", "ev-reply:text", "ev-receipt:q0"
+    ]  # fmt: skip

@@ -11,6 +11,7 @@ from memstream.checkout.plan import plan_query
 from memstream.checkout.plan.anchored import Offset, in_ranges, named_ranges, offsets
 from memstream.checkout.plan.entities import Lexicon
 from memstream.checkout.plan.window import find_window
+from memstream.checkout.retrieve.lanes import Lanes
 from memstream.checkout.retrieve.reach import anchor_days, candidate_days, hop_keys, hop_terms
 from memstream.checkout.retrieve.rerank import gain, rerank
 from memstream.projection.model import DateRecord, EntityView, SourceRef
@@ -241,3 +242,40 @@ def test_a_huge_count_is_capped_not_an_overflow() -> None:
     assert off.days == -10_000 * 366
     start, end = off.around(AUG_2029)
     assert start == date.min and end == date(2029, 8, 15)
+
+
+# -- vote depth -------------------------------------------------------------------------------
+
+# The lanes that search the same index with other filters, each ranking the same item 26th.
+ECHOING = ("dense", "speaker_dense", "speaker_sparse", "mention_dense", "mention_sparse")
+
+
+def _echoed_pool() -> Lanes:
+    """ "the tram pass" first in the sparse lane alone; "the bike shed" 26th in five lanes."""
+    lanes = Lanes()
+    lanes.add("sparse", cand("tram", "Ørjan's tram pass ran out on Friday"))
+    for lane in ECHOING:
+        for n in range(25):
+            lanes.add(lane, cand(f"{lane}-{n}", f"filler {n}"))
+        lanes.add(lane, cand("shed", "the bike shed needs a new lock"))
+    return lanes
+
+
+def test_a_lane_votes_with_its_best_items_only_so_deep_echoes_do_not_outrank_a_top_hit() -> None:
+    lanes = _echoed_pool()
+    every_rank = [c.item_id for c in lanes.fused()]
+    assert every_rank.index("shed") < every_rank.index("tram")  # five weak votes outweigh one
+    top = [c.item_id for c in lanes.fused(depth=20)]
+    assert top.index("tram") < 5  # level with the other lanes' first items
+    # the deep item stays a candidate, after every item some lane ranked within the depth
+    voted = {
+        c.item_id for lane in lanes.ranked.values() for c in (lanes.items[i] for i in lane[:20])
+    }
+    assert "shed" in top and top.index("shed") >= len(voted)
+    assert len(top) == len(every_rank)
+
+
+def test_within_the_depth_the_fusion_is_unchanged() -> None:
+    lanes = _echoed_pool()
+    deep = lanes.fused(depth=100)
+    assert [(c.item_id, c.score) for c in deep] == [(c.item_id, c.score) for c in lanes.fused()]

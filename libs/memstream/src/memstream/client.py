@@ -59,11 +59,14 @@ class MemoryHttpClient:
         time_lane: bool | None = None,
         second_hop: bool | None = None,
         rerank: bool | None = None,
+        top_votes: bool | None = None,
+        text_rows: bool | None = None,
     ) -> Any:
         """The packet as a dict (``json``) or the rendered Markdown text; ``task_id`` ties it
         to the task whose ``task.outcome`` memory learns from; ``episodes`` turns the
-        hierarchical lane on or off, ``time_lane``, ``second_hop`` and ``rerank`` the query-side
-        levers (None: the service default)."""
+        hierarchical lane on or off, ``time_lane``, ``second_hop``, ``rerank`` and ``top_votes``
+        the query-side levers, ``text_rows`` the packet's text rows (None: the service
+        default)."""
         body: dict[str, Any] = {"query": query, "max_tokens": max_tokens, "k": k, "format": format}
         if as_of is not None:
             body["as_of"] = as_of.isoformat() if isinstance(as_of, datetime) else as_of
@@ -74,7 +77,7 @@ class MemoryHttpClient:
         if task_id is not None:
             body["task_id"] = task_id
         levers = {"episodes": episodes, "time_lane": time_lane, "second_hop": second_hop}
-        levers["rerank"] = rerank
+        levers |= {"rerank": rerank, "top_votes": top_votes, "text_rows": text_rows}
         body |= {name: on for name, on in levers.items() if on is not None}
         resp = self._call("POST", "/v1/checkout", json=body)
         return resp.json() if format == "json" else resp.text

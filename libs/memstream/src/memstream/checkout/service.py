@@ -50,6 +50,8 @@ from memstream.wire import STORABLE, ItemId, JsonInt, RfcTimestamp
 Format = Literal["json", "markdown", "gathered"]
 # With a purpose, 1/WEAVE_SHARE of max_tokens is kept free for the weave (more if unused).
 WEAVE_SHARE = 4
+# With ``top_votes``, each lane's best VOTE_DEPTH x k items vote in the fusion (Lanes.fused).
+VOTE_DEPTH = 2
 # The source refs of an artifact that a packet or a weave cites; lineage reads them all.
 CITED_REFS = max(ITEM_REFS, WEAVE_REFS)
 Question = Annotated[str, Field(min_length=1, max_length=4000), STORABLE]
@@ -92,6 +94,17 @@ class CheckoutRequest(BaseModel):
         default=None,
         description="rerank the fused top by term coverage, named speakers and entities, and "
         "adjacency to other hits (None: the service default, on)",
+    )
+    top_votes: bool | None = Field(
+        default=None,
+        description="each lane votes in the fusion with its best 2 x k items only; deeper "
+        "items stay candidates, ranked after (None: the service default, on)",
+    )
+    text_rows: bool | None = Field(
+        default=None,
+        description="an evidence row for every relevant event's text, beside its snippet "
+        "(None: the service default, off: an event's text is shown once, as a snippet, and "
+        "the evidence section keeps the answers' support and the rows carrying a value)",
     )
 
 
@@ -184,6 +197,8 @@ class CheckoutService:
     time_lane: bool = True
     second_hop: bool = False
     rerank: bool = True
+    top_votes: bool = True
+    text_rows: bool = False
 
     def live_graph(self) -> GraphStore:
         """The live version's graph store; ``NoProjection`` before one is live."""
@@ -252,6 +267,8 @@ class CheckoutService:
         retriever.time_lane = self.time_lane if req.time_lane is None else req.time_lane
         retriever.second_hop = self.second_hop if req.second_hop is None else req.second_hop
         retriever.rerank = self.rerank if req.rerank is None else req.rerank
+        top_votes = self.top_votes if req.top_votes is None else req.top_votes
+        retriever.vote_depth = VOTE_DEPTH * req.k if top_votes else None
         lane_ms: dict[str, float] = {}
         hits: list[VectorHit] = []
         candidates = retriever.retrieve(
@@ -296,6 +313,8 @@ class CheckoutService:
             "time_lane": retriever.time_lane,
             "second_hop": retriever.second_hop,
             "rerank": retriever.rerank,
+            "top_votes": top_votes,
+            "text_rows": self._text_rows(req),
         }
         packet = packet.model_copy(update={"meta": meta})
         self._record(req, packet, plan, info.name, elapsed)
@@ -350,7 +369,11 @@ class CheckoutService:
             latent=[latent_item(a) for a in artifacts[:MAX_LATENT_ITEMS]],
             max_tokens=req.max_tokens - reserve,
             count_tokens=embedder.count_tokens,
+            text_rows=self._text_rows(req),
         )
+
+    def _text_rows(self, req: CheckoutRequest) -> bool:
+        return self.text_rows if req.text_rows is None else req.text_rows
 
     def _woven(
         self,

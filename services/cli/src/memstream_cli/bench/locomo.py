@@ -159,6 +159,8 @@ LEVERS = {
     "time_lane": "time_lane",
     "second_hop": "second_hop",
     "rerank": "rerank",
+    "top_votes": "top_votes",
+    "text_rows": "text_rows",
 }
 VARIANTS = tuple(f"packet_{lever}_{side}" for lever in LEVERS for side in ("on", "off"))
 # The same ledger projected a second time with plain keys (each event found by its own words
@@ -365,13 +367,13 @@ def _score_lanes(
 
 def _flipped(client: MemoryHttpClient, question: str, k: int, lever: str, on: bool) -> Any:
     """The packet with one lever of :data:`LEVERS` switched ``on`` or off."""
-    if lever == "episodes":
-        return client.checkout(question, k=k, episodes=on)
-    if lever == "time_lane":
-        return client.checkout(question, k=k, time_lane=on)
-    if lever == "second_hop":
-        return client.checkout(question, k=k, second_hop=on)
-    return client.checkout(question, k=k, rerank=on)
+    flips: dict[str, bool | None] = {name: None for name in LEVERS}
+    flips[lever] = on
+    return client.checkout(
+        question, k=k, episodes=flips["episodes"], time_lane=flips["time_lane"],
+        second_hop=flips["second_hop"], rerank=flips["rerank"], top_votes=flips["top_votes"],
+        text_rows=flips["text_rows"],
+    )  # fmt: skip
 
 
 def _document(scores: _Scores, ingest_s: float, turns: int) -> dict[str, Any]:

@@ -76,7 +76,7 @@ def locomo_table(doc: Doc) -> str:
     names = {"packet": "checkout packet", "bm25": "BM25 only", "dense": "dense only"}
     names["recall"] = "`/v1/recall` top-k"
     levers = {"episodes": "episode lane", "time_lane": "time lane", "second_hop": "second hop"}
-    levers["rerank"] = "rerank"
+    levers |= {"rerank": "rerank", "top_votes": "top votes", "text_rows": "text rows"}
     for lever, label in levers.items():
         names[f"packet_{lever}_on"] = f"packet, {label} on"
         names[f"packet_{lever}_off"] = f"packet, {label} off"

@@ -36,6 +36,7 @@ from memstream.checkout.packet.budget import (
 )
 from memstream.checkout.packet.prompt import NO_ANSWER, SECTION_TITLES, head_lines
 from memstream.checkout.packet.snippets import focus_stems, snippet_of
+from memstream.checkout.synthesis.evidence import is_text_row
 from memstream.times import parse_ts
 
 SECTIONS = ("answer_candidates", "warnings", "facts", "evidence", "snippets", "latent_context")
@@ -81,6 +82,12 @@ def _missing_confidence(
         return warnings
     msg = f"confidence unknown, taken as {DEFAULT_CONFIDENCE:.2f}"
     return [*warnings, PacketWarning(kind="default_confidence", message=msg, ids=ids)]
+
+
+def _without_text_rows(result: SynthesisResult) -> SynthesisResult:
+    """``result`` without whole-text rows (each of those events is a snippet)."""
+    rows = [r for r in result.evidence if not is_text_row(r)]
+    return result.model_copy(update={"evidence": rows})
 
 
 def _by_rank(
@@ -168,8 +175,16 @@ def assemble_packet(
     max_tokens: int,
     count_tokens: TokenCounter,
     max_snippet_chars: int = 400,
+    text_rows: bool = False,
 ) -> CheckoutPacket:
-    """Order, trim and budget everything into a packet with ``budget.used <= max_tokens``."""
+    """Order, trim and budget everything into a packet with ``budget.used <= max_tokens``.
+
+    Without ``text_rows`` an event's text is shown once, as a snippet ranked by retrieval
+    (the answers' support first): the evidence section keeps the rows carrying a value (a
+    number, a fact), not a second copy of every relevant event's text.
+    """
+    if not text_rows:
+        result = _without_text_rows(result)
     facts, events = _by_rank(result, candidates, as_of)
     ranked = _ranked_items(plan, result, facts, events, latent, max_snippet_chars)
     plan, head_drops = fit_head(result.answerability, plan, max_tokens, count_tokens)

@@ -47,6 +47,9 @@ from memstream.times import iso_utc, parse_ts
 from memstream.vectors.port import Mode, Search, VectorIndex
 
 RRF_K = 60
+# Below a lane's vote depth (see ``Lanes.fused``) a rank counts this share of its vote: it
+# orders the deep items among themselves, never above an item some lane ranked high.
+DEEP_VOTE = 1e-3
 MODES: tuple[Mode, ...] = ("dense", "sparse")
 FACTS_PER_SUBJECT = 20
 LANE_WEIGHTS = {
@@ -109,12 +112,20 @@ class Lanes:
             known = self.items.get(str(payload["event_id"]))
             self.add(lane, known if known is not None else hit_candidate(payload))
 
-    def fused(self) -> list[Candidate]:
+    def fused(self, depth: int | None = None) -> list[Candidate]:
+        """Every item once, by weighted RRF over the lanes, best first.
+
+        With ``depth`` a lane votes with its best ``depth`` items only; the rest of each lane
+        stay in the pool (synthesis reads them), after every voted item. Many lanes search
+        the same index with different filters, so an item ranked 30th by five of them would
+        otherwise outvote the one item one lane ranks first.
+        """
         scores: dict[str, float] = defaultdict(float)
         lanes: dict[str, list[str]] = defaultdict(list)
         for lane, ids in self.ranked.items():
             for rank, item_id in enumerate(ids):
-                scores[item_id] += LANE_WEIGHTS.get(lane, 1.0) / (RRF_K + rank + 1)
+                vote = LANE_WEIGHTS.get(lane, 1.0) / (RRF_K + rank + 1)
+                scores[item_id] += vote if depth is None or rank < depth else vote * DEEP_VOTE
                 lanes[item_id].append(lane)
         order = sorted(scores, key=lambda i: (-scores[i], i))
         return [
@@ -138,6 +149,7 @@ class Retriever:
     time_lane: bool = False  # the periods the question's dates name (``_Run.time``)
     second_hop: bool = False  # the entities and words of the first hits (``_Run.hop``)
     rerank: bool = False  # the fused top by cheap features (``retrieve.rerank``)
+    vote_depth: int | None = None  # how many of each lane's best items vote (``Lanes.fused``)
 
     def lane(
         self,
@@ -187,7 +199,7 @@ class Retriever:
         run.chain()
         if plan.operation == "latest_value" or stream is not None:
             run.recent()
-        fused = run.in_time(run.lanes.fused())
+        fused = run.in_time(run.fused())
         if self.rerank:
             fused = rerank(plan, fused)
         return fused if as_of is None else [c for c in fused if known_by(c, as_of)]
@@ -206,6 +218,9 @@ class _Run:
     clock: _LaneClock
     vector: list[float] = field(default_factory=list)
     ranges: list[DayRange] = field(default_factory=list)  # the periods the question names
+
+    def fused(self) -> list[Candidate]:
+        return self.lanes.fused(self.r.vote_depth)
 
     def embed(self) -> None:
         self.vector = self.r.embedder.embed([self.plan.query])[0].tolist()
@@ -296,7 +311,7 @@ class _Run:
         """The second hop: the question again, with the entities the best hits name and the
         words they share that it does not say ("what did Noor's mentor suggest?" finds the
         mentor's name in the first hits, then what that person said)."""
-        best = self.lanes.fused()
+        best = self.fused()
         extra = [*hop_keys(self.plan, best), *hop_terms(self.plan, best)]
         if not extra:
             return
@@ -313,7 +328,7 @@ class _Run:
     def time(self) -> None:
         """The time lane: the question's best turns inside each period its dates name (the
         pool may hold none of them); the periods are kept for :meth:`in_time`."""
-        fused = self.lanes.fused()
+        fused = self.fused()
         now = parse_ts(self.plan.as_of)
         anchors = anchor_days(fused, now.date() if now is not None else None)
         ranges = named_ranges(self.plan.query, anchors)
@@ -370,7 +385,7 @@ class _Run:
 
     def chain(self) -> None:
         as_of = iso_utc(self.as_of) if self.as_of is not None else None
-        top = [c for c in self.lanes.fused()[:3] if c.kind == "event"]
+        top = [c for c in self.fused()[:3] if c.kind == "event"]
         for c in top:
             for e in self.r.graph.chain(self.tenant, c.item_id, radius=1, as_of=as_of):
                 self.lanes.add("chain", event_candidate(e))

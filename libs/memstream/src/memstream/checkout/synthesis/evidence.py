@@ -124,6 +124,11 @@ def text_row(c: Candidate) -> EvidenceRow:
     )
 
 
+def is_text_row(row: EvidenceRow) -> bool:
+    """A row made by :func:`text_row` (an event's whole text, no value of its own)."""
+    return row.row_id == f"{row.support_id}:text"
+
+
 def rate_rows(candidates: list[Candidate]) -> frozenset[str]:
     """Row ids of numbers stated as a rate ("$90 per night", "€40 a month", "$5/day")."""
     out: set[str] = set()
