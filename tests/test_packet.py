@@ -384,7 +384,7 @@ def test_a_tight_budget_slims_the_top_answer() -> None:
     sections = {d.section for d in p.budget.dropped}
     assert {"answer_candidates.excluded_ids", "answer_candidates.answer"} <= sections
     gone = [d.item_id for d in p.budget.dropped if d.section == "answer_candidates.excluded_ids"]
-    assert gone == [e.item_id for e in excluded]
+    assert sorted(gone) == sorted(e.item_id for e in excluded)  # each named once
 
 
 def test_a_long_query_is_cut_to_fit(wordpiece: Counter) -> None:
@@ -643,3 +643,20 @@ def test_text_rows_on_keeps_every_relevant_text_in_the_evidence_section() -> Non
     assert [r.row_id for r in packet.evidence] == [
         "ev-key-old:text", "ev-q:text", "ev-reply:text", "ev-receipt:q0"
     ]  # fmt: skip
+
+
+def test_an_answer_lists_a_few_exclusions_of_each_reason_and_budget_names_the_rest() -> None:
+    out_of_window = [
+        Exclusion(item_id=f"ev-day{n}", reason="out_of_window", detail=f"2030-01-{n + 1:02d}")
+        for n in range(25)
+    ]
+    superseded = [Exclusion(item_id=f"ev-old{n}", reason="superseded") for n in range(2)]
+    answer = RESULT.answer_candidates[0].model_copy(
+        update={"excluded_ids": [*out_of_window, *superseded]}
+    )
+    p = build(result=RESULT.model_copy(update={"answer_candidates": [answer]}))
+    listed = p.answer_candidates[0].excluded_ids
+    assert [e.item_id for e in listed] == ["ev-day0", "ev-day1", "ev-day2", "ev-old0", "ev-old1"]
+    gone = [d.item_id for d in p.budget.dropped if d.section == "answer_candidates.excluded_ids"]
+    assert gone == [f"ev-day{n}" for n in range(3, 25)]
+    assert len(p.snippets) == len({c.item_id for c in CANDIDATES if c.kind == "event"})

@@ -19,6 +19,7 @@ from memstream.checkout.model import (
     CheckoutPacket,
     Dropped,
     EvidenceRow,
+    Exclusion,
     FactItem,
     LatentItem,
     PacketWarning,
@@ -39,6 +40,8 @@ from memstream.checkout.packet.snippets import focus_stems, snippet_of
 from memstream.checkout.synthesis.evidence import is_text_row
 from memstream.times import parse_ts
 
+# Exclusions of one reason an answer lists in the packet (the rest: ``budget.dropped``).
+LISTED_PER_REASON = 3
 SECTIONS = ("answer_candidates", "warnings", "facts", "evidence", "snippets", "latent_context")
 Item = tuple[str, str, BaseModel]  # section, item id, the item
 
@@ -88,6 +91,30 @@ def _without_text_rows(result: SynthesisResult) -> SynthesisResult:
     """``result`` without whole-text rows (each of those events is a snippet)."""
     rows = [r for r in result.evidence if not is_text_row(r)]
     return result.model_copy(update={"evidence": rows})
+
+
+def _listed_exclusions(
+    result: SynthesisResult, count: TokenCounter
+) -> tuple[SynthesisResult, list[Dropped]]:
+    """Each answer listing at most ``LISTED_PER_REASON`` exclusions of one reason; the rest
+    are named in ``budget.dropped``. A question naming a day excludes every other day's
+    events as out of window: listed whole, they filled the packet in place of evidence."""
+    answers: list[AnswerCandidate] = []
+    drops: list[Dropped] = []
+    for a in result.answer_candidates:
+        seen: dict[str, int] = {}
+        kept: list[Exclusion] = []
+        for e in a.excluded_ids:
+            seen[e.reason] = seen.get(e.reason, 0) + 1
+            if seen[e.reason] <= LISTED_PER_REASON:
+                kept.append(e)
+            else:
+                section = "answer_candidates.excluded_ids"
+                drops.append(
+                    Dropped(section=section, item_id=e.item_id, tokens=item_tokens(e, count))
+                )
+        answers.append(a.model_copy(update={"excluded_ids": kept}))
+    return result.model_copy(update={"answer_candidates": answers}), drops
 
 
 def _by_rank(
@@ -186,6 +213,7 @@ def assemble_packet(
     if not text_rows:
         result = _without_text_rows(result)
     facts, events = _by_rank(result, candidates, as_of)
+    result, unlisted = _listed_exclusions(result, count_tokens)
     ranked = _ranked_items(plan, result, facts, events, latent, max_snippet_chars)
     plan, head_drops = fit_head(result.answerability, plan, max_tokens, count_tokens)
     room = max_tokens - lines_tokens(head_lines(result.answerability, plan), count_tokens)
@@ -214,7 +242,9 @@ def assemble_packet(
         evidence=[x for x in kept_items if isinstance(x, EvidenceRow)],
         snippets=[x for x in kept_items if isinstance(x, Snippet)],
         latent_context=[x for x in kept_items if isinstance(x, LatentItem)],
-        budget=Budget(max_tokens=max_tokens, used=0, dropped=[*dropped, *shrink, *head_drops]),
+        budget=Budget(
+            max_tokens=max_tokens, used=0, dropped=[*dropped, *unlisted, *shrink, *head_drops]
+        ),
         packet_id=packet_id,
         tenant=tenant,
         as_of=as_of,
