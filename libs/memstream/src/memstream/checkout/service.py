@@ -263,12 +263,7 @@ class CheckoutService:
         plan = plan_query(req.query, now, as_of, self.lexicon(info, tenant))
         t_plan = time.perf_counter()
         retriever, embedder = self._retriever(info, pool=max(40, 4 * req.k))
-        retriever.episodes = self.episode_lane if req.episodes is None else req.episodes
-        retriever.time_lane = self.time_lane if req.time_lane is None else req.time_lane
-        retriever.second_hop = self.second_hop if req.second_hop is None else req.second_hop
-        retriever.rerank = self.rerank if req.rerank is None else req.rerank
-        top_votes = self.top_votes if req.top_votes is None else req.top_votes
-        retriever.vote_depth = VOTE_DEPTH * req.k if top_votes else None
+        levers = self._levers(req, retriever)
         lane_ms: dict[str, float] = {}
         hits: list[VectorHit] = []
         candidates = retriever.retrieve(
@@ -309,12 +304,7 @@ class CheckoutService:
             },
             "lanes_ms": lane_ms,
             "feedback": [asdict(a) for a in learned.adjustments],
-            "episode_lane": retriever.episodes,
-            "time_lane": retriever.time_lane,
-            "second_hop": retriever.second_hop,
-            "rerank": retriever.rerank,
-            "top_votes": top_votes,
-            "text_rows": self._text_rows(req),
+            **levers,
         }
         packet = packet.model_copy(update={"meta": meta})
         self._record(req, packet, plan, info.name, elapsed)
@@ -371,6 +361,24 @@ class CheckoutService:
             count_tokens=embedder.count_tokens,
             text_rows=self._text_rows(req),
         )
+
+    def _levers(self, req: CheckoutRequest, retriever: Retriever) -> dict[str, bool]:
+        """``retriever`` with the request's levers (the service defaults where it is silent);
+        returns every lever as ``meta`` reports it."""
+        retriever.episodes = self.episode_lane if req.episodes is None else req.episodes
+        retriever.time_lane = self.time_lane if req.time_lane is None else req.time_lane
+        retriever.second_hop = self.second_hop if req.second_hop is None else req.second_hop
+        retriever.rerank = self.rerank if req.rerank is None else req.rerank
+        top_votes = self.top_votes if req.top_votes is None else req.top_votes
+        retriever.vote_depth = VOTE_DEPTH * req.k if top_votes else None
+        return {
+            "episode_lane": retriever.episodes,
+            "time_lane": retriever.time_lane,
+            "second_hop": retriever.second_hop,
+            "rerank": retriever.rerank,
+            "top_votes": top_votes,
+            "text_rows": self._text_rows(req),
+        }
 
     def _text_rows(self, req: CheckoutRequest) -> bool:
         return self.text_rows if req.text_rows is None else req.text_rows
