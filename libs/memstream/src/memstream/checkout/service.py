@@ -104,7 +104,7 @@ class CheckoutRequest(BaseModel):
         default=None,
         description="an evidence row for every relevant event's text, beside its snippet "
         "(None: the service default, off: an event's text is shown once, as a snippet, and "
-        "the evidence section keeps the answers' support and the rows carrying a value)",
+        "the evidence section keeps the rows carrying a value)",
     )
 
 
