@@ -28,6 +28,8 @@ TALK = [
     ("mar1", "2029-03-01", "Zoë", "I bought new hiking boots, they pinch a bit."),
     ("men1", "2029-04-02", "Zoë", "My mentor Marc-André Dupuis is brilliant with glazes."),
     ("men2", "2029-04-09", "the user", "Marc-André Dupuis suggested reading Borges first."),
+    ("wed1", "2029-07-04", "Zoë", "Tomás became my husband at the lighthouse, barefoot."),
+    ("wed2", "2029-07-09", "the user", "Amira and I married young, in a barn."),
 ] + [
     (f"fill{i}", f"2029-0{3 + i % 6}-2{i % 8}", "the user" if i % 2 else "Zoë",
      f"Filler chat {i} about the weather and groceries.")
@@ -82,6 +84,18 @@ def test_a_question_without_dates_gets_no_time_lane(retriever: Retriever) -> Non
     retriever.time_lane = True
     pool = retriever.retrieve("zoe", plan_query("What did Zoë bake for her mum?", NOW))
     assert pool and _lane(pool, "time") == []
+
+
+def test_related_words_let_the_keyword_lanes_find_a_turn_that_shares_no_word(
+    retriever: Retriever,
+) -> None:
+    plan = plan_query("who got married in the summer?", NOW)
+    assert _lane(retriever.retrieve("zoe", plan), "sparse") == ["wed2"]
+    retriever.expand = True
+    pool = retriever.retrieve("zoe", plan)
+    # "husband" is near "married"; the turn saying the question's own word stays first
+    assert _lane(pool, "sparse")[:2] == ["wed2", "wed1"]
+    assert "wed1" in [c.item_id for c in pool[:3]]
 
 
 def test_the_second_hop_finds_what_the_person_in_the_first_hits_said(

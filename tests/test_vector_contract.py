@@ -190,6 +190,24 @@ def test_sparse_lane_prefers_rare_terms(index: VectorIndex) -> None:
     assert index.query("acme", None, "the of and", mode="sparse") == []  # stopwords only
 
 
+def test_related_words_find_what_the_question_words_do_not(index: VectorIndex) -> None:
+    index.upsert([pt("acme", "said", "the wedding cake was lemon", unit(0))])
+    index.upsert([pt("acme", "near", "her marriage in june", unit(1))])
+    index.upsert([pt("acme", "both", "wedding and marriage", unit(2), stream="s2")])
+    index.upsert([pt("other", "near", "marriage counselling", unit(1))])
+    assert keys(index.query("acme", None, "wedding", mode="sparse")) == ["both", "said"]
+    related = {"marriage": 0.2}
+    hits = index.query("acme", None, "wedding", mode="sparse", related=related)
+    assert keys(hits) == ["both", "said", "near"]  # a question word outweighs a related one
+    hybrid = index.query("acme", unit(3), "wedding", related=related)
+    assert set(keys(hybrid)) == {"both", "said", "near"}
+    searches = [Search(10, "sparse"), Search(10, "sparse", streams=["s2"])]
+    got = index.query_batch("acme", None, "wedding", searches, related=related)
+    assert [keys(h) for h in got] == [["both", "said", "near"], ["both"]]
+    with pytest.raises(ValueError, match="marriage"):
+        index.query("acme", None, "wedding", mode="sparse", related={"marriage": 2.0})
+
+
 def test_dense_lane_ranks_by_cosine(index: VectorIndex) -> None:
     index.upsert(
         [

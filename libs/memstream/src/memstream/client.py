@@ -61,11 +61,12 @@ class MemoryHttpClient:
         rerank: bool | None = None,
         top_votes: bool | None = None,
         text_rows: bool | None = None,
+        expand: bool | None = None,
     ) -> Any:
         """The packet as a dict (``json``) or the rendered Markdown text; ``task_id`` ties it
         to the task whose ``task.outcome`` memory learns from; ``episodes`` turns the
-        hierarchical lane on or off, ``time_lane``, ``second_hop``, ``rerank`` and ``top_votes``
-        the query-side levers, ``text_rows`` the packet's text rows (None: the service
+        hierarchical lane on or off, ``time_lane``, ``second_hop``, ``rerank``, ``top_votes`` and
+        ``expand`` the query-side levers, ``text_rows`` the packet's text rows (None: the service
         default)."""
         body: dict[str, Any] = {"query": query, "max_tokens": max_tokens, "k": k, "format": format}
         if as_of is not None:
@@ -78,6 +79,7 @@ class MemoryHttpClient:
             body["task_id"] = task_id
         levers = {"episodes": episodes, "time_lane": time_lane, "second_hop": second_hop}
         levers |= {"rerank": rerank, "top_votes": top_votes, "text_rows": text_rows}
+        levers["expand"] = expand
         body |= {name: on for name, on in levers.items() if on is not None}
         resp = self._call("POST", "/v1/checkout", json=body)
         return resp.json() if format == "json" else resp.text

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from collections.abc import Set as AbstractSet
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -57,6 +57,11 @@ CITED_REFS = max(ITEM_REFS, WEAVE_REFS)
 Question = Annotated[str, Field(min_length=1, max_length=4000), STORABLE]
 
 
+def _lever(what: str, default: str) -> Any:
+    """A request's lever: None means the service's default."""
+    return Field(default=None, description=f"{what} (None: the service default, {default})")
+
+
 class CheckoutRequest(BaseModel):
     """``POST /v1/checkout``."""
 
@@ -74,37 +79,40 @@ class CheckoutRequest(BaseModel):
         default=None, description="the task this checkout serves (for learning)"
     )
     format: Format = "json"
-    episodes: bool | None = Field(
-        default=None,
-        description="the hierarchical lane: rank episodes, then the turns inside the best "
-        "ones (None: the service default)",
+    # The levers: one retrieval or packet behaviour switched for this request.
+    episodes: bool | None = _lever(
+        "the hierarchical lane: rank episodes, then the turns inside the best ones", "off"
     )
-    time_lane: bool | None = Field(
-        default=None,
-        description="the time lane: the turns in the periods the question's dates name, "
-        "relative dates resolved against the days of the best hits (None: the service default, on)",
+    time_lane: bool | None = _lever(
+        "the time lane: the turns in the periods the question's dates name, relative dates "
+        "resolved against the days of the best hits",
+        "on",
     )
-    second_hop: bool | None = Field(
-        default=None,
-        description="a second hop: the question searched again with the entities the best "
-        "hits name and the words they share that it does not say (None: the service default, "
-        "off)",
+    second_hop: bool | None = _lever(
+        "a second hop: the question searched again with the entities the best hits name and "
+        "the words they share that it does not say",
+        "off",
     )
-    rerank: bool | None = Field(
-        default=None,
-        description="rerank the fused top by term coverage, named speakers and entities, and "
-        "adjacency to other hits (None: the service default, on)",
+    rerank: bool | None = _lever(
+        "rerank the fused top by term coverage, named speakers and entities, and adjacency to "
+        "other hits",
+        "on",
     )
-    top_votes: bool | None = Field(
-        default=None,
-        description="each lane votes in the fusion with its best 2 x k items only; deeper "
-        "items stay candidates, ranked after (None: the service default, on)",
+    top_votes: bool | None = _lever(
+        "each lane votes in the fusion with its best 2 x k items only; deeper items stay "
+        "candidates, ranked after",
+        "on",
     )
-    text_rows: bool | None = Field(
-        default=None,
-        description="an evidence row for every relevant event's text, beside its snippet "
-        "(None: the service default, off: an event's text is shown once, as a snippet, and "
-        "the evidence section keeps the rows carrying a value)",
+    text_rows: bool | None = _lever(
+        "an evidence row for every relevant event's text, beside its snippet",
+        "off: an event's text is shown once, as a snippet, and the evidence section keeps the "
+        "rows carrying a value",
+    )
+    expand: bool | None = _lever(
+        "the keyword searches add the question's related words (the words nearest each of "
+        "its words, names and numbers aside, in the embedder's table) at a fifth of a "
+        "question word's weight or less",
+        "on",
     )
 
 
@@ -199,6 +207,7 @@ class CheckoutService:
     rerank: bool = True
     top_votes: bool = True
     text_rows: bool = False
+    expand: bool = True
 
     def live_graph(self) -> GraphStore:
         """The live version's graph store; ``NoProjection`` before one is live."""
@@ -371,6 +380,7 @@ class CheckoutService:
         retriever.rerank = self.rerank if req.rerank is None else req.rerank
         top_votes = self.top_votes if req.top_votes is None else req.top_votes
         retriever.vote_depth = VOTE_DEPTH * req.k if top_votes else None
+        retriever.expand = self.expand if req.expand is None else req.expand
         return {
             "episode_lane": retriever.episodes,
             "time_lane": retriever.time_lane,
@@ -378,6 +388,7 @@ class CheckoutService:
             "rerank": retriever.rerank,
             "top_votes": top_votes,
             "text_rows": self._text_rows(req),
+            "expand": retriever.expand,
         }
 
     def _text_rows(self, req: CheckoutRequest) -> bool:

@@ -22,6 +22,7 @@ from tokenizers import Tokenizer
 NAME = "minilm-static-256"
 WEIGHTS_DIR = Path(__file__).resolve().parent / "weights" / NAME
 TOKEN_CACHE_SIZE = 50_000
+NEIGHBOUR_CACHE_SIZE = 20_000
 WEIGHT_FILES = ("config.json", "model.safetensors", "tokenizer.json")
 MAX_TOKENS = 512  # tokens per text that are averaged; the rest is ignored
 BATCH = 2048
@@ -72,6 +73,15 @@ class StaticEmbedder:
         tokenizer.no_padding()
         self._tokenizer = tokenizer
         self._token_cache: dict[str, int] = {}
+        # The nearest words of a vocabulary entry (query expansion): the table's rows compared
+        # by cosine, their norms kept so the table itself stays as ``embed`` reads it.
+        self._norms = np.maximum(np.linalg.norm(model.embedding, axis=1), np.float32(1e-12))
+        vocab = tokenizer.get_vocab()
+        self._words = [""] * len(vocab)
+        for token, index in vocab.items():
+            if index < len(self._words):
+                self._words[index] = token
+        self._neighbour_cache: dict[tuple[str, int, float], list[tuple[str, float]]] = {}
 
     def embed(self, texts: list[str]) -> npt.NDArray[np.float32]:
         """L2-normalised float32 vectors, shape ``(len(texts), 256)``."""
@@ -96,3 +106,34 @@ class StaticEmbedder:
                 self._token_cache.clear()
             self._token_cache[text] = cached
         return cached
+
+    def neighbours(self, word: str, limit: int, min_similarity: float) -> list[tuple[str, float]]:
+        """The whole words (alphabetic vocabulary entries, not word pieces) nearest ``word``
+        in the token table, by cosine; empty unless ``word`` is one token of the vocabulary."""
+        key = (word, limit, min_similarity)
+        cached = self._neighbour_cache.get(key)
+        if cached is None:
+            cached = self._nearest(word, limit, min_similarity)
+            if len(self._neighbour_cache) >= NEIGHBOUR_CACHE_SIZE:
+                self._neighbour_cache.clear()
+            self._neighbour_cache[key] = cached
+        return list(cached)
+
+    def _nearest(self, word: str, limit: int, min_similarity: float) -> list[tuple[str, float]]:
+        ids = self._tokenizer.encode(word, add_special_tokens=False).ids
+        if len(ids) != 1 or limit <= 0:
+            return []
+        table = self._model.embedding
+        sims = (table @ table[ids[0]]) / (self._norms * self._norms[ids[0]])
+        # Word pieces and punctuation crowd the top: read a few times the limit.
+        reach = min(len(sims) - 1, 4 * limit + 1)
+        top = np.argpartition(-sims, reach)[: reach + 1]
+        out: list[tuple[str, float]] = []
+        for index in top[np.argsort(-sims[top], kind="stable")]:
+            similarity = float(sims[index])
+            other = self._words[int(index)]
+            if similarity < min_similarity or len(out) >= limit:
+                break
+            if int(index) != ids[0] and other.isalpha():
+                out.append((other, round(similarity, 4)))
+        return out

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import shutil
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -486,10 +486,11 @@ class EdgeVectorIndex:
         entities: list[str] | None = None,
         as_of: datetime | None = None,
         altitudes: list[str] | None = None,
+        related: Mapping[str, float] | None = None,
     ) -> list[VectorHit]:
         """See :meth:`memstream.vectors.port.VectorIndex.query`."""
         search = Search(limit, mode, kinds, streams, actors, entities, altitudes)
-        return self.query_batch(tenant, dense, text, [search], as_of)[0]
+        return self.query_batch(tenant, dense, text, [search], as_of, related)[0]
 
     def query_batch(
         self,
@@ -498,6 +499,7 @@ class EdgeVectorIndex:
         text: str | None,
         searches: list[Search],
         as_of: datetime | None = None,
+        related: Mapping[str, float] | None = None,
     ) -> list[list[VectorHit]]:
         """See :meth:`memstream.vectors.port.VectorIndex.query_batch`: one ``query_batch``
         of the engine, so the GIL is taken and the shard planned once, not per lane."""
@@ -506,7 +508,7 @@ class EdgeVectorIndex:
         with self._reading() as held:
             if held is None:
                 return [[] for _ in searches]
-            question = _Question.of(tenant, dense, text, as_of, held.scoped)
+            question = _Question.of(tenant, dense, text, as_of, held.scoped, related)
             requests = [question.request(search) for search in searches]
             planned = [r for r in requests if r is not None]
             found = held.shard.query_batch(qe.QueryBatchRequest(planned)) if planned else []
@@ -557,11 +559,12 @@ class _Question:
         text: str | None,
         as_of: datetime | None,
         scoped: bool,
+        related: Mapping[str, float] | None = None,
     ) -> _Question:
         bound: list[qe.ConditionType] = []
         if (lte := time_bound(as_of)) is not None:
             bound.append(qe.FieldCondition(TIME_FIELD, range=qe.RangeDateTime(lte=lte)))
-        sparse_vec = query_vector(text) if text is not None else SparseVec([], [])
+        sparse_vec = query_vector(text, related) if text is not None else SparseVec([], [])
         return cls(
             tenant=tenant,
             dense=qe.Query.Nearest(dense, using=DENSE) if dense is not None else None,

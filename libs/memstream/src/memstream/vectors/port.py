@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal, Protocol, cast
@@ -143,6 +144,7 @@ class VectorIndex(Protocol):
         entities: list[str] | None = None,
         as_of: datetime | None = None,
         altitudes: list[str] | None = None,
+        related: Mapping[str, float] | None = None,
     ) -> list[VectorHit]:
         """Top hits of one tenant; hybrid = RRF fusion of the dense and sparse lanes.
 
@@ -151,7 +153,8 @@ class VectorIndex(Protocol):
         entity key of the event's agent), ``entities`` (payload ``entity_keys``: every
         entity the event involves) and ``altitudes`` (``episode`` or ``latent`` on latent
         artifacts' points) filter the hits; an empty list matches nothing.
-        ``as_of`` keeps points whose ``occurred_at`` is at or before it.
+        ``as_of`` keeps points whose ``occurred_at`` is at or before it. ``related`` adds
+        words to the sparse query at their own weights (see ``sparse.query_vector``).
         """
 
     def query_batch(
@@ -161,6 +164,7 @@ class VectorIndex(Protocol):
         text: str | None,
         searches: list[Search],
         as_of: datetime | None = None,
+        related: Mapping[str, float] | None = None,
     ) -> list[list[VectorHit]]:
         """The hits of each search, in order: what ``query`` returns for it, the searches
         run together (one engine call where the engine has one)."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
@@ -354,6 +354,7 @@ class QdrantVectorIndex:
         entities: list[str] | None = None,
         as_of: datetime | None = None,
         altitudes: list[str] | None = None,
+        related: Mapping[str, float] | None = None,
     ) -> list[VectorHit]:
         """See :meth:`memstream.vectors.port.VectorIndex.query`."""
         check_query(mode, dense, text, self.dim)
@@ -369,7 +370,7 @@ class QdrantVectorIndex:
             when = models.DatetimeRange(lte=bound)
             must.append(models.FieldCondition(key=TIME_FIELD, range=when))
         flt = models.Filter(must=must)
-        sparse_vec = query_vector(text) if text is not None else SparseVec([], [])
+        sparse_vec = query_vector(text, related) if text is not None else SparseVec([], [])
         if mode == "sparse" and not sparse_vec:
             return []
         try:
@@ -388,6 +389,7 @@ class QdrantVectorIndex:
         text: str | None,
         searches: list[Search],
         as_of: datetime | None = None,
+        related: Mapping[str, float] | None = None,
     ) -> list[list[VectorHit]]:
         """See :meth:`memstream.vectors.port.VectorIndex.query_batch`. One request per
         search, one after another, each through ``query`` (and its fallback for servers
@@ -405,6 +407,7 @@ class QdrantVectorIndex:
                 entities=s.entities,
                 as_of=as_of,
                 altitudes=s.altitudes,
+                related=related,
             )
             for s in searches
         ]

@@ -14,6 +14,7 @@ import hashlib
 import re
 import uuid
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from memstream.text.words import fold_plural
@@ -91,9 +92,17 @@ def doc_vector(
     return _sorted({tid: tf * (k1 + 1.0) / (tf + norm) for tid, tf in tfs.items()})
 
 
-def query_vector(text: str) -> SparseVec:
-    """Weight 1 per unique query term (the engine multiplies in the IDF)."""
-    return _sorted(dict.fromkeys((term_id(t) for t in tokenize(text)), 1.0))
+def query_vector(text: str, related: Mapping[str, float] | None = None) -> SparseVec:
+    """Weight 1 per unique query term (the engine multiplies in the IDF); each ``related``
+    word (query expansion) at its own weight, never below the weight a query term has."""
+    weights = dict.fromkeys((term_id(t) for t in tokenize(text)), 1.0)
+    for word, weight in (related or {}).items():
+        if not 0.0 < weight <= 1.0:
+            raise ValueError(f"related word {word!r}: weight {weight} outside (0, 1]")
+        for token in tokenize(word):
+            tid = term_id(token)
+            weights[tid] = max(weights.get(tid, 0.0), weight)
+    return _sorted(weights)
 
 
 def point_id(point_key: str) -> str:

@@ -161,6 +161,7 @@ LEVERS = {
     "rerank": "rerank",
     "top_votes": "top_votes",
     "text_rows": "text_rows",
+    "expand": "expand",
 }
 VARIANTS = tuple(f"packet_{lever}_{side}" for lever in LEVERS for side in ("on", "off"))
 # The same ledger projected a second time with plain keys (each event found by its own words
@@ -372,7 +373,7 @@ def _flipped(client: MemoryHttpClient, question: str, k: int, lever: str, on: bo
     return client.checkout(
         question, k=k, episodes=flips["episodes"], time_lane=flips["time_lane"],
         second_hop=flips["second_hop"], rerank=flips["rerank"], top_votes=flips["top_votes"],
-        text_rows=flips["text_rows"],
+        text_rows=flips["text_rows"], expand=flips["expand"],
     )  # fmt: skip
 
 

@@ -77,6 +77,7 @@ def locomo_table(doc: Doc) -> str:
     names["recall"] = "`/v1/recall` top-k"
     levers = {"episodes": "episode lane", "time_lane": "time lane", "second_hop": "second hop"}
     levers |= {"rerank": "rerank", "top_votes": "top votes", "text_rows": "text rows"}
+    levers["expand"] = "related words"
     for lever, label in levers.items():
         names[f"packet_{lever}_on"] = f"packet, {label} on"
         names[f"packet_{lever}_off"] = f"packet, {label} off"

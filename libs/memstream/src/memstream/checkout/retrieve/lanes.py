@@ -8,7 +8,8 @@ the query names), facts (current and past facts of those entities), chain
 turns in the periods the question's dates name, resolved against the days of the best hits)
 and hop (a second hop: the question searched again with the entities the best hits name and
 the words they share that it does not say). The fused top can be reranked by cheap features
-(``retrieve.rerank``).
+(``retrieve.rerank``); the sparse searches can add the question's related words
+(``retrieve.expand``).
 """
 
 from __future__ import annotations
@@ -36,10 +37,11 @@ from memstream.checkout.retrieve.candidates import (
     hit_candidate,
     known_by,
 )
+from memstream.checkout.retrieve.expand import related_terms
 from memstream.checkout.retrieve.facts import PredicateRanker
 from memstream.checkout.retrieve.reach import anchor_days, candidate_days, hop_keys, hop_terms
 from memstream.checkout.retrieve.rerank import rerank
-from memstream.embed.port import Embedder
+from memstream.embed.port import Embedder, TermNeighbours
 from memstream.graph.port import GraphStore
 from memstream.graph.validity import known_at
 from memstream.projection.model import FactView, VectorHit
@@ -150,6 +152,7 @@ class Retriever:
     second_hop: bool = False  # the entities and words of the first hits (``_Run.hop``)
     rerank: bool = False  # the fused top by cheap features (``retrieve.rerank``)
     vote_depth: int | None = None  # how many of each lane's best items vote (``Lanes.fused``)
+    expand: bool = False  # the sparse query with the question's related words (``expand``)
 
     def lane(
         self,
@@ -217,6 +220,7 @@ class _Run:
     lanes: Lanes
     clock: _LaneClock
     vector: list[float] = field(default_factory=list)
+    related: dict[str, float] | None = None  # the sparse query's added words (``expand``)
     ranges: list[DayRange] = field(default_factory=list)  # the periods the question names
 
     def fused(self) -> list[Candidate]:
@@ -224,6 +228,8 @@ class _Run:
 
     def embed(self) -> None:
         self.vector = self.r.embedder.embed([self.plan.query])[0].tolist()
+        if self.r.expand and isinstance(self.r.embedder, TermNeighbours):
+            self.related = related_terms(self.plan, self.r.embedder) or None
         self.clock.lap("embed")
 
     def vector_lanes(self, latents: bool) -> list[VectorHit]:
@@ -254,8 +260,9 @@ class _Run:
         if latents:  # artifacts (episodes and others) the question finds, best first
             lanes.append((LATENT, Search(LATENT_HITS, "hybrid", kinds=["latent"], streams=streams)))
         results = self.r.index.query_batch(
-            self.tenant, self.vector, self.plan.query, [s for _, s in lanes], as_of=self.as_of
-        )
+            self.tenant, self.vector, self.plan.query, [s for _, s in lanes], as_of=self.as_of,
+            related=self.related,
+        )  # fmt: skip
         found: list[VectorHit] = []
         for (lane, _), hits in zip(lanes, results, strict=True):
             if lane == LATENT:
@@ -301,6 +308,7 @@ class _Run:
             kinds=["event"],
             streams=streams,
             as_of=self.as_of,
+            related=self.related,
         )
         for h in hits:
             if str(h.payload.get("event_id")) in inside:
@@ -319,7 +327,9 @@ class _Run:
         vector = self.r.embedder.embed([query])[0].tolist()
         streams = [self.stream] if self.stream else None
         searches = [Search(self.r.pool, m, kinds=EVENTS, streams=streams) for m in MODES]
-        results = self.r.index.query_batch(self.tenant, vector, query, searches, as_of=self.as_of)
+        results = self.r.index.query_batch(
+            self.tenant, vector, query, searches, as_of=self.as_of, related=self.related
+        )
         for mode, hits in zip(MODES, results, strict=True):
             for h in hits:
                 self.lanes.add_hit(f"hop_{mode}", h.payload)
@@ -375,7 +385,7 @@ class _Run:
         streams = [self.stream] if self.stream else None
         hits = self.r.index.query(
             self.tenant, self.vector, self.plan.query, limit=TIME_OVERFETCH * self.r.pool,
-            mode="hybrid", kinds=EVENTS, streams=streams, as_of=bound,
+            mode="hybrid", kinds=EVENTS, streams=streams, as_of=bound, related=self.related,
         )  # fmt: skip
         first = datetime.combine(start, dt_time.min, tzinfo=UTC)
         return [
