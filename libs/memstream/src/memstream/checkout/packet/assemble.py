@@ -190,6 +190,27 @@ def _fitting_prefix(ranked: list[Item], room: int, count: TokenCounter) -> tuple
     return kept, costs
 
 
+def _fitted(
+    ranked: list[Item], room: int, count_tokens: TokenCounter
+) -> tuple[list[BaseModel], list[Dropped]]:
+    """The items of ``ranked`` that fit in ``room`` tokens, and what was dropped (or cut)."""
+    kept, costs = _fitting_prefix(ranked, room, count_tokens)
+    shrink: list[Dropped] = []
+    top = ranked[0][2] if ranked else None
+    # An answer too long for the budget is cut rather than dropped: the answer comes first.
+    if kept == 0 and isinstance(top, AnswerCandidate):
+        slim = slim_answer(top, room, count_tokens)
+        if slim is not None:
+            ranked[0] = (ranked[0][0], ranked[0][1], slim[0])
+            shrink, kept = slim[1], 1
+    dropped = [
+        Dropped(section=s, item_id=i, tokens=costs[n])
+        for n, (s, i, _) in reversed(list(enumerate(ranked)))
+        if n >= kept
+    ]
+    return [obj for _, _, obj in ranked[:kept]], [*dropped, *shrink]
+
+
 def assemble_packet(
     *,
     packet_id: str,
@@ -218,21 +239,7 @@ def assemble_packet(
     plan, head_drops = fit_head(result.answerability, plan, max_tokens, count_tokens)
     room = max_tokens - lines_tokens(head_lines(result.answerability, plan), count_tokens)
     room -= lines_tokens([*SECTION_TITLES["answer_candidates"], NO_ANSWER], count_tokens)
-    kept, costs = _fitting_prefix(ranked, room, count_tokens)
-    shrink: list[Dropped] = []
-    top = ranked[0][2] if ranked else None
-    # An answer too long for the budget is cut rather than dropped: the answer comes first.
-    if kept == 0 and isinstance(top, AnswerCandidate):
-        slim = slim_answer(top, room, count_tokens)
-        if slim is not None:
-            ranked[0] = (ranked[0][0], ranked[0][1], slim[0])
-            shrink, kept = slim[1], 1
-    dropped = [
-        Dropped(section=s, item_id=i, tokens=costs[n])
-        for n, (s, i, _) in reversed(list(enumerate(ranked)))
-        if n >= kept
-    ]
-    kept_items = [obj for _, _, obj in ranked[:kept]]
+    kept_items, dropped = _fitted(ranked, room, count_tokens)
     packet = CheckoutPacket(
         answerability=result.answerability,
         synthesis_plan=plan,
@@ -242,9 +249,7 @@ def assemble_packet(
         evidence=[x for x in kept_items if isinstance(x, EvidenceRow)],
         snippets=[x for x in kept_items if isinstance(x, Snippet)],
         latent_context=[x for x in kept_items if isinstance(x, LatentItem)],
-        budget=Budget(
-            max_tokens=max_tokens, used=0, dropped=[*dropped, *unlisted, *shrink, *head_drops]
-        ),
+        budget=Budget(max_tokens=max_tokens, used=0, dropped=[*dropped, *unlisted, *head_drops]),
         packet_id=packet_id,
         tenant=tenant,
         as_of=as_of,
