@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 from memstream.checkout.plan import plan_query
-from memstream.checkout.retrieve.expand import NEIGHBOURS, WEIGHT, related_terms
+from memstream.checkout.retrieve.expand import MAX_WORDS, NEIGHBOURS, WEIGHT, related_terms
 from memstream.embed.hashing import HashingEmbedder
 from memstream.embed.port import TermNeighbours
 from memstream.embed.static import StaticEmbedder
@@ -95,6 +95,13 @@ def test_control_characters_and_long_questions_expand_like_any_other() -> None:
     question = "which\x00 cake\x01 at the\x7f wedding? " + "filler " * 500
     related = related_terms(plan_query(question, NOW), TABLE)
     assert {"pastry", "marriage"} <= set(related)
+
+
+def test_a_question_of_many_words_looks_up_its_first_few_only() -> None:
+    table = Table(TABLE.table)
+    words = " ".join(f"word{chr(97 + i // 26)}{chr(97 + i % 26)}" for i in range(300))
+    related_terms(plan_query("which cake at the wedding? " + words, NOW), table)
+    assert table.asked[:2] == ["cake", "wedding"] and len(table.asked) == MAX_WORDS
 
 
 def test_the_sparse_query_carries_related_words_below_its_own() -> None:

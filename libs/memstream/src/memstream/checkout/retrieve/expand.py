@@ -21,6 +21,8 @@ from memstream.vectors.sparse import STOPWORDS
 NEIGHBOURS = 5  # related words per question word
 MIN_SIMILARITY = 0.6  # cosine in the token table below which a word is not related
 WEIGHT = 0.2  # a related word's query weight per unit of similarity (a question word: 1)
+# A lookup costs ~2 ms: a pasted log as the question expands its first words only.
+MAX_WORDS = 16
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 _COMPOUND = re.compile(r"\w+(?:-\w+)+", re.UNICODE)
@@ -45,7 +47,7 @@ def _expandable(plan: SynthesisPlan) -> list[str]:
 def related_terms(plan: SynthesisPlan, source: TermNeighbours) -> dict[str, float]:
     """Related word → its query weight (``WEIGHT`` × similarity; the best when two question
     words bring the same one). A word the question says, or a form of it, is not added."""
-    words = _expandable(plan)
+    words = _expandable(plan)[:MAX_WORDS]
     said = {fold_plural(w) for w in _WORD.findall(plan.query.lower())}
     related: dict[str, float] = {}
     for word in words:
