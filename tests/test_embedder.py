@@ -53,7 +53,10 @@ def test_static_identity(static: StaticEmbedder) -> None:
 
 def test_weights_are_small_and_minimal() -> None:
     names = sorted(p.name for p in WEIGHTS_DIR.iterdir())
-    assert names == ["PROVENANCE.md", "config.json", "model.safetensors", "tokenizer.json"]
+    assert names == [
+        "PROVENANCE.md", "config.json", "model.safetensors", "neighbours.safetensors",
+        "tokenizer.json",
+    ]  # fmt: skip
     assert sum(p.stat().st_size for p in WEIGHTS_DIR.iterdir()) < 20 * 2**20
 
 

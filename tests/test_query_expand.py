@@ -3,13 +3,15 @@ weight (a hand-written neighbour table), and how the sparse query carries them."
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from memstream.checkout.plan import plan_query
 from memstream.checkout.retrieve.expand import MAX_WORDS, NEIGHBOURS, WEIGHT, related_terms
 from memstream.embed.hashing import HashingEmbedder
 from memstream.embed.port import TermNeighbours
-from memstream.embed.static import StaticEmbedder
+from memstream.embed.static import NEIGHBOURS_KEPT, WEIGHTS_DIR, StaticEmbedder
 from memstream.vectors.sparse import query_vector, term_id
+from safetensors.numpy import load_file
 
 NOW = "2031-03-10T09:00:00Z"
 
@@ -131,3 +133,24 @@ def test_the_static_embedder_names_near_whole_words_the_hashing_one_none() -> No
     for nothing in ("2029", "xqzvbrt", "", "two words", "\x00"):
         assert static.neighbours(nothing, 5, 0.5) == []
     assert static.neighbours("married", 0, 0.5) == []
+
+
+def test_the_shipped_nearest_words_are_the_token_tables_own() -> None:
+    """The table beside the weights (built by ``scripts/static_neighbours.py``) is what the
+    weights give: recomputed here by brute force for words of several kinds."""
+    static = StaticEmbedder()
+    vocab = static._tokenizer.get_vocab()
+    words = sorted(w for w in vocab if w.isalpha())
+    table = np.asarray(load_file(str(WEIGHTS_DIR / "model.safetensors"))["embeddings"], "f4")
+    rows = np.array([vocab[w] for w in words])
+    unit = table[rows] / np.linalg.norm(table[rows], axis=1, keepdims=True)
+    for word in ("married", "violin", "cheap", "quickly", "ocean", "angry", words[0], words[-1]):
+        own = words.index(word)
+        sims = unit @ unit[own]
+        sims[own] = -1.0
+        shipped = static.neighbours(word, NEIGHBOURS_KEPT, -1.0)
+        assert len(shipped) == NEIGHBOURS_KEPT, word
+        for other, sim in shipped:
+            assert abs(sims[words.index(other)] - sim) < 2e-3, (word, other)
+        best_left_out = max(s for w, s in zip(words, sims, strict=True) if w not in dict(shipped))
+        assert best_left_out <= shipped[-1][1] + 2e-3, word

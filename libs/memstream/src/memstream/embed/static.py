@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -17,12 +18,16 @@ import numpy.typing as npt
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from model2vec import StaticModel
+from safetensors.numpy import load_file
 from tokenizers import Tokenizer
 
 NAME = "minilm-static-256"
 WEIGHTS_DIR = Path(__file__).resolve().parent / "weights" / NAME
 TOKEN_CACHE_SIZE = 50_000
-NEIGHBOUR_CACHE_SIZE = 20_000
+# The nearest-words table beside the weights (``scripts/static_neighbours.py`` builds it from
+# them): each whole word's nearest whole words, best first.
+NEIGHBOURS_FILE = "neighbours.safetensors"
+NEIGHBOURS_KEPT = 16
 WEIGHT_FILES = ("config.json", "model.safetensors", "tokenizer.json")
 MAX_TOKENS = 512  # tokens per text that are averaged; the rest is ignored
 BATCH = 2048
@@ -73,15 +78,11 @@ class StaticEmbedder:
         tokenizer.no_padding()
         self._tokenizer = tokenizer
         self._token_cache: dict[str, int] = {}
-        # The nearest words of a vocabulary entry (query expansion): the table's rows compared
-        # by cosine, their norms kept so the table itself stays as ``embed`` reads it.
-        self._norms = np.maximum(np.linalg.norm(model.embedding, axis=1), np.float32(1e-12))
         vocab = tokenizer.get_vocab()
-        self._words = [""] * len(vocab)
+        self._words = [""] * (max(vocab.values(), default=-1) + 1)
         for token, index in vocab.items():
-            if index < len(self._words):
-                self._words[index] = token
-        self._neighbour_cache: dict[tuple[str, int, float], list[tuple[str, float]]] = {}
+            self._words[index] = token
+        self._near: _NearestWords | None = None
 
     def embed(self, texts: list[str]) -> npt.NDArray[np.float32]:
         """L2-normalised float32 vectors, shape ``(len(texts), 256)``."""
@@ -109,31 +110,32 @@ class StaticEmbedder:
 
     def neighbours(self, word: str, limit: int, min_similarity: float) -> list[tuple[str, float]]:
         """The whole words (alphabetic vocabulary entries, not word pieces) nearest ``word``
-        in the token table, by cosine; empty unless ``word`` is one token of the vocabulary."""
-        key = (word, limit, min_similarity)
-        cached = self._neighbour_cache.get(key)
-        if cached is None:
-            cached = self._nearest(word, limit, min_similarity)
-            if len(self._neighbour_cache) >= NEIGHBOUR_CACHE_SIZE:
-                self._neighbour_cache.clear()
-            self._neighbour_cache[key] = cached
-        return list(cached)
-
-    def _nearest(self, word: str, limit: int, min_similarity: float) -> list[tuple[str, float]]:
+        in the token table, by cosine, at most ``NEIGHBOURS_KEPT``; empty unless ``word`` is
+        one token of the vocabulary."""
+        if self._near is None:  # loaded on first use: only checkout's expansion reads it
+            self._near = _NearestWords.load(self.folder / NEIGHBOURS_FILE)
         ids = self._tokenizer.encode(word, add_special_tokens=False).ids
         if len(ids) != 1 or limit <= 0:
             return []
-        table = self._model.embedding
-        sims = (table @ table[ids[0]]) / (self._norms * self._norms[ids[0]])
-        # Word pieces and punctuation crowd the top: read a few times the limit.
-        reach = min(len(sims) - 1, 4 * limit + 1)
-        top = np.argpartition(-sims, reach)[: reach + 1]
-        out: list[tuple[str, float]] = []
-        for index in top[np.argsort(-sims[top], kind="stable")]:
-            similarity = float(sims[index])
-            other = self._words[int(index)]
-            if similarity < min_similarity or len(out) >= limit:
-                break
-            if int(index) != ids[0] and other.isalpha():
-                out.append((other, round(similarity, 4)))
-        return out
+        near = self._near.of(ids[0])
+        out = [(self._words[i], round(s, 4)) for i, s in near if s >= min_similarity]
+        return out[:limit]
+
+
+@dataclass(frozen=True)
+class _NearestWords:
+    rows: dict[int, int]  # vocabulary id -> row of ``ids`` and ``sims``
+    ids: npt.NDArray[np.int32]
+    sims: npt.NDArray[np.float16]
+
+    @classmethod
+    def load(cls, path: Path) -> _NearestWords:
+        tensors = load_file(str(path))
+        rows = {int(v): n for n, v in enumerate(tensors["rows"])}
+        return cls(rows, tensors["ids"], tensors["sims"])
+
+    def of(self, vocab_id: int) -> list[tuple[int, float]]:
+        row = self.rows.get(vocab_id)
+        if row is None:
+            return []
+        return [(int(i), float(s)) for i, s in zip(self.ids[row], self.sims[row], strict=True)]
