@@ -175,6 +175,19 @@ artifact, packet, proposal, task and agent ids. Printable (no C0, DEL or C1), 1 
 characters; accented, CJK and emoji characters are fine. Ids that become Kafka keys or file
 names (event ids, tenants, streams) keep their narrower patterns, which this rule contains."""
 
+POSITION_MAX_LENGTH = 1024
+POSITION_PATTERN = r"^ms1u?\.[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)?$"
+Position = Annotated[
+    str,
+    Field(
+        max_length=POSITION_MAX_LENGTH,
+        pattern=POSITION_PATTERN,
+        description="an opaque position, as a write answered it; do not parse it",
+    ),
+]
+"""A position token as a request takes it (``memstream.position`` reads it; the route checks
+its tenant and MAC, which need the caller)."""
+
 
 Loc = tuple[str | int, ...]
 
