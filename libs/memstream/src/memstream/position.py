@@ -43,7 +43,29 @@ _TOKEN_RE = re.compile(POSITION_PATTERN.strip("^$"))
 _TENANT_RE = re.compile(TENANT_PATTERN.strip("^$"))
 _EPOCH_RE = re.compile(r"[0-9]{0,20}")  # wall ns of the broker's start, or "" (no broker)
 _PARTITION_RE = re.compile(r"0|[1-9][0-9]{0,5}")
+_RAW_HEADER_RE = re.compile(rb"([0-9]{0,20}):(0|[1-9][0-9]{0,18})")
 _KEYS = frozenset({"v", "t", "e", "r", "s", "u"})
+
+
+RAW_HEADER = "raw"
+
+
+def raw_header(epoch: str, offset: int) -> bytes:
+    """The ``raw`` header of a ledger entry, ``<epoch>:<offset>``: where its raw record was
+    in which broker's log, so a projection can tell how far into a write's position it has
+    applied. Entries restored from the archive carry none: they name no offset of this log."""
+    if not _EPOCH_RE.fullmatch(epoch) or not _whole(offset, 0, MAX_OFFSET):
+        raise ValueError(f"no raw header for epoch {epoch!r} and offset {offset!r}")
+    return f"{epoch}:{offset}".encode()
+
+
+def read_raw_header(value: bytes | None) -> tuple[str, int] | None:
+    """``(epoch, raw offset)`` of a ``raw`` header; None when it is absent or not one (a
+    ledger record is data: reading it never raises)."""
+    found = _RAW_HEADER_RE.fullmatch(value) if isinstance(value, bytes) else None
+    if found is None or int(found[2]) > MAX_OFFSET:
+        return None
+    return found[1].decode(), int(found[2])
 
 
 class PositionError(ValueError):

@@ -45,8 +45,10 @@ from memstream.metrics import (
     RECORDS_TOO_LARGE,
     TenantLabels,
 )
+from memstream.position import RAW_HEADER, raw_header
 from memstream.shred.opening import reading_keys
 from memstream.shred.port import DataKeys
+from memstream.stack.epoch import read_epoch
 from memstream.times import iso_utc
 
 COMPONENT = "sequencer"
@@ -57,9 +59,17 @@ class Sequencer:
     """The I/O shell around :func:`memstream.ledger.sequencing.sequence`."""
 
     def __init__(
-        self, bootstrap: str, producer: Producer, keys: DataKeys | None = None, seal: bool = True
+        self,
+        bootstrap: str,
+        producer: Producer,
+        keys: DataKeys | None = None,
+        seal: bool = True,
+        epoch: str = "",
     ) -> None:
         self.bootstrap = bootstrap
+        # The supervisor stops the sequencer before a broker restart and writes the new
+        # epoch before starting it again: one read at start names the log it consumes.
+        self.epoch = epoch
         self.producer = producer
         self.keys = keys
         self.seal = seal and keys is not None
@@ -130,7 +140,7 @@ class Sequencer:
                 state = self.states[p]
             out = sequence(rec, state, now_iso, keys, doc)
             if isinstance(out, Sequenced):
-                refused = self._produce(out, p)
+                refused = self._produce(out, rec)
                 if refused is None:
                     ledgered[out.entry["tenant"]] += 1
                 else:
@@ -153,9 +163,9 @@ class Sequencer:
             EVENTS_LEDGERED.labels(COMPONENT, self._tenant_label(tenant)).inc(n)
         EVENTS_DUPLICATE.labels(COMPONENT).inc(dup)
 
-    def _produce(self, out: Sequenced, partition: int) -> str | None:
-        """Queue the entry; why Kafka refuses it for its size (the raw record fitted, the
-        chain fields made it too large), or None."""
+    def _produce(self, out: Sequenced, rec: RawRecord) -> str | None:
+        """Queue the entry on the ledger partition of its raw record; why Kafka refuses it
+        for its size (the raw record fitted, the chain fields made it too large), or None."""
         e = out.entry
         try:
             produce_with_backpressure(
@@ -163,11 +173,12 @@ class Sequencer:
                 LEDGER,
                 out.value,
                 key=out.key,
-                partition=partition,
+                partition=rec.partition,
                 headers=[
                     ("event_id", e["id"].encode()),
                     ("seq", str(e["seq"]).encode()),
                     ("hash", e["hash"].encode()),
+                    (RAW_HEADER, raw_header(self.epoch, rec.offset)),
                 ],
                 on_delivery=self.reports,
                 record_id=e["id"],
@@ -196,7 +207,8 @@ def main() -> None:
     # A Python callback per delivered record costs more than producing it; flush() still
     # waits for every acknowledgement, and failures are reported.
     producer = make_producer(bootstrap, **{"delivery.report.only.error": True})
-    seq = Sequencer(bootstrap, producer, reading_keys(settings), seal=settings.seal)
+    epoch = read_epoch(settings.data_dir)
+    seq = Sequencer(bootstrap, producer, reading_keys(settings), seal=settings.seal, epoch=epoch)
     loop = BatchLoop(
         consumer=make_consumer(bootstrap, SEQUENCER_GROUP, settings),
         topic=RAW,
