@@ -45,9 +45,7 @@ _EPOCH_RE = re.compile(r"[0-9]{0,20}")  # wall ns of the broker's start, or "" (
 _PARTITION_RE = re.compile(r"0|[1-9][0-9]{0,5}")
 _RAW_HEADER_RE = re.compile(rb"([0-9]{0,20}):(0|[1-9][0-9]{0,18})")
 _KEYS = frozenset({"v", "t", "e", "r", "s", "u"})
-
-
-RAW_HEADER = "raw"
+RAW_HEADER = "raw"  # the ledger header naming an entry's raw record (see raw_header)
 
 
 def raw_header(epoch: str, offset: int) -> bytes:
