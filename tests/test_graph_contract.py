@@ -757,6 +757,25 @@ def test_drop_empties_the_namespace(store: GraphStore) -> None:
     assert store.counts(A)["events"] == 6
 
 
+def test_progress_is_max_merged_per_tenant_and_goes_with_the_namespace(store: GraphStore) -> None:
+    e1, e2 = "1764090000000000000", "1764099999000000000"
+    assert store.applied_raw(A) == {}
+    store.record_progress({(e1, A, 0): 5, (e1, A, 1): 9, (e1, B, 0): 70, (e2, A, 0): 1})
+    store.record_progress({(e1, A, 0): 3, (e1, A, 1): 12, (e1, A, 3): 0})
+    store.record_progress({})
+    assert store.applied_raw(A) == {(e1, 0): 5, (e1, 1): 12, (e1, 3): 0, (e2, 0): 1}
+    assert store.applied_raw(B) == {(e1, 0): 70}
+    store.record_progress({(e1, B, 0): 2**63 - 1})  # the largest Kafka offset
+    assert store.applied_raw(B) == {(e1, 0): 2**63 - 1}
+    store.write(world(A))
+    # No content: a purge of everything the tenant holds leaves it, and counts ignore it.
+    store.purge_events(A, [e.event_id for e in store.recent(A, limit=100)])
+    assert store.counts(A) == {"events": 0, "entities": 0, "facts": 0, "mentions": 0}
+    assert store.applied_raw(A)[(e1, 1)] == 12
+    store.drop()
+    assert store.applied_raw(A) == {} and store.applied_raw(B) == {}
+
+
 # -- offline checks (no server) ---------------------------------------------------------------
 
 

@@ -537,6 +537,22 @@ WHERE e.seq IS NULL AND NOT ()-[:DERIVED_FROM]->(e)
 DELETE e
 """
 
+# -- progress (what the projection applied: offsets only, no content) ------------------------
+
+# One node per (tenant, broker epoch, raw partition). The highest raw offset wins whatever
+# the order batches arrive in: a redelivered or older batch never lowers it. A new node's
+# ``x.raw`` is null, ``null > r.raw`` is null, and CASE takes the ELSE branch.
+RECORD_PROGRESS = """
+UNWIND $rows AS r
+MERGE (x:Progress {tenant: r.tenant, epoch: r.epoch, partition: r.partition})
+SET x.raw = CASE WHEN x.raw > r.raw THEN x.raw ELSE r.raw END
+"""
+
+APPLIED_RAW = """
+MATCH (x:Progress {tenant: $tenant})
+RETURN x.epoch AS epoch, x.partition AS partition, x.raw AS raw
+"""
+
 # Batched so a large namespace does not need one huge transaction (Neo4j's drop).
 DELETE_SOME_NODES = """
 MATCH (n)

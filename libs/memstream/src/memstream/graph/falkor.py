@@ -44,6 +44,8 @@ FALKOR_DDL: tuple[str, ...] = (
     "CREATE INDEX FOR (n:Invalidation) ON (n.invalidation_id)",
     "CREATE INDEX FOR (n:Invalidation) ON (n.target_id)",
     "CREATE INDEX FOR (n:Invalidation) ON (n.proposal_id)",
+    # A Progress node is found by its tenant (a few per tenant: one per epoch and partition).
+    "CREATE INDEX FOR (n:Progress) ON (n.tenant)",
 )
 
 

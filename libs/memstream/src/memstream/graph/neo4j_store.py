@@ -43,6 +43,8 @@ NEO4J_DDL: tuple[str, ...] = (
     "FOR (n:Invalidation) ON (n.target_id)",
     "CREATE INDEX memstream_invalidation_proposal IF NOT EXISTS "
     "FOR (n:Invalidation) ON (n.proposal_id)",
+    "CREATE CONSTRAINT memstream_progress_key IF NOT EXISTS "
+    "FOR (n:Progress) REQUIRE (n.tenant, n.epoch, n.partition) IS UNIQUE",
 )
 CREATE_DATABASE = "CREATE DATABASE $name IF NOT EXISTS WAIT"
 DROP_BATCH = 10_000

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -196,6 +197,15 @@ class GraphStore(Protocol):
 
     def delete_latents(self, tenant: str, artifact_ids: list[str]) -> int:
         """Delete artifacts by id (a latent deletion record) with their edges; count removed."""
+
+    def record_progress(self, applied: Mapping[tuple[str, str, int], int]) -> None:
+        """Keep what the projection applied: per (broker epoch, tenant, raw partition), the
+        highest raw offset (max-merged: an older or redelivered batch never lowers it).
+        Offsets only, no content; ``drop`` removes it with the namespace."""
+
+    def applied_raw(self, tenant: str) -> dict[tuple[str, int], int]:
+        """The tenant's progress: (broker epoch, raw partition) -> highest raw offset applied
+        (empty for a namespace that has applied nothing of the tenant)."""
 
     def compact(self) -> None:
         """Rewrite the backend's files so deleted data no longer lies in them (after a purge;

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -12,6 +12,7 @@ import orjson
 from memstream.events.payloads import QuestionFamily
 from memstream.graph.cypher import (
     ADOPT_INVALIDATIONS,
+    APPLIED_RAW,
     CHAIN,
     COUNTS,
     DELETE_DERIVED_LATENTS,
@@ -62,6 +63,7 @@ from memstream.graph.cypher import (
     PURGE_SCOPE_EVENTS,
     RECENT,
     RECENT_FACTS_FOR_SUBJECT,
+    RECORD_PROGRESS,
     SUPERSEDE,
     VALUE_KEY_PREFIX,
     VALUE_KIND,
@@ -738,6 +740,22 @@ class CypherGraphStore(ABC):
             return removed
 
         return self._transact(work)
+
+    def record_progress(self, applied: Mapping[tuple[str, str, int], int]) -> None:
+        """Max-merge per (epoch, tenant, raw partition) the highest raw offset applied."""
+        rows: list[Row] = [
+            {"tenant": tenant, "epoch": epoch, "partition": p, "raw": raw}
+            for (epoch, tenant, p), raw in sorted(applied.items())
+        ]
+        if rows:
+            steps = [(RECORD_PROGRESS, {"rows": rows})]
+            self._refuse_early(steps)
+            self._transact(lambda run: [run(q, params) for q, params in steps])
+
+    def applied_raw(self, tenant: str) -> dict[tuple[str, int], int]:
+        """(epoch, raw partition) -> the highest raw offset of the tenant applied."""
+        rows = self._read(APPLIED_RAW, {"tenant": tenant})
+        return {(str(r["epoch"]), int(r["partition"])): int(r["raw"]) for r in rows}
 
     @abstractmethod
     def compact(self) -> None:

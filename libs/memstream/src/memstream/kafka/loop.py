@@ -116,6 +116,13 @@ class BatchLoop:
         signal.signal(signal.SIGTERM, _stop)
         signal.signal(signal.SIGINT, _stop)
 
+    def committed_offsets(self, topic: str) -> dict[int, int]:
+        """Partition -> the offset last committed on ``topic`` (everything below it is
+        processed), of the partitions this member owns; a copy, safe from any thread (the
+        copy of a dict runs no Python code, so the loop cannot change it half-way)."""
+        done = dict(self.committed)
+        return {p: off for (t, p), off in done.items() if t == topic}
+
     def _mine(self, partitions: list[TopicPartition]) -> list[int]:
         return sorted(tp.partition for tp in partitions if tp.topic == self.topic)
 

@@ -25,14 +25,18 @@ partition p and offset o it names:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+from memstream.events.envelope import TENANT_PATTERN
 from memstream.outbox.tracker import Offsets, covers
-from memstream.position import Position
+from memstream.position import Position, read_raw_header
 
-TenantRaw = Mapping[tuple[str, str, int], int]  # (epoch, tenant, raw partition) -> raw offset
+RawKey = tuple[str, str, int]  # (epoch, tenant, raw partition)
+TenantRaw = Mapping[RawKey, int]  # -> the highest raw offset applied
+_TENANT_RE = re.compile(TENANT_PATTERN.strip("^$"))
 
 Reason = Literal[
     "unsequenced",  # the sequencer has not yet committed past the record
@@ -116,6 +120,26 @@ def _why(reason: Reason, n: int | None) -> str:
 
 def _count(n: int | None, one: str, many: str) -> str:
     return many if n is None else f"{n:,} {one if n == 1 else many}"
+
+
+def applied_in(entries: Iterable[tuple[object, bytes | None, int]]) -> dict[RawKey, int]:
+    """What a batch applied: per (epoch, tenant, raw partition), the highest raw offset among
+    ``entries`` = ``(tenant, raw header, partition)`` of the ledger entries a projection wrote
+    (the sequencer writes ledger partition p from raw partition p).
+
+    An entry without a ``raw`` header (restored from the archive: it names no offset of this
+    log), with a header that is not one (a NUL, anything else) or with a tenant that is not a
+    tenant id advances nothing: a ledger record is data, reading it never raises.
+    """
+    out: dict[RawKey, int] = {}
+    for tenant, header, partition in entries:
+        raw = read_raw_header(header)
+        if raw is None or not isinstance(tenant, str) or not _TENANT_RE.fullmatch(tenant):
+            continue
+        key = (raw[0], tenant, partition)
+        if raw[1] > out.get(key, -1):
+            out[key] = raw[1]
+    return out
 
 
 def ledger_marks(

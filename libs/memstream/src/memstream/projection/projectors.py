@@ -16,10 +16,12 @@ from confluent_kafka import Message, Producer
 from memstream.embed.port import Embedder
 from memstream.graph.port import GraphStore
 from memstream.kafka.dlq import DeadLetterWriter
+from memstream.kafka.reading import headers_of
 from memstream.kafka.topics import LATENTS, LEDGER
 from memstream.latent.model import LatentDeletion, LatentRecord
 from memstream.ledger.entry import decode_entry
 from memstream.metrics import PURGE_APPLIED_AT, PURGE_ITEMS_REMOVED, PURGES_APPLIED
+from memstream.position import RAW_HEADER
 from memstream.projection.extract import graph_batch
 from memstream.projection.keys import KeyForm, Turn, index_keys
 from memstream.projection.latents import decode_artifacts, latent_changes, split_records
@@ -45,6 +47,7 @@ from memstream.projection.previous import (
     missing,
     said_in,
 )
+from memstream.projection.progress import RawKey, applied_in
 from memstream.projection.purge import Decoded, PurgeOrder, Read, read_entry
 from memstream.shred.opening import EntryOpener
 from memstream.times import epoch_seconds
@@ -80,16 +83,19 @@ class _Base:
         PROJECTED_LATENTS.labels(self.component, self.kind, version)
 
     def decode(self, msgs: list[Message], light: bool) -> Decoded:
-        """Extractions and purges of the records; purged entries are skipped, bad ones are
-        dead-lettered and flushed before returning."""
+        """Extractions and purges of the records, and the raw offsets they stand for;
+        purged entries are skipped, bad ones are dead-lettered and flushed before
+        returning."""
         out = Decoded()
         now = datetime.now(UTC)
+        read: list[tuple[object, bytes | None, int]] = []
         for m in msgs:
             found = _read(m.value(), light, self.opener)
             if isinstance(found, str):
                 reason = f"{self.component} {self.version}: {found}"[:500]
                 self.dead_letters.write(m, reason, now)
                 continue
+            read.append((found.tenant, headers_of(m).get(RAW_HEADER), m.partition() or 0))
             if found.extraction is not None:
                 out.extractions.append(found.extraction)
             else:
@@ -97,6 +103,7 @@ class _Base:
             if found.purge is not None:
                 out.purges.append(found.purge)
         self.dead_letters.flush()
+        out.applied = applied_in(read)
         return out
 
     def purged(self, store: str, order: PurgeOrder | None, removed: dict[str, int]) -> None:
@@ -189,6 +196,8 @@ class GraphProjector(_Base):
             self.purged(GRAPH, None, {"latents": self.store.delete_latents(tenant, ids)})
         if decoded.purges or deletions:
             self.store.compact()
+        # Last, in the version's own namespace: published only once the batch is applied.
+        self.store.record_progress(decoded.applied)
 
     def close(self) -> None:
         self.producer.flush(10)
@@ -356,6 +365,10 @@ class VectorProjector(_Base):
         # The last position written of each stream (for the next batch's first message): a
         # copy of what the index holds, so a restart (empty) reads the index instead.
         self.last: dict[Stream, tuple[int, Said | None]] = {}
+        # What it applied, per tenant: (epoch, raw partition) -> raw offset. In memory: a
+        # restarted projector starts empty, and reads fall back to its committed offsets.
+        self._applied: dict[str, dict[tuple[str, int], int]] = {}
+        self._applied_lock = threading.Lock()
         index.ensure()
         POINTS.labels(self.component, version).set(index.count(kinds=["event"]))
         self.optimizer = IdleOptimizer(
@@ -392,6 +405,23 @@ class VectorProjector(_Base):
         if decoded.purges or deletions:
             self.index.compact()
         POINTS.labels(self.component, self.version).set(self.index.count(kinds=["event"]))
+        self._publish(decoded.applied)
+
+    def _publish(self, applied: dict[RawKey, int]) -> None:
+        """Publish what a batch applied (after its writes succeeded)."""
+        if not applied:
+            return
+        with self._applied_lock:
+            for (epoch, tenant, p), offset in applied.items():
+                mine = self._applied.setdefault(tenant, {})
+                if offset > mine.get((epoch, p), -1):
+                    mine[(epoch, p)] = offset
+
+    def applied_raw(self, tenant: str) -> dict[tuple[str, int], int]:
+        """The tenant's progress since this projector started: (broker epoch, raw
+        partition) -> the highest raw offset applied. Safe from any thread."""
+        with self._applied_lock:
+            return dict(self._applied.get(tenant, {}))
 
     def previous(self, extractions: list[Extraction]) -> dict[Slot, Said | None]:
         """What the positions the batch's messages follow hold: in the batch, else the last

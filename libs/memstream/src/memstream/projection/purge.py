@@ -15,6 +15,7 @@ from memstream.events.payloads import MemoryPurgePayload
 from memstream.ledger.purge import is_purged
 from memstream.projection.extract import extract
 from memstream.projection.model import Extraction
+from memstream.projection.progress import RawKey
 
 PURGE_TYPE = "memory.purge"
 
@@ -31,10 +32,11 @@ class PurgeOrder:
 @dataclass
 class Read:
     """What a ledger entry gives a projector: its extraction and/or a purge (neither when it
-    was purged)."""
+    was purged), and the tenant it belongs to (kept by a purged entry too)."""
 
     extraction: Extraction | None = None
     purge: PurgeOrder | None = None
+    tenant: object = None  # the entry's as it is: only ``progress.applied_in`` reads it
 
 
 @dataclass
@@ -44,15 +46,18 @@ class Decoded:
     extractions: list[Extraction] = field(default_factory=list)
     purges: list[PurgeOrder] = field(default_factory=list)
     skipped: int = 0  # purged entries
+    # (epoch, tenant, raw partition) -> the highest raw offset among the entries read
+    applied: dict[RawKey, int] = field(default_factory=dict)
 
 
 def read_entry(entry: dict[str, Any], light: bool) -> Read:
     """The entry as a projector sees it (raises like ``extract`` on a malformed one)."""
+    tenant = entry.get("tenant")
     if is_purged(entry):
-        return Read()
+        return Read(tenant=tenant)
     x = extract(entry, light=light)
     if entry["type"] != PURGE_TYPE:
-        return Read(x)
+        return Read(x, tenant=tenant)
     p = MemoryPurgePayload.model_validate(entry.get("payload") or {})
     order = PurgeOrder(entry["tenant"], entry["id"], tuple(dict.fromkeys(p.event_ids)))
-    return Read(x, order)
+    return Read(x, order, tenant)

@@ -85,6 +85,12 @@ class ProjectionManager:
         r = self.running.get(version)
         return r.projector if r is not None else None
 
+    def committed(self, version: str) -> dict[int, int] | None:
+        """The ledger offsets the loop of ``version`` committed (partition -> offset: every
+        entry below it is applied), or None when it is not running here."""
+        r = self.running.get(version)
+        return r.loop.committed_offsets(LEDGER) if r is not None else None
+
     def _start(self, info: VersionInfo, projector: Projector | None = None) -> None:
         """Start the loop of ``info`` (with ``projector``, or a new one from the factory)."""
         group = self.group_of(info)
