@@ -22,16 +22,20 @@ from memstream.events.envelope import EventAdapter
 from memstream.graph.falkor import FalkorGraphStore
 from memstream.kafka.clients import make_consumer, make_producer
 from memstream.kafka.loop import BatchLoop
-from memstream.kafka.topics import ensure_topics
+from memstream.kafka.topics import LEDGER, ensure_topics
 from memstream.ledger.purge import purged_form
 from memstream.ledger.sequencing import RawRecord, Sequenced, SequencerState, sequence
 from memstream.position import RAW_HEADER, raw_header
+from memstream.projection.embedded import default_config
 from memstream.projection.progress import applied_in
 from memstream.projection.projectors import GraphProjector, VectorProjector
+from memstream.projection.runner import ProjectionManager
+from memstream.projection.versions import FileProjectionRegistry, registry_path
 from memstream.settings import Settings
 from memstream.stack.servers import Server
 from memstream.vectors.edge import EdgeVectorIndex
 from pydantic import ValidationError
+from stackproc import wait_until
 from topicread import read_topic
 
 EPOCH = "1764090000000000000"
@@ -294,3 +298,54 @@ def test_the_loop_exposes_its_committed_ledger_offsets(
         thread.join(60)
         gp.close()
     assert not thread.is_alive()
+
+
+class Seen:
+    """A projector that keeps the offsets it was given, per ledger partition."""
+
+    dead_letters = None  # no store that could refuse a record
+
+    def __init__(self) -> None:
+        self.offsets: dict[int, int] = {}
+
+    def process(self, msgs: list[Message]) -> None:
+        for m in msgs:
+            if m.topic() == LEDGER:
+                self.offsets[m.partition() or 0] = m.offset() or 0
+
+    def close(self) -> None:
+        pass
+
+    def discard(self) -> None:
+        pass
+
+
+def test_the_manager_gives_each_version_s_committed_ledger_offsets(
+    topics: str, tmp_path: Path
+) -> None:
+    registry = FileProjectionRegistry(registry_path(tmp_path))
+    registry.register("v1", default_config())
+    seen = Seen()
+    group = f"progress-{uuid.uuid4().hex[:8]}"
+    m = ProjectionManager(
+        settings=Settings(data_dir=tmp_path),
+        bootstrap=topics,
+        registry=registry,
+        component="vector-projector",
+        factory=lambda _info: seen,
+        group_of=lambda _info: group,
+    )
+    assert m.committed("v1") is None  # not running here
+    producer = Producer({"bootstrap.servers": topics})
+    e = entry(f"t-{uuid.uuid4().hex[:6]}", "a real entry: other tests read this ledger too")
+    key = f"{e['tenant']}/{e['stream']}".encode()
+    producer.produce(LEDGER, orjson.dumps(e), key=key, partition=1)
+    assert producer.flush(10) == 0
+    m.sync()
+    try:
+        wait_until(lambda: 1 in seen.offsets, 90, "the ledger record")
+        mine = seen.offsets[1]
+        wait_until(lambda: (m.committed("v1") or {}).get(1, -1) > mine, 90, "the commit")
+        assert m.committed("nope") is None
+    finally:
+        m.stop_all()

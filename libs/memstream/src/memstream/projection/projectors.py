@@ -88,7 +88,7 @@ class _Base:
         returning."""
         out = Decoded()
         now = datetime.now(UTC)
-        read: list[tuple[object, bytes | None, int]] = []
+        read: list[tuple[str | None, bytes | None, int]] = []
         for m in msgs:
             found = _read(m.value(), light, self.opener)
             if isinstance(found, str):

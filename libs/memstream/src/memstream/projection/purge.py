@@ -36,7 +36,7 @@ class Read:
 
     extraction: Extraction | None = None
     purge: PurgeOrder | None = None
-    tenant: object = None  # the entry's as it is: only ``progress.applied_in`` reads it
+    tenant: str | None = None  # None: the entry names none (``progress.applied_in`` checks it)
 
 
 @dataclass
@@ -52,7 +52,7 @@ class Decoded:
 
 def read_entry(entry: dict[str, Any], light: bool) -> Read:
     """The entry as a projector sees it (raises like ``extract`` on a malformed one)."""
-    tenant = entry.get("tenant")
+    tenant = t if isinstance(t := entry.get("tenant"), str) else None
     if is_purged(entry):
         return Read(tenant=tenant)
     x = extract(entry, light=light)
