@@ -22,6 +22,7 @@ import binascii
 import hashlib
 import hmac
 import re
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -103,6 +104,27 @@ class Position:
         if problem is not None:
             raise ValueError(problem)
         object.__setattr__(self, "raw", dict(self.raw))  # the caller's dict may change later
+
+
+class Acknowledged:
+    """Delivery reports of one write as they arrive, from any thread: per raw partition the
+    highest acknowledged offset, and how many records were acknowledged."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._raw: dict[int, int] = {}
+        self._count = 0
+
+    def add(self, partition: int, offset: int) -> None:
+        with self._lock:
+            self._count += 1
+            if offset > self._raw.get(partition, -1):
+                self._raw[partition] = offset
+
+    def snapshot(self) -> tuple[dict[int, int], int]:
+        """``(partition -> highest offset, acknowledged count)`` so far."""
+        with self._lock:
+            return dict(self._raw), self._count
 
 
 def _invalid(pos: Position) -> str | None:
