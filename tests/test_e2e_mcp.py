@@ -168,6 +168,11 @@ def test_remember_returns_position(stack: RunningStack, keys: dict[str, str]) ->
     assert first.tenant == TENANT and first.epoch == read_epoch(stack.data_dir)
     ((partition, offset),) = first.raw.items()  # one event: one partition
     assert second.raw[partition] > offset  # the same stream, written after it
+    with MemoryHttpClient(stack.api_url, keys[TENANT]) as client:  # the HTTP client's emit
+        event = {"stream": "van-log", "type": "observation", "payload": {"text": "bay 5 now"}}
+        ids, token = client.emit_written([event])
+    third = position.verify(token, TENANT, secret)
+    assert len(ids) == 1 and third.raw[partition] > second.raw[partition]
     with pytest.raises(position.ForeignPosition):  # a neighbour's reads cannot use it
         position.verify(results[0].structured_content["position"], OTHER, secret)
 
