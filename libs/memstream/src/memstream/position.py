@@ -193,6 +193,19 @@ def encode(pos: Position, tenant_secret: bytes | None) -> str:
     return token
 
 
+def encode_write(pos: Position, tenant_secret: bytes | None) -> str:
+    """The token a write answers: :func:`encode`, except that a position naming more
+    partitions than a token holds (a raw topic of over 16 partitions, all written at once)
+    leaves its offsets out and is marked unacknowledged. A read then waits for the outbox
+    segment, or warns at once without one: the write was accepted, its answer must not fail."""
+    try:
+        return encode(pos, tenant_secret)
+    except ValueError:
+        if len(encode(Position(pos.tenant, pos.epoch, {}, pos.segment), None)) > MAX_LENGTH:
+            raise  # not the partitions: a bug
+    return encode(Position(pos.tenant, pos.epoch, {}, pos.segment, True), tenant_secret)
+
+
 @dataclass(frozen=True)
 class Read:
     """A token taken apart, its MAC not yet checked: the tenant to compare, then :func:`verify`."""

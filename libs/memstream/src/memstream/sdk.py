@@ -21,7 +21,7 @@ from memstream.kafka.clients import producer_config
 from memstream.kafka.produce import DeliveryFailed, produce_with_backpressure
 from memstream.kafka.topics import RAW
 from memstream.metrics import EVENTS_PRODUCED, EVENTS_RECEIVED, EVENTS_REJECTED
-from memstream.position import Acknowledged, Position, encode
+from memstream.position import Acknowledged, Position, encode_write
 from memstream.shred.port import DataKeys
 from memstream.shred.sealer import EventSealer
 
@@ -267,7 +267,7 @@ class MemoryClient:
         """The position of every event acknowledged so far (see :meth:`flush`)."""
         raw, _ = self._acks.snapshot()
         secret = None if self.keys is None else self.keys.tenant_secret(self.tenant)
-        return encode(Position(self.tenant, self.epoch, raw), secret)
+        return encode_write(Position(self.tenant, self.epoch, raw), secret)
 
     def close(self, timeout: float = 30.0) -> None:
         """Flush and release the producer; raises DeliveryError if anything was lost."""

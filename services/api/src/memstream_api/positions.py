@@ -12,7 +12,7 @@ import threading
 from pathlib import Path
 
 from confluent_kafka import Message
-from memstream.position import Acknowledged, Position, encode
+from memstream.position import Acknowledged, Position, encode_write
 from memstream.shred.port import DataKeys
 from memstream.stack.epoch import read_epoch
 from starlette.concurrency import run_in_threadpool
@@ -43,7 +43,7 @@ class WritePositions:
         position unacknowledged: the outbox segment holds it."""
         raw, acknowledged = writing.acks.snapshot()
         pos = Position(tenant, writing.epoch, raw, segment, acknowledged < count)
-        return encode(pos, await self._secret(tenant))
+        return encode_write(pos, await self._secret(tenant))
 
     async def _secret(self, tenant: str) -> bytes:
         with self._lock:
