@@ -176,6 +176,12 @@ def test_accepted_carries_position(topics: str, tmp_path: Path, outbox: bool) ->
         assert offset == _raw_reach(topics, tenant)[partition]
         with pytest.raises(position.ForeignPosition):
             position.verify(position.encode(one, secret), "someone-else", secret)
+        body = {"target_ids": ["evt-x"], "signal": 1.0, "reason": "aidé\t«vraiment»"}
+        r = client.post("/v1/feedback", json=body, headers=auth)
+        assert r.status_code == 202, r.text
+        feedback = position.verify(r.json()["position"], tenant, secret)
+        ((partition, offset),) = feedback.raw.items()  # the one feedback event
+        assert offset == _raw_reach(topics, tenant)[partition]
 
 
 def test_invalid_event_rejects_whole_batch_and_produces_nothing(api: Api) -> None:
