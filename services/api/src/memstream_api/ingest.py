@@ -289,14 +289,14 @@ async def deliver(request: Request, events: list[Event]) -> Response | str:
     EVENTS_RECEIVED.labels(component=COMPONENT).inc(len(events))
     ids = [e.id for e in events]
     positions: WritePositions = request.app.state.positions
-    writing = positions.start()
+    writing = await positions.start(events[0].tenant)
     outbox: Outbox | None = request.app.state.outbox
     if outbox is not None:
         wait_s = request.app.state.settings.outbox_ack_wait_s
         spooled = await _spool(outbox, events, ids, wait_s, writing)
         if isinstance(spooled, Response):
             return spooled
-        return await positions.token(events[0].tenant, writing, len(events), spooled)
+        return writing.token(len(events), spooled)
     producer: BatchProducer = request.app.state.producer
     try:
         await producer.produce(events, on_report=writing.report)
@@ -307,7 +307,7 @@ async def deliver(request: Request, events: list[Event]) -> Response | str:
         )
         response.headers.update(retry_after())
         return response
-    return await positions.token(events[0].tenant, writing, len(events), None)
+    return writing.token(len(events), None)
 
 
 async def _spool(

@@ -33,17 +33,11 @@ class WritePositions:
         self._secrets: dict[str, bytes] = {}
         self._lock = threading.Lock()
 
-    def start(self) -> Writing:
-        """Collect the delivery reports of one write about to be sent."""
-        return Writing(read_epoch(self.data_dir))
-
-    async def token(self, tenant: str, writing: Writing, count: int, segment: int | None) -> str:
-        """The token of ``writing``'s ``count`` records (``segment``: the outbox segment they
-        were spooled to; None without an outbox). A record not yet acknowledged marks the
-        position unacknowledged: the outbox segment holds it."""
-        raw, acknowledged = writing.acks.snapshot()
-        pos = Position(tenant, writing.epoch, raw, segment, acknowledged < count)
-        return encode_write(pos, await self._secret(tenant))
+    async def start(self, tenant: str) -> Writing:
+        """Collect the delivery reports of one write of ``tenant`` about to be sent. The
+        tenant's secret is read first: a key store that fails does so before anything is
+        accepted, not after."""
+        return Writing(tenant, read_epoch(self.data_dir), await self._secret(tenant))
 
     async def _secret(self, tenant: str) -> bytes:
         with self._lock:
@@ -59,9 +53,17 @@ class WritePositions:
 class Writing:
     """One write in flight: the epoch it was sent under and its acknowledgements."""
 
-    def __init__(self, epoch: str) -> None:
-        self.epoch = epoch
+    def __init__(self, tenant: str, epoch: str, secret: bytes) -> None:
+        self.tenant, self.epoch, self._secret = tenant, epoch, secret
         self.acks = Acknowledged()
+
+    def token(self, count: int, segment: int | None) -> str:
+        """The token of the write's ``count`` records (``segment``: the outbox segment they
+        were spooled to; None without an outbox). A record not yet acknowledged marks the
+        position unacknowledged: the outbox segment holds it."""
+        raw, acknowledged = self.acks.snapshot()
+        pos = Position(self.tenant, self.epoch, raw, segment, acknowledged < count)
+        return encode_write(pos, self._secret)
 
     def report(self, _event_id: str, msg: Message | None) -> None:
         """A delivery report (the poll thread); None: not delivered."""
