@@ -63,7 +63,9 @@ class DeliveryError(MemstreamSdkError, DeliveryFailed):
 class MemoryClient:
     """Emits events for one tenant. Not a context for reads: see the checkout API for that.
 
-    ``producer_overrides`` are librdkafka settings, e.g. ``**{"linger.ms": 20}``.
+    ``producer_overrides`` are librdkafka settings, e.g. ``**{"linger.ms": 20}``. ``epoch``:
+    the embedded broker's epoch (``read_epoch(data_dir)``), named in the positions
+    :meth:`flush` returns; "" for a broker that does not restart empty.
     """
 
     def __init__(
@@ -245,6 +247,10 @@ class MemoryClient:
         Returns the client's position: per raw partition the highest offset acknowledged so
         far, for a read to wait for with ``after=``. Signed with the tenant's secret when the
         client has the data key store, unsigned (``ms1u``) without it."""
+        self._drain(timeout)
+        return self.position()
+
+    def _drain(self, timeout: float) -> None:
         remaining = self._producer.flush(timeout)
         with self._lock:
             failures, self._failures = self._failures, []
@@ -261,7 +267,6 @@ class MemoryClient:
                 failures,
                 remaining,
             )
-        return self.position()
 
     def position(self) -> str:
         """The position of every event acknowledged so far (see :meth:`flush`)."""
@@ -274,7 +279,7 @@ class MemoryClient:
         if self._closed:
             return
         try:
-            self.flush(timeout)
+            self._drain(timeout)  # no position: nobody reads it, and the key store may be shut
         finally:
             self._closed = True
             self._producer.close()
