@@ -12,6 +12,7 @@ from typing import Any
 import orjson
 import pytest
 from fastapi.testclient import TestClient
+from memstream import position
 from memstream.events import Event, EventAdapter
 from memstream.kafka.reading import high_watermarks, read_to_end
 from memstream.kafka.topics import RAW, ensure_topics
@@ -27,7 +28,7 @@ from memstream.stack.servers import start_tansu
 from memstream_api.app import create_app
 from memstream_api.main import main
 from stackproc import wait_until
-from topicread import records_for
+from topicread import read_topic, records_for
 
 
 @dataclass
@@ -100,7 +101,7 @@ def test_single_event_is_accepted_and_lands_keyed_by_tenant_stream(api: Api) -> 
     produced = _value(EVENTS_PRODUCED, component="api", topic=RAW)
     r = api.post(_msg("chat-1", "I prefer window seats", id="evt-1"))
     assert r.status_code == 202, r.text
-    assert r.json() == {"accepted": 1, "ids": ["evt-1"]}
+    assert r.json() == {"accepted": 1, "ids": ["evt-1"], "position": r.json()["position"]}
     assert _value(EVENTS_RECEIVED, component="api") - received == 1
     assert _value(EVENTS_PRODUCED, component="api", topic=RAW) - produced == 1
 
@@ -133,6 +134,54 @@ def test_batch_is_accepted_in_order(api: Api) -> None:
     }
     agents = {api.event(v).agent for _, v in records}
     assert agents == {"api", "planner"}
+
+
+def _raw_reach(bootstrap: str, tenant: str) -> dict[int, int]:
+    """Per raw partition, the highest offset of ``tenant``'s records."""
+    reach: dict[int, int] = {}
+    for m in read_topic(bootstrap, RAW):
+        partition, offset = m.partition(), m.offset()
+        if (m.key() or b"").startswith(f"{tenant}/".encode()) and partition is not None:
+            reach[partition] = max(reach.get(partition, -1), offset or 0)
+    return reach
+
+
+@pytest.mark.parametrize("outbox", [True, False], ids=["outbox", "no-outbox"])
+def test_accepted_carries_position(topics: str, tmp_path: Path, outbox: bool) -> None:
+    epoch = new_epoch(tmp_path)
+    settings = Settings(data_dir=tmp_path, outbox=outbox, outbox_ack_wait_s=60.0)
+    tenant = f"pos-{uuid.uuid4().hex[:10]}"
+    key = KeyStore.from_settings(settings).create(tenant)
+    secret = SqliteDataKeys(settings.data_keys_path).tenant_secret(tenant)
+    auth = {"Authorization": f"Bearer {key}"}
+    with TestClient(create_app(settings, topics)) as client:
+
+        def post(events: list[dict[str, Any]]) -> position.Position:
+            r = client.post("/v1/events", json={"events": events}, headers=auth)
+            assert r.status_code == 202, r.text
+            assert r.json()["position"].startswith("ms1.")  # signed: the API has the keys
+            return position.verify(r.json()["position"], tenant, secret)
+
+        first = post([_msg(f"chat.{i}", f"Straße n° {i}") for i in range(16)])
+        assert first.tenant == tenant and first.epoch == epoch and not first.unacknowledged
+        assert (first.segment is not None) is outbox
+        assert len(first.raw) > 1  # sixteen streams reach several partitions
+        assert first.raw == _raw_reach(topics, tenant)  # exactly the offsets written
+        second = post([_msg(f"chat.{i}", f"encore {i}, déjà") for i in range(16)])
+        assert set(second.raw) == set(first.raw)
+        assert all(second.raw[p] > first.raw[p] for p in first.raw)
+        assert second.raw == _raw_reach(topics, tenant)
+        one = post([_msg("one-stream", f"one {i}\tÉcole") for i in range(3)])
+        ((partition, offset),) = one.raw.items()  # one key: one partition, named alone
+        assert offset == _raw_reach(topics, tenant)[partition]
+        with pytest.raises(position.ForeignPosition):
+            position.verify(position.encode(one, secret), "someone-else", secret)
+        body = {"target_ids": ["evt-x"], "signal": 1.0, "reason": "aidé\t«vraiment»"}
+        r = client.post("/v1/feedback", json=body, headers=auth)
+        assert r.status_code == 202, r.text
+        feedback = position.verify(r.json()["position"], tenant, secret)
+        ((partition, offset),) = feedback.raw.items()  # the one feedback event
+        assert offset == _raw_reach(topics, tenant)[partition]
 
 
 def test_invalid_event_rejects_whole_batch_and_produces_nothing(api: Api) -> None:
@@ -300,6 +349,8 @@ def test_with_the_outbox_events_accepted_while_the_broker_is_down_reach_the_next
                 headers={"Authorization": f"Bearer {key}"},
             )
             assert r.status_code == 202, r.text  # durable in the outbox: accepted
+            pending = position.read(r.json()["position"]).position
+            assert pending.unacknowledged and pending.segment is not None and not pending.raw
             spooled = b"".join(p.read_bytes() for p in settings.outbox_dir.glob("*.jsonl"))
             assert b"kept-1" in spooled and b"kept-2" in spooled
             started = time.time_ns()

@@ -19,8 +19,12 @@ from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult
+from memstream import position
 from memstream.client import MemoryHttpClient
 from memstream.metrics import scrape
+from memstream.settings import Settings
+from memstream.shred.sqlite import SqliteDataKeys
+from memstream.stack.epoch import read_epoch
 from stackproc import BIN, RunningStack, memstream, wait_until
 
 TENANT = "atelier-7"
@@ -143,6 +147,34 @@ def test_stdio_checkout_answers_from_what_remember_wrote(
     assert packet["answerability"] == "answer_from_memory"
     assert remembered in packet["answer_candidates"][0]["support_ids"]
     assert any(s["item_id"] == remembered for s in packet["snippets"])
+
+
+def test_remember_returns_position(stack: RunningStack, keys: dict[str, str]) -> None:
+    async def remember_twice(session: ClientSession) -> list[CallToolResult]:
+        texts = ["Zoë parked the van at the quai d'Orsay.", "Then the van moved;\tto bay 4."]
+        args = {"stream": "van-log", "type": "observation"}
+        return [await session.call_tool("remember", {**args, "text": t}) for t in texts]
+
+    results = run(lambda: http_session(stack, keys[TENANT]), remember_twice)
+    assert not any(r.is_error for r in results), [text_of(r) for r in results]
+    store = SqliteDataKeys(Settings(data_dir=stack.data_dir).data_keys_path)
+    try:
+        secret = store.tenant_secret(TENANT)
+    finally:
+        store.close()
+    first, second = (
+        position.verify(r.structured_content["position"], TENANT, secret) for r in results
+    )
+    assert first.tenant == TENANT and first.epoch == read_epoch(stack.data_dir)
+    ((partition, offset),) = first.raw.items()  # one event: one partition
+    assert second.raw[partition] > offset  # the same stream, written after it
+    with MemoryHttpClient(stack.api_url, keys[TENANT]) as client:  # the HTTP client's emit
+        event = {"stream": "van-log", "type": "observation", "payload": {"text": "bay 5 now"}}
+        ids, token = client.emit_written([event])
+    third = position.verify(token, TENANT, secret)
+    assert len(ids) == 1 and third.raw[partition] > second.raw[partition]
+    with pytest.raises(position.ForeignPosition):  # a neighbour's reads cannot use it
+        position.verify(results[0].structured_content["position"], OTHER, secret)
 
 
 def test_stdio_search_lineage_recall_and_feedback(

@@ -16,6 +16,7 @@ from memstream.position import (
     MalformedPosition,
     Position,
     encode,
+    encode_write,
     position_key,
     read,
     verify,
@@ -196,6 +197,15 @@ def test_size_bounded_by_partitions() -> None:
     assert len(encode(widest, SECRET)) <= MAX_LENGTH
     with pytest.raises(ValueError, match="exceeds"):
         encode(Position("a", "", dict.fromkeys(range(64), 2**63 - 1)), SECRET)
+
+
+def test_a_write_over_too_many_partitions_answers_a_position_without_offsets() -> None:
+    fits = Position("acme", "7", dict.fromkeys(range(16), 2**40), 3)
+    assert encode_write(fits, SECRET) == encode(fits, SECRET)
+    wide = Position("acme", "7", dict.fromkeys(range(64), 2**40), 3)
+    for secret in (SECRET, None):
+        got = verify(encode_write(wide, secret), "acme", SECRET)
+        assert got == Position("acme", "7", {}, 3, unacknowledged=True)  # wait for segment 3
 
 
 def test_tenant_ids_with_every_allowed_character() -> None:

@@ -41,8 +41,13 @@ class MemoryHttpClient:
 
     def emit(self, events: list[dict[str, Any]]) -> list[str]:
         """Post events (envelopes without tenant); returns their ids once produced."""
-        ids: list[str] = self._call("POST", "/v1/events", json={"events": events}).json()["ids"]
-        return ids
+        return self.emit_written(events)[0]
+
+    def emit_written(self, events: list[dict[str, Any]]) -> tuple[list[str], str]:
+        """Post events like :meth:`emit`; returns their ids and the write's position, an
+        opaque token a later read can wait for (``after``) to see them."""
+        body = self._call("POST", "/v1/events", json={"events": events}).json()
+        return list(body["ids"]), str(body["position"])
 
     def checkout(
         self,

@@ -22,6 +22,7 @@ import binascii
 import hashlib
 import hmac
 import re
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -105,6 +106,27 @@ class Position:
         object.__setattr__(self, "raw", dict(self.raw))  # the caller's dict may change later
 
 
+class Acknowledged:
+    """Delivery reports of one write as they arrive, from any thread: per raw partition the
+    highest acknowledged offset, and how many records were acknowledged."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._raw: dict[int, int] = {}
+        self._count = 0
+
+    def add(self, partition: int, offset: int) -> None:
+        with self._lock:
+            self._count += 1
+            if offset > self._raw.get(partition, -1):
+                self._raw[partition] = offset
+
+    def snapshot(self) -> tuple[dict[int, int], int]:
+        """``(partition -> highest offset, acknowledged count)`` so far."""
+        with self._lock:
+            return dict(self._raw), self._count
+
+
 def _invalid(pos: Position) -> str | None:
     """Why ``pos`` cannot be a position (the same rule for encoding and decoding), or None."""
     if not isinstance(pos.tenant, str) or not _TENANT_RE.fullmatch(pos.tenant):
@@ -169,6 +191,19 @@ def encode(pos: Position, tenant_secret: bytes | None) -> str:
     if len(token) > MAX_LENGTH:  # only past ~20 partitions written at once
         raise ValueError(f"position of {len(pos.raw)} partitions exceeds {MAX_LENGTH} characters")
     return token
+
+
+def encode_write(pos: Position, tenant_secret: bytes | None) -> str:
+    """The token a write answers: :func:`encode`, except that a position naming more
+    partitions than a token holds (a raw topic of over 16 partitions, all written at once)
+    leaves its offsets out and is marked unacknowledged. A read then waits for the outbox
+    segment, or warns at once without one: the write was accepted, its answer must not fail."""
+    try:
+        return encode(pos, tenant_secret)
+    except ValueError:
+        if len(encode(Position(pos.tenant, pos.epoch, {}, pos.segment), None)) > MAX_LENGTH:
+            raise  # not the partitions: a bug
+    return encode(Position(pos.tenant, pos.epoch, {}, pos.segment, True), tenant_secret)
 
 
 @dataclass(frozen=True)

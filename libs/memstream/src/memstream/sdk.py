@@ -21,6 +21,7 @@ from memstream.kafka.clients import producer_config
 from memstream.kafka.produce import DeliveryFailed, produce_with_backpressure
 from memstream.kafka.topics import RAW
 from memstream.metrics import EVENTS_PRODUCED, EVENTS_RECEIVED, EVENTS_REJECTED
+from memstream.position import Acknowledged, Position, encode_write
 from memstream.shred.port import DataKeys
 from memstream.shred.sealer import EventSealer
 
@@ -62,7 +63,9 @@ class DeliveryError(MemstreamSdkError, DeliveryFailed):
 class MemoryClient:
     """Emits events for one tenant. Not a context for reads: see the checkout API for that.
 
-    ``producer_overrides`` are librdkafka settings, e.g. ``**{"linger.ms": 20}``.
+    ``producer_overrides`` are librdkafka settings, e.g. ``**{"linger.ms": 20}``. ``epoch``:
+    the embedded broker's epoch (``read_epoch(data_dir)``), named in the positions
+    :meth:`flush` returns; "" for a broker that does not restart empty.
     """
 
     def __init__(
@@ -75,6 +78,7 @@ class MemoryClient:
         check_topic: bool = True,
         max_block: float = 30.0,
         keys: DataKeys | None = None,
+        epoch: str = "",
         **producer_overrides: Any,
     ) -> None:
         if not re.match(TENANT_PATTERN, tenant):
@@ -86,6 +90,11 @@ class MemoryClient:
         # With the deployment's data key store, content is sealed before the first copy is
         # written; without it the raw topic holds it in the clear until its retention ends.
         self.sealer = EventSealer(keys)
+        self.keys = keys
+        # The broker this client writes to (read_epoch of the stack's data dir, "" without
+        # an embedded broker): a producer never delivers to a broker restarted under it.
+        self.epoch = epoch
+        self._acks = Acknowledged()
         self.delivered = 0
         self.failed = 0
         self._failures: list[DeliveryFailure] = []
@@ -219,6 +228,9 @@ class MemoryClient:
         if err is None:
             self.delivered += 1
             self._m_produced.inc()
+            partition, offset = msg.partition(), msg.offset()
+            if partition is not None and offset is not None and offset >= 0:
+                self._acks.add(partition, offset)
             return
         key = (msg.key() or b"").decode(errors="replace")
         try:
@@ -229,8 +241,16 @@ class MemoryClient:
             self.failed += 1
             self._failures.append(DeliveryFailure(event_id, key, err.str()))
 
-    def flush(self, timeout: float = 30.0) -> None:
-        """Wait for every queued event; raise DeliveryError naming failed or pending events."""
+    def flush(self, timeout: float = 30.0) -> str:
+        """Wait for every queued event; raise DeliveryError naming failed or pending events.
+
+        Returns the client's position: per raw partition the highest offset acknowledged so
+        far, for a read to wait for with ``after=``. Signed with the tenant's secret when the
+        client has the data key store, unsigned (``ms1u``) without it."""
+        self._drain(timeout)
+        return self.position()
+
+    def _drain(self, timeout: float) -> None:
         remaining = self._producer.flush(timeout)
         with self._lock:
             failures, self._failures = self._failures, []
@@ -248,12 +268,18 @@ class MemoryClient:
                 remaining,
             )
 
+    def position(self) -> str:
+        """The position of every event acknowledged so far (see :meth:`flush`)."""
+        raw, _ = self._acks.snapshot()
+        secret = None if self.keys is None else self.keys.tenant_secret(self.tenant)
+        return encode_write(Position(self.tenant, self.epoch, raw), secret)
+
     def close(self, timeout: float = 30.0) -> None:
         """Flush and release the producer; raises DeliveryError if anything was lost."""
         if self._closed:
             return
         try:
-            self.flush(timeout)
+            self._drain(timeout)  # no position: nobody reads it, and the key store may be shut
         finally:
             self._closed = True
             self._producer.close()

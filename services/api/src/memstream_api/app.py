@@ -46,6 +46,7 @@ from memstream_api.limits import BodyGuard
 from memstream_api.mcp_endpoint import PATH as MCP_PATH
 from memstream_api.mcp_endpoint import mount_mcp
 from memstream_api.outbox import Outbox
+from memstream_api.positions import WritePositions
 from memstream_api.producing import BatchProducer
 from memstream_api.wiring import build_checkout
 
@@ -80,6 +81,7 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         # Always open: purges destroy keys and sign tombstones even with sealing off.
         app.state.data_keys = reading_keys(settings)
+        app.state.positions = WritePositions(app.state.data_keys, settings.data_dir)
         sealer = EventSealer(app.state.data_keys if settings.seal else None)
         producer = BatchProducer(bootstrap, COMPONENT, sealer, **(producer_overrides or {}))
         app.state.producer = producer

@@ -12,12 +12,13 @@ from memstream.checkout.service import CheckoutService
 from memstream.events.envelope import MemoryFeedback, StreamName
 from memstream.events.payloads import MemoryFeedbackPayload
 from memstream.learning.metrics import FEEDBACK_EVENTS
-from memstream.wire import STORABLE, ItemId
+from memstream.wire import STORABLE, ItemId, Position
 from pydantic import BaseModel, ConfigDict, Field
 
 from memstream_api.auth import Tenant
 from memstream_api.errors import AUTH, BODY, ErrorBody, unavailable
 from memstream_api.ingest import COMPONENT, DEFAULT_AGENT, DeliveryErrorBody, deliver
+from memstream_api.positions import POSITION_DESCRIPTION
 
 router = APIRouter(tags=["learning"])
 
@@ -40,6 +41,7 @@ class FeedbackIn(BaseModel):
 
 class FeedbackAccepted(BaseModel):
     id: str = Field(description="the memory.feedback event's id")
+    position: Position = Field(description=POSITION_DESCRIPTION)
 
 
 def init_metrics() -> None:
@@ -84,8 +86,8 @@ async def post_feedback(
             family=family,
         ),
     )
-    refused = await deliver(request, [event])
-    if refused is not None:
-        return refused
+    written = await deliver(request, [event])
+    if isinstance(written, Response):
+        return written
     FEEDBACK_EVENTS.labels(COMPONENT, "explicit").inc()
-    return FeedbackAccepted(id=event.id)
+    return FeedbackAccepted(id=event.id, position=written)

@@ -13,12 +13,13 @@ from fastapi.responses import JSONResponse, Response
 from memstream.events import EVENT_TYPES, Event, InboundEvent, parse_inbound
 from memstream.kafka.produce import DeliveryFailed
 from memstream.metrics import EVENTS_RECEIVED, EVENTS_REJECTED
-from memstream.wire import lone_surrogate, strings
+from memstream.wire import Position, lone_surrogate, strings
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from memstream_api.auth import Tenant
 from memstream_api.errors import AUTH, ErrorBody, retry_after, unavailable
 from memstream_api.outbox import Outbox, OutboxFull
+from memstream_api.positions import POSITION_DESCRIPTION, WritePositions, Writing
 from memstream_api.producing import BatchProducer
 
 COMPONENT = "api"
@@ -45,6 +46,7 @@ class EventBatch(BaseModel):
 class Accepted(BaseModel):
     accepted: int
     ids: list[str] = Field(description="event ids in request order (generated when not given)")
+    position: Position = Field(description=POSITION_DESCRIPTION)
 
 
 class FieldError(BaseModel):
@@ -274,21 +276,30 @@ async def post_events(request: Request, tenant: Tenant) -> Response | Accepted:
     except _Rejected as rejected:
         EVENTS_REJECTED.labels(component=COMPONENT, reason=rejected.reason).inc(rejected.count)
         return rejected.response
-    refused = await deliver(request, events)
-    return refused or Accepted(accepted=len(events), ids=[e.id for e in events])
+    written = await deliver(request, events)
+    if isinstance(written, Response):
+        return written
+    return Accepted(accepted=len(events), ids=[e.id for e in events], position=written)
 
 
-async def deliver(request: Request, events: list[Event]) -> Response | None:
-    """Make validated events durable, the one way every route does: None once they are
-    (spooled in the outbox, or acknowledged by Kafka without one), else the 503 to answer."""
+async def deliver(request: Request, events: list[Event]) -> Response | str:
+    """Make validated events (of one tenant) durable, the one way every route does: their
+    position once they are (spooled in the outbox, or acknowledged by Kafka without one),
+    else the 503 to answer."""
     EVENTS_RECEIVED.labels(component=COMPONENT).inc(len(events))
     ids = [e.id for e in events]
+    positions: WritePositions = request.app.state.positions
+    writing = await positions.start(events[0].tenant)
     outbox: Outbox | None = request.app.state.outbox
     if outbox is not None:
-        return await _spool(outbox, events, ids, request.app.state.settings.outbox_ack_wait_s)
+        wait_s = request.app.state.settings.outbox_ack_wait_s
+        spooled = await _spool(outbox, events, ids, wait_s, writing)
+        if isinstance(spooled, Response):
+            return spooled
+        return writing.token(len(events), spooled)
     producer: BatchProducer = request.app.state.producer
     try:
-        await producer.produce(events)
+        await producer.produce(events, on_report=writing.report)
     except DeliveryFailed as exc:
         EVENTS_REJECTED.labels(component=COMPONENT, reason="delivery").inc(len(exc.failed_ids))
         response = _error(
@@ -296,21 +307,22 @@ async def deliver(request: Request, events: list[Event]) -> Response | None:
         )
         response.headers.update(retry_after())
         return response
-    return None
+    return writing.token(len(events), None)
 
 
 async def _spool(
-    outbox: Outbox, events: list[Event], ids: list[str], ack_wait_s: float
-) -> Response | None:
-    """Durable in the spool = accepted; Kafka's acknowledgement is awaited only briefly (a
-    broker that is down or restarting gets the events from the outbox later)."""
+    outbox: Outbox, events: list[Event], ids: list[str], ack_wait_s: float, writing: Writing
+) -> Response | int:
+    """Durable in the spool = accepted (the segment id is answered); Kafka's acknowledgement
+    is awaited only briefly (a broker that is down or restarting gets the events from the
+    outbox later)."""
     try:
-        await outbox.accept(events, ack_wait_s)
+        spooled = await outbox.accept(events, ack_wait_s, on_report=writing.report)
     except OutboxFull as exc:
         EVENTS_REJECTED.labels(component=COMPONENT, reason="delivery").inc(len(events))
         response = _error(status.HTTP_503_SERVICE_UNAVAILABLE, str(exc), ids=ids, failed_ids=ids)
         response.headers.update(retry_after())
         return response
-    except DeliveryFailed as exc:
-        log.info("accepted %d events into the outbox; Kafka pending: %s", len(ids), exc.reason)
-    return None
+    if spooled.pending is not None:
+        log.info("accepted %d events into the outbox; Kafka pending: %s", len(ids), spooled.pending)
+    return spooled.seg_id

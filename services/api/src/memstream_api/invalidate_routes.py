@@ -21,7 +21,7 @@ from memstream.events.envelope import MemoryInvalidate, StreamName
 from memstream.events.payloads import MemoryInvalidatePayload, Reason
 from memstream.graph.port import GraphStore, InvalidationEntry
 from memstream.learning.metrics import INVALIDATIONS
-from memstream.wire import ItemId
+from memstream.wire import ItemId, Position
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
@@ -29,6 +29,7 @@ from memstream_api.auth import Tenant
 from memstream_api.checkout_routes import READ_RESPONSES, checkout_service, unavailable_error
 from memstream_api.errors import BODY, INVALID, ErrorBody, unavailable
 from memstream_api.ingest import COMPONENT, DEFAULT_AGENT, DeliveryErrorBody, deliver
+from memstream_api.positions import POSITION_DESCRIPTION
 
 router = APIRouter(tags=["learning"])
 
@@ -57,6 +58,7 @@ class DecisionIn(BaseModel):
 
 class InvalidationAccepted(BaseModel):
     id: str = Field(description="the memory.invalidate event's id")
+    position: Position = Field(description=POSITION_DESCRIPTION)
 
 
 class InvalidationOut(BaseModel):
@@ -93,11 +95,11 @@ async def _append(
         type="memory.invalidate",
         payload=payload,
     )
-    refused = await deliver(request, [event])
-    if refused is not None:
-        return refused
+    written = await deliver(request, [event])
+    if isinstance(written, Response):
+        return written
     INVALIDATIONS.labels(COMPONENT, payload.review_status).inc()
-    return InvalidationAccepted(id=event.id)
+    return InvalidationAccepted(id=event.id, position=written)
 
 
 @router.post(

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import orjson
 from confluent_kafka import Message
 from memstream.events import Event
+from memstream.kafka.produce import DeliveryFailed
 from memstream.kafka.reading import committed_offsets, end_offsets
 from memstream.kafka.topics import ARCHIVER_GROUP, LEDGER, RAW, SEQUENCER_GROUP
 from memstream.metrics import OUTBOX_EVENTS, OUTBOX_RESENT
@@ -25,10 +27,19 @@ from memstream.outbox.spool import Segment, Spool, read_lines
 from memstream.outbox.tracker import Observation, Tracker
 from starlette.concurrency import run_in_threadpool
 
-from memstream_api.producing import BatchProducer
+from memstream_api.producing import BatchProducer, Report
 
 log = logging.getLogger(__name__)
 TICK_S = 1.0
+
+
+@dataclass(frozen=True)
+class Spooled:
+    """Events durable in segment ``seg_id``; ``pending``: why Kafka had not acknowledged
+    them all when :meth:`Outbox.accept` returned (None: every one was)."""
+
+    seg_id: int
+    pending: str | None
 
 
 class OutboxFull(RuntimeError):
@@ -67,10 +78,13 @@ class Outbox:
         self._thread.join(10)
         self.spool.close()
 
-    async def accept(self, events: Sequence[Event], wait_s: float) -> None:
+    async def accept(
+        self, events: Sequence[Event], wait_s: float, on_report: Report | None = None
+    ) -> Spooled:
         """Spool ``events`` durably, then produce them, waiting at most ``wait_s`` for Kafka,
-        not at all while the broker is down (raises DeliveryFailed then; the tracker
-        re-sends whatever did not arrive)."""
+        not at all while the broker is down (then ``pending`` says why; the tracker re-sends
+        whatever did not arrive). ``on_report`` hears of each event's delivery, as the
+        tracker does, even after the answer."""
         if self.spool.size_bytes() > self.max_bytes:
             raise OutboxFull(f"outbox holds over {self.max_bytes} bytes; retry later")
         lines = await run_in_threadpool(self.producer.encode, events)
@@ -81,9 +95,12 @@ class Outbox:
             if closed is not None:
                 self.tracker.close(closed.seg_id)
         wait = 0.0 if self.producer.broker_down else wait_s
-        await self.producer.produce(
-            events, on_report=self._report(seg_id), wait_s=wait, values=lines
-        )
+        report = self._report(seg_id, on_report)
+        try:
+            await self.producer.produce(events, on_report=report, wait_s=wait, values=lines)
+        except DeliveryFailed as exc:
+            return Spooled(seg_id, exc.reason)
+        return Spooled(seg_id, None)
 
     def broker_restarted(self) -> None:
         """The broker came back empty: every segment goes again once its sends are settled
@@ -92,13 +109,15 @@ class Outbox:
         with self.lock:
             self.tracker.broker_restarted()
 
-    def _report(self, seg_id: int) -> Callable[[str, Message | None], None]:
-        def report(_event_id: str, msg: Message | None) -> None:
+    def _report(self, seg_id: int, also: Report | None = None) -> Report:
+        def report(event_id: str, msg: Message | None) -> None:
             with self.lock:
                 if msg is None:
                     self.tracker.delivered(seg_id, None, None)
                 else:
                     self.tracker.delivered(seg_id, msg.partition(), msg.offset())
+            if also is not None:
+                also(event_id, msg)
 
         return report
 

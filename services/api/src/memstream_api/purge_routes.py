@@ -256,9 +256,9 @@ async def purge_subject(
     keys: DataKeys = request.app.state.data_keys
     secret = await run_in_threadpool(keys.tenant_secret, tenant)
     event = tombstone(tenant, key, scope, datetime.now(UTC), secret)
-    refused = await deliver(request, [event])
-    if refused is not None:
-        return refused
+    written = await deliver(request, [event])
+    if isinstance(written, Response):
+        return written
     # Once the tombstone is durable: every copy of the events' content, in every topic,
     # segment and backup, becomes unreadable at once.
     try:

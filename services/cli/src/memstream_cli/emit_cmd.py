@@ -11,6 +11,7 @@ from memstream.events import EventIn
 from memstream.sdk import MemoryClient, emit_by_tenant
 from memstream.shred.opening import data_keys
 from memstream.shred.port import DataKeys
+from memstream.stack.epoch import read_epoch
 from pydantic import ValidationError
 
 from memstream_cli.common import DataDir, endpoints, fail, out, settings_for
@@ -47,7 +48,8 @@ def emit(
     body: dict[str, Any] = json.loads(payload) if payload else {}
     if text is not None:
         body.setdefault(TEXT_FIELD.get(type_, "text"), text)
-    with MemoryClient(bootstrap, tenant, agent=agent, keys=keys) as client:
+    epoch = read_epoch(settings.data_dir)
+    with MemoryClient(bootstrap, tenant, agent=agent, keys=keys, epoch=epoch) as client:
         try:
             event_id = client.emit(stream, type_, body)
         except ValidationError as exc:

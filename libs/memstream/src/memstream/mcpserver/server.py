@@ -208,7 +208,8 @@ def _write_tools(server: MCPServer, backend_for: BackendFor) -> None:
     ) -> dict[str, Any]:
         """Write one event to memory (append-only; it becomes searchable within about a
         second). Use it for something worth keeping: a decision, a user's stated fact or
-        preference, an observation. Returns the event id, which later citations use."""
+        preference, an observation. Returns the event id, which later citations use, and
+        its position, an opaque token a later read can wait for (``after``) to see it."""
         event = drop_none(
             {
                 "stream": stream,
@@ -220,7 +221,7 @@ def _write_tools(server: MCPServer, backend_for: BackendFor) -> None:
         )
         async with backend_for(ctx) as memory:
             result = await memory.post("/v1/events", {"events": [event]})
-            return {"id": result["ids"][0]}
+            return {"id": result["ids"][0], "position": result["position"]}
 
     @server.tool(annotations=WRITE)
     async def feedback(
