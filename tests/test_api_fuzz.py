@@ -32,6 +32,8 @@ MAX_EXAMPLES = 25
 # `negative_data_rejection`'s default list plus 413: a batch over `maxItems` is refused as
 # too large, which the document lists for POST /v1/events.
 REJECTIONS = ["400", "401", "403", "404", "405", "406", "409", "413", "415", "422", "428", "429"]
+READ_AFTER_ROUTES = r"^/v1/(checkout|recall|search|summarize_recall)$"
+AFTER_ACCEPTANCE = ["2xx", "3xx", "401", "403", "404", "409", "422", "429", "5xx"]
 # Operations with inputs; the two without (healthz, metrics) have a handful of cases.
 FUZZED = {
     "POST /v1/events",
@@ -136,6 +138,15 @@ def run_schemathesis(stack: RunningStack, extra: dict[str, Any]) -> Run:
                 "enabled": True,
                 "negative_data_rejection": {"expected-statuses": [*REJECTIONS, "5xx"]},
             },
+            # A schema-valid `after` whose MAC does not verify (or that names another tenant)
+            # is refused by the read routes (422 naming `after`, 403): the MAC cannot be put
+            # in a schema. tests/test_e2e_read_after.py pins which refusal each gets.
+            "operations": [
+                {
+                    "include-path-regex": READ_AFTER_ROUTES,
+                    "checks": {"positive_data_acceptance": {"expected-statuses": AFTER_ACCEPTANCE}},
+                }
+            ],
             # A purge answers once every store obeyed it or its wait_s (up to 120 s) ran out.
             "request-timeout": 150,
             # No example database: a failure saved by one run must not steer the next.

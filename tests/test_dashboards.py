@@ -16,6 +16,7 @@ import memstream.metrics
 import memstream.projection.metrics
 import memstream.summarize.metrics
 import memstream_api.producing
+import memstream_api.read_after
 import memstream_cli.stack.supervisor
 import yaml
 from memstream.ops.dashboards import dashboards, main
@@ -35,6 +36,7 @@ METRIC_MODULES = (
     memstream_cli.stack.supervisor,
     memstream.summarize.metrics,
     memstream_api.producing,
+    memstream_api.read_after,
 )
 SUFFIXES = ("_bucket", "_count", "_sum", "_total")
 

@@ -64,6 +64,8 @@ BUSY = {
     'sum(rate(memstream_events_dead_lettered_total{component="graph-projector"}[1m]))',
     # a third tenant's burst of concurrent recalls every round: the fair share refuses some
     'sum(rate(memstream_reads_throttled_total{reason="concurrency"}[1m]))',
+    # every round's recall is given after= the position of the round's events
+    'sum(rate(memstream_read_after_wait_seconds_count{route="recall"}[1m]))',
 }
 # Alerts a healthy run must never even have pending.
 NEVER = ("MemstreamConsumerRestarting", "MemstreamConsumerStalled")
@@ -123,11 +125,15 @@ class Workload:
                     "payload": {"subject": "pilot", "predicate": "budget", "object": f"{n}"},
                 }
             )
-            self._expect(http.post("/v1/events", json={"events": events}, headers=auth), 202)
+            written = http.post("/v1/events", json={"events": events}, headers=auth)
+            self._expect(written, 202)
             bad = {"stream": "chat-0", "type": "message.user", "payload": {}}  # no text
             self._expect(http.post("/v1/events", json=bad, headers=auth), 422)
             self._task(http, auth, f"{tenant}-task-{n}", n)
-            self._expect(http.post("/v1/recall", json={"query": "pilot budget"}, headers=auth), 200)
+            recall: dict[str, Any] = {"query": "pilot budget"}
+            if written.status_code == 202:  # read your writes: waits for this round's events
+                recall["after"] = written.json()["position"]
+            self._expect(http.post("/v1/recall", json=recall, headers=auth), 200)
             for _ in range(2):  # the second is a cache hit unless new events changed the top k
                 summarize = {"query": "pilot budget", "k": 5, "max_tokens": 100}
                 resp = http.post("/v1/summarize_recall", json=summarize, headers=auth)

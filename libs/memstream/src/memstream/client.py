@@ -3,6 +3,7 @@ search, feedback, lineage, latent artifacts)."""
 
 from __future__ import annotations
 
+import warnings
 from datetime import datetime
 from typing import Any, Literal
 from urllib.parse import quote
@@ -17,6 +18,18 @@ class MemstreamHttpError(RuntimeError):
         super().__init__(f"HTTP {status}: {detail}")
         self.status = status
         self.detail = detail
+
+
+class StaleRead(UserWarning):
+    """A read given ``after=`` answered before every projection it reads applied that
+    position (the answer's stale warning, raised as a Python warning where the client returns
+    only the items)."""
+
+
+def _warn_stale(doc: dict[str, Any]) -> None:
+    for w in doc.get("warnings") or []:
+        if isinstance(w, dict) and w.get("kind") == "stale":
+            warnings.warn(StaleRead(str(w.get("message", ""))), stacklevel=3)
 
 
 class MemoryHttpClient:
@@ -67,6 +80,7 @@ class MemoryHttpClient:
         top_votes: bool | None = None,
         text_rows: bool | None = None,
         expand: bool | None = None,
+        after: str | None = None,
     ) -> Any:
         """The packet as a dict (``json``) or the rendered Markdown text; ``task_id`` ties it
         to the task whose ``task.outcome`` memory learns from; ``episodes`` turns the
@@ -82,6 +96,8 @@ class MemoryHttpClient:
             body["purpose"] = purpose
         if task_id is not None:
             body["task_id"] = task_id
+        if after is not None:
+            body["after"] = after
         levers = {"episodes": episodes, "time_lane": time_lane, "second_hop": second_hop}
         levers |= {"rerank": rerank, "top_votes": top_votes, "text_rows": text_rows}
         levers["expand"] = expand
@@ -96,6 +112,7 @@ class MemoryHttpClient:
         stream: str | None = None,
         mode: Literal["fused", "hybrid", "dense", "sparse"] = "fused",
         as_of: datetime | str | None = None,
+        after: str | None = None,
     ) -> list[dict[str, Any]]:
         """Raw top-k items: every lane fused, or one vector-index lane."""
         body: dict[str, Any] = {"query": query, "k": k, "mode": mode}
@@ -103,7 +120,11 @@ class MemoryHttpClient:
             body["as_of"] = as_of.isoformat() if isinstance(as_of, datetime) else as_of
         if stream is not None:
             body["stream"] = stream
-        items: list[dict[str, Any]] = self._call("POST", "/v1/recall", json=body).json()["items"]
+        if after is not None:
+            body["after"] = after
+        doc = self._call("POST", "/v1/recall", json=body).json()
+        _warn_stale(doc)
+        items: list[dict[str, Any]] = doc["items"]
         return items
 
     def summarize_recall(
@@ -114,17 +135,20 @@ class MemoryHttpClient:
         max_tokens: int = 500,
         include_citations: bool = True,
         force_refresh: bool = False,
+        after: str | None = None,
     ) -> dict[str, Any]:
         """Recall ``k`` memories and synthesize them (an LLM call unless cached):
         ``{summary, citations, sources_used, cache_hit, model, unsupported, warnings}``;
         503 when the server has no ANTHROPIC_API_KEY."""
-        body = {
+        body: dict[str, Any] = {
             "query": query,
             "k": k,
             "max_tokens": max_tokens,
             "include_citations": include_citations,
             "force_refresh": force_refresh,
         }
+        if after is not None:
+            body["after"] = after
         doc: dict[str, Any] = self._call("POST", "/v1/summarize_recall", json=body).json()
         return doc
 
@@ -180,13 +204,18 @@ class MemoryHttpClient:
         altitude: Literal["event", "fact", "episode", "latent"] = "event",
         k: int = 10,
         as_of: datetime | str | None = None,
+        after: str | None = None,
     ) -> list[dict[str, Any]]:
         """The best ``k`` items at one altitude: ``{id, kind, altitude, text, score, sources}``
         each, ``sources`` being the ledger event ids beneath the hit."""
         body: dict[str, Any] = {"query": query, "altitude": altitude, "k": k}
         if as_of is not None:
             body["as_of"] = as_of.isoformat() if isinstance(as_of, datetime) else as_of
-        hits: list[dict[str, Any]] = self._call("POST", "/v1/search", json=body).json()["hits"]
+        if after is not None:
+            body["after"] = after
+        doc = self._call("POST", "/v1/search", json=body).json()
+        _warn_stale(doc)
+        hits: list[dict[str, Any]] = doc["hits"]
         return hits
 
     def purge(self, subject: str, *, dry_run: bool = False, wait_s: float = 30.0) -> Any:

@@ -135,6 +135,13 @@ class Settings(BaseSettings):
         ge=0,
         description="of the total, slots only a tenant with no read in flight may take",
     )
+    read_after_max_wait_s: float = Field(
+        default=5.0,
+        ge=0,
+        le=60,
+        description="longest a read given after= waits for the projections it reads; past it "
+        "the answer carries a stale warning",
+    )
     batch_size: int = Field(default=2000, ge=1)
     batch_wait_s: float = Field(default=0.05, gt=0)
     log_level: str = "INFO"

@@ -38,6 +38,7 @@ from memstream_api import (
     invalidate_routes,
     latent_routes,
     purge_routes,
+    read_after,
     summarize_routes,
 )
 from memstream_api.broker import BrokerFollower
@@ -102,6 +103,7 @@ def create_app(
             settings, manager, producer, TraceSealer(app.state.data_keys if settings.seal else None)
         )
         app.state.summarizer = summarize_routes.build_summarizer(settings, app.state.checkout)
+        app.state.read_after_watch = read_after.KafkaWatch(bootstrap).start()
         # The API's own view of Kafka and the graph: the distributed stack has no supervisor.
         probe = DependencyProbe(COMPONENT, dependency_checks(settings, bootstrap)).start()
         UP.labels(component=COMPONENT).set(1)
@@ -118,6 +120,7 @@ def create_app(
         finally:
             UP.labels(component=COMPONENT).set(0)
             await run_in_threadpool(probe.stop)
+            await run_in_threadpool(app.state.read_after_watch.stop)
             await run_in_threadpool(follower.stop)
             if manager is not None and thread is not None:
                 manager.stopping.set()
@@ -149,6 +152,7 @@ def create_app(
     ingest.init_metrics()
     feedback.init_metrics()
     invalidate_routes.init_metrics()
+    read_after.init_metrics()
     app.include_router(ingest.router)
     app.include_router(checkout_routes.router)
     app.include_router(feedback.router)

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, HTTPException, Request, status
 from fastapi import Path as PathParam
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
-from memstream.checkout.model import Candidate, CheckoutPacket
+from memstream.checkout.model import Candidate, CheckoutPacket, PacketWarning
 from memstream.checkout.packet import render_gathered, render_json, render_markdown
 from memstream.checkout.service import (
     CheckoutRequest,
@@ -31,6 +31,7 @@ from memstream_api.errors import (
     unavailable,
 )
 from memstream_api.fair_share import ReadRoute, metered
+from memstream_api.read_after import Waited, wait_after
 
 router = APIRouter(tags=["checkout"], route_class=ReadRoute)
 
@@ -46,6 +47,25 @@ def unavailable_error(exc: NoProjection) -> HTTPException:
         status.HTTP_503_SERVICE_UNAVAILABLE, detail=str(exc), headers=retry_after()
     )
 
+
+def stale(waited: Waited | None) -> list[PacketWarning]:
+    """The stale warning of a read given ``after=`` that answered before it was applied."""
+    message = waited.warning() if waited is not None else None
+    return [] if message is None else [PacketWarning(kind="stale", message=message, ids=[])]
+
+
+def with_after(packet: CheckoutPacket, waited: Waited | None) -> CheckoutPacket:
+    """``packet`` with what its ``after=`` wait found: ``meta.after`` and a stale warning."""
+    if waited is None:
+        return packet
+    meta = {**packet.meta, "after": waited.meta()}
+    return packet.model_copy(update={"warnings": [*packet.warnings, *stale(waited)], "meta": meta})
+
+
+# A read given another tenant's position (after=) is refused before it waits.
+FOREIGN_POSITION: dict[int | str, dict[str, Any]] = {
+    403: {"model": ErrorBody, "description": "after= is a position of another tenant"}
+}
 
 # Reads answer 503 while no projection is live yet, the graph server is down or the vector
 # index reopens.
@@ -69,17 +89,19 @@ READ_RESPONSES = {
             "content": {"text/markdown": {"schema": {"type": "string"}}},
         },
         **BODY,
+        **FOREIGN_POSITION,
         **READ_RESPONSES,
         **THROTTLED,
     },
 )
 async def checkout(body: CheckoutRequest, request: Request, tenant: Tenant) -> Response:
     service = checkout_service(request)
+    waited: Waited | None = None
 
     def packet_response() -> Response:
         # Rendering a large packet takes milliseconds: in the worker thread, charged to the
         # tenant, not on the event loop every other request waits for.
-        packet = service.checkout(tenant, body)
+        packet = with_after(service.checkout(tenant, body), waited)
         if body.format == "markdown":
             return PlainTextResponse(render_markdown(packet), media_type="text/markdown")
         if body.format == "gathered":
@@ -87,6 +109,7 @@ async def checkout(body: CheckoutRequest, request: Request, tenant: Tenant) -> R
         return Response(render_json(packet), media_type="application/json")
 
     try:
+        waited = await wait_after(request, tenant, body.after, "checkout")
         return await metered(request, packet_response)
     except NoProjection as exc:
         raise unavailable_error(exc) from exc
@@ -95,16 +118,20 @@ async def checkout(body: CheckoutRequest, request: Request, tenant: Tenant) -> R
 @router.post(
     "/v1/recall",
     summary="The raw fused top-k items (no synthesis)",
-    responses={**BODY, **READ_RESPONSES, **THROTTLED},
+    responses={**BODY, **FOREIGN_POSITION, **READ_RESPONSES, **THROTTLED},
 )
 async def recall(body: RecallRequest, request: Request, tenant: Tenant) -> dict[str, Any]:
     try:
+        waited = await wait_after(request, tenant, body.after, "recall")
         items: list[Candidate] = await metered(
             request, checkout_service(request).recall, tenant, body
         )
     except NoProjection as exc:
         raise unavailable_error(exc) from exc
-    return {"items": [c.model_dump(mode="json") for c in items]}
+    return {
+        "items": [c.model_dump(mode="json") for c in items],
+        "warnings": [w.model_dump(mode="json") for w in stale(waited)],
+    }
 
 
 @router.get(

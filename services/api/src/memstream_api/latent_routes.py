@@ -13,9 +13,16 @@ from pydantic import BaseModel
 from starlette.concurrency import run_in_threadpool
 
 from memstream_api.auth import Tenant
-from memstream_api.checkout_routes import READ_RESPONSES, checkout_service, unavailable_error
+from memstream_api.checkout_routes import (
+    FOREIGN_POSITION,
+    READ_RESPONSES,
+    checkout_service,
+    stale,
+    unavailable_error,
+)
 from memstream_api.errors import BODY, INVALID, THROTTLED
 from memstream_api.fair_share import ReadRoute, metered
+from memstream_api.read_after import wait_after
 
 router = APIRouter(tags=["latents"], route_class=ReadRoute)
 
@@ -66,11 +73,12 @@ async def latents(
     "/v1/search",
     summary="Search at an altitude: events, facts, episodes or latent artifacts",
     response_model=SearchResult,
-    responses={**BODY, **READ_RESPONSES, **THROTTLED},
+    responses={**BODY, **FOREIGN_POSITION, **READ_RESPONSES, **THROTTLED},
 )
 async def search(body: SearchRequest, request: Request, tenant: Tenant) -> SearchResult:
     try:
+        waited = await wait_after(request, tenant, body.after, "search")
         hits = await metered(request, checkout_service(request).search, tenant, body)
     except NoProjection as exc:
         raise unavailable_error(exc) from exc
-    return SearchResult(hits=hits)
+    return SearchResult(hits=hits, warnings=stale(waited))

@@ -37,9 +37,10 @@ class WritePositions:
         """Collect the delivery reports of one write of ``tenant`` about to be sent. The
         tenant's secret is read first: a key store that fails does so before anything is
         accepted, not after."""
-        return Writing(tenant, read_epoch(self.data_dir), await self._secret(tenant))
+        return Writing(tenant, read_epoch(self.data_dir), await self.secret(tenant))
 
-    async def _secret(self, tenant: str) -> bytes:
+    async def secret(self, tenant: str) -> bytes:
+        """The tenant's secret (read once, then kept)."""
         with self._lock:
             known = self._secrets.get(tenant)
         if known is not None:

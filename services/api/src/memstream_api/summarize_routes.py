@@ -9,14 +9,15 @@ from fastapi import APIRouter, HTTPException, Request, status
 from memstream.checkout.service import CheckoutService, NoProjection
 from memstream.settings import Settings
 from memstream.summarize.cache import SummaryCache
-from memstream.summarize.model import SummarizeRequest, SummarizeResult
+from memstream.summarize.model import StaleWarning, SummarizeRequest, SummarizeResult
 from memstream.summarize.providers import ProviderError, SummarizeDisabled, build_provider
 from memstream.summarize.service import Summarizer
 
 from memstream_api.auth import Tenant
-from memstream_api.checkout_routes import READ_RESPONSES, unavailable_error
+from memstream_api.checkout_routes import FOREIGN_POSITION, READ_RESPONSES, unavailable_error
 from memstream_api.errors import BODY, THROTTLED, ErrorBody
 from memstream_api.fair_share import ReadRoute, metered
+from memstream_api.read_after import wait_after
 
 router = APIRouter(tags=["checkout"], route_class=ReadRoute)
 
@@ -29,6 +30,7 @@ _RETRY_AFTER = {
 }
 RESPONSES: dict[int | str, dict[str, Any]] = {
     **BODY,
+    **FOREIGN_POSITION,
     **READ_RESPONSES,
     **THROTTLED,
     # One 503 entry covers the three causes; only the disabled one is not temporary.
@@ -72,7 +74,13 @@ async def summarize_recall(
 ) -> SummarizeResult:
     service = summarizer(request)
     try:
-        return await metered(request, service.summarize, tenant, body)
+        waited = await wait_after(request, tenant, body.after, "summarize_recall")
+        result: SummarizeResult = await metered(request, service.summarize, tenant, body)
+        message = waited.warning() if waited is not None else None
+        if message is not None:
+            stale = StaleWarning(message=message)
+            result = result.model_copy(update={"warnings": [*result.warnings, stale]})
+        return result
     except NoProjection as exc:
         raise unavailable_error(exc) from exc
     except ProviderError as exc:

@@ -17,6 +17,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from memstream.checkout.model import PacketWarning
 from memstream.checkout.retrieve.candidates import fact_candidate
 from memstream.checkout.retrieve.lanes import CONTROL_TYPES
 from memstream.embed.port import Embedder
@@ -26,7 +27,7 @@ from memstream.projection.latents import LATENT_KIND
 from memstream.projection.model import FactView, VectorHit
 from memstream.times import as_utc, iso_utc
 from memstream.vectors.port import VectorIndex
-from memstream.wire import STORABLE, JsonInt, RfcTimestamp
+from memstream.wire import STORABLE, JsonInt, Position, RfcTimestamp
 
 # Event hits whose facts the fact altitude ranks, per fact asked for (and at least).
 FACT_POOL_PER_HIT = 5
@@ -45,6 +46,12 @@ class SearchRequest(BaseModel):
     k: JsonInt = Field(default=10, ge=1, le=50)
     as_of: RfcTimestamp | None = Field(
         default=None, description="only what memory held then (events, facts, artifacts)"
+    )
+    after: Position | None = Field(
+        default=None,
+        description="a write's position: answer once every projection this read uses has "
+        "applied it (bounded by MEMSTREAM_READ_AFTER_MAX_WAIT_S; past it, or when it can never "
+        "be, the answer carries a stale warning naming what was not applied)",
     )
 
 
@@ -65,6 +72,11 @@ class SearchHit(BaseModel):
 
 class SearchResult(BaseModel):
     hits: list[SearchHit]
+    warnings: list[PacketWarning] = Field(
+        default_factory=list,
+        description="kind stale: the read was given after= and a projection had not applied "
+        "that position when it answered",
+    )
 
 
 # -- ranking (pure) ---------------------------------------------------------------------------

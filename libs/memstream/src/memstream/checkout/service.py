@@ -45,7 +45,7 @@ from memstream.projection.model import EventRecord, InvalidationRecord, SourceRe
 from memstream.projection.versions import FileProjectionRegistry, VersionInfo
 from memstream.times import as_utc, iso_utc
 from memstream.vectors.port import VectorIndex
-from memstream.wire import STORABLE, ItemId, JsonInt, RfcTimestamp
+from memstream.wire import STORABLE, ItemId, JsonInt, Position, RfcTimestamp
 
 Format = Literal["json", "markdown", "gathered"]
 # With a purpose, 1/WEAVE_SHARE of max_tokens is kept free for the weave (more if unused).
@@ -114,6 +114,12 @@ class CheckoutRequest(BaseModel):
         "question word's weight or less",
         "on",
     )
+    after: Position | None = Field(
+        default=None,
+        description="a write's position: answer once every projection this read uses has "
+        "applied it (bounded by MEMSTREAM_READ_AFTER_MAX_WAIT_S; past it, or when it can never "
+        "be, the answer carries a stale warning naming what was not applied)",
+    )
 
 
 class RecallRequest(BaseModel):
@@ -127,6 +133,12 @@ class RecallRequest(BaseModel):
         default="fused", description="fused = every lane; the others = one vector-index lane"
     )
     as_of: RfcTimestamp | None = None
+    after: Position | None = Field(
+        default=None,
+        description="a write's position: answer once every projection this read uses has "
+        "applied it (bounded by MEMSTREAM_READ_AFTER_MAX_WAIT_S; past it, or when it can never "
+        "be, the answer carries a stale warning naming what was not applied)",
+    )
 
 
 class LeafEvent(BaseModel):
@@ -234,6 +246,10 @@ class CheckoutService:
         for pid in doomed:
             self.packets.pop(pid, None)
         return len(doomed)
+
+    def live(self) -> VersionInfo:
+        """The live version, read from the registry now (:class:`NoProjection`: none yet)."""
+        return self._live()
 
     def _live(self) -> VersionInfo:
         reg = self.registry.load()

@@ -97,13 +97,22 @@ def end_offsets(bootstrap: str, topic: str, timeout: float = 10.0) -> dict[int, 
     """The true log-end offset of every partition (see the module note on Tansu)."""
     c = _reader(bootstrap)
     try:
-        ends: dict[int, int] = {}
-        starts: dict[int, int] = {}
-        for p in _partitions(c, topic, timeout):
-            low, listed = c.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout)
-            ends[p] = listed
-            if listed > low:
-                starts[p] = max(low, listed - 1)  # inside the last batch
+        return end_offsets_with(c, topic, timeout)
+    finally:
+        c.close()
+
+
+def end_offsets_with(c: Consumer, topic: str, timeout: float = 10.0) -> dict[int, int]:
+    """:func:`end_offsets` through a reader the caller keeps (one that polls often must not
+    open a consumer per call); the reader is left unassigned."""
+    ends: dict[int, int] = {}
+    starts: dict[int, int] = {}
+    for p in _partitions(c, topic, timeout):
+        low, listed = c.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout)
+        ends[p] = listed
+        if listed > low:
+            starts[p] = max(low, listed - 1)  # inside the last batch
+    try:
         for m in _drain(c, topic, starts, timeout):
             part, off = m.partition(), m.offset()
             if part is not None and off is not None:
@@ -111,9 +120,16 @@ def end_offsets(bootstrap: str, topic: str, timeout: float = 10.0) -> dict[int, 
         for p in starts:
             _low, fetched = c.get_watermark_offsets(TopicPartition(topic, p), cached=True)
             ends[p] = max(ends[p], fetched or 0)
-        return ends
     finally:
-        c.close()
+        if starts:
+            c.unassign()
+    return ends
+
+
+def reader(bootstrap: str, group: str | None = None) -> Consumer:
+    """A reader to keep for :func:`end_offsets_with` and :func:`committed_with` (``group``:
+    whose commits it reads; it never joins the group)."""
+    return _reader(bootstrap, group)
 
 
 def high_watermarks(bootstrap: str, topic: str, timeout: float = 10.0) -> dict[int, int]:
@@ -143,10 +159,15 @@ def committed_offsets(
     """A group's committed offset per partition of ``topic`` (negative: nothing committed)."""
     c = _reader(bootstrap, group)
     try:
-        parts = _partitions(c, topic, timeout)
-        if not parts:
-            raise RuntimeError(f"topic {topic} is not available on {bootstrap}")
-        tps = c.committed([TopicPartition(topic, p) for p in parts], timeout=timeout)
-        return {tp.partition: tp.offset for tp in tps if tp.error is None}
+        return committed_with(c, topic, timeout)
     finally:
         c.close()
+
+
+def committed_with(c: Consumer, topic: str, timeout: float = 5.0) -> dict[int, int]:
+    """:func:`committed_offsets` of the group of the reader ``c`` (see :func:`reader`)."""
+    parts = _partitions(c, topic, timeout)
+    if not parts:
+        raise RuntimeError(f"topic {topic} is not available")
+    tps = c.committed([TopicPartition(topic, p) for p in parts], timeout=timeout)
+    return {tp.partition: tp.offset for tp in tps if tp.error is None}

@@ -46,6 +46,14 @@ Query = Annotated[
     Field(description="the question, as asked"),
 ]
 AsOf = Annotated[str | None, Field(description="ISO 8601 time to answer as of (default: now)")]
+AfterArg = Annotated[
+    str | None,
+    Field(
+        max_length=1024,
+        description="the position remember answered: wait (bounded) until memory has applied "
+        "that write, so this read sees it; a stale warning says when it had not",
+    ),
+]
 StreamArg = Annotated[
     StreamName | None, Field(description="only this stream (default: every stream)")
 ]
@@ -88,6 +96,7 @@ def _read_tools(server: MCPServer, backend_for: BackendFor) -> None:
         format: Annotated[
             Literal["markdown", "json"], Field(description="markdown for a prompt, json for code")
         ] = "markdown",
+        after: AfterArg = None,
     ) -> str:
         """Answer a question from memory. Returns a checkout packet: answerability (answer from
         memory, refresh, ask the user, or no memory), answer candidates, warnings
@@ -103,6 +112,7 @@ def _read_tools(server: MCPServer, backend_for: BackendFor) -> None:
             "as_of": as_of,
             "stream": stream,
             "format": format,
+            "after": after,
         }
         async with backend_for(ctx) as memory:
             return await memory.checkout_text(body)
@@ -114,11 +124,12 @@ def _read_tools(server: MCPServer, backend_for: BackendFor) -> None:
         k: Annotated[int, Field(ge=1, le=200)] = 10,
         as_of: AsOf = None,
         stream: StreamArg = None,
+        after: AfterArg = None,
     ) -> dict[str, Any]:
         """Raw ranked memories (events and facts) for a query, with their ids, text, scores
         and ledger refs, without synthesis or answer. Use it to browse what memory holds or
         to rank by your own criteria; for a question, `checkout` is better."""
-        body = {"query": query, "k": k, "as_of": as_of, "stream": stream}
+        body = {"query": query, "k": k, "as_of": as_of, "stream": stream, "after": after}
         async with backend_for(ctx) as memory:
             result: dict[str, Any] = await memory.post("/v1/recall", body)
             return result
@@ -136,11 +147,12 @@ def _read_tools(server: MCPServer, backend_for: BackendFor) -> None:
         ] = "event",
         k: Annotated[int, Field(ge=1, le=50)] = 10,
         as_of: AsOf = None,
+        after: AfterArg = None,
     ) -> dict[str, Any]:
         """Search memory at one altitude, e.g. "which session was about X?" at `episode`.
         Each hit carries `sources`, the ledger event ids beneath it; drill down with
         `lineage`."""
-        body = {"query": query, "altitude": altitude, "k": k, "as_of": as_of}
+        body = {"query": query, "altitude": altitude, "k": k, "as_of": as_of, "after": after}
         async with backend_for(ctx) as memory:
             result: dict[str, Any] = await memory.post("/v1/search", body)
             return result
@@ -171,6 +183,7 @@ def _llm_tools(server: MCPServer, backend_for: BackendFor) -> None:
         force_refresh: Annotated[
             bool, Field(description="ask the model again instead of the cached summary")
         ] = False,
+        after: AfterArg = None,
     ) -> dict[str, Any]:
         """A short summary of the top-k memories for a query, written by a language model
         from those memories only, with inline [id] citations checked against them:
@@ -182,6 +195,7 @@ def _llm_tools(server: MCPServer, backend_for: BackendFor) -> None:
         use `checkout`."""
         body = {"query": query, "k": k, "max_tokens": max_tokens}
         body |= {"include_citations": include_citations, "force_refresh": force_refresh}
+        body |= {"after": after}
         async with backend_for(ctx) as memory:
             result: dict[str, Any] = await memory.post("/v1/summarize_recall", body)
             return result

@@ -536,6 +536,25 @@ def checkout() -> Dashboard:
                 width=24,
             ),
             Panel(
+                "Reads after a write (read your writes)",
+                "Reads given after= a write's position: p95 of how long they waited for the "
+                "live graph and vectors to apply it, by route; and answers per second that "
+                "carried a stale warning (the bound passed, or waiting could not help), by "
+                "route and the projection that had not applied it.",
+                (
+                    Query(
+                        quantile(0.95, "memstream_read_after_wait_seconds", "route"),
+                        "p95 wait {{route}}",
+                    ),
+                    Query(
+                        rate("memstream_read_after_stale_total", "route, projection"),
+                        "stale {{route}} {{projection}}",
+                    ),
+                ),
+                unit="short",
+                width=24,
+            ),
+            Panel(
                 "API 5xx ratio",
                 "Share of all API requests answered with 5xx (503: Kafka or no live projection).",
                 (

@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from memstream.events.envelope import StreamName
-from memstream.wire import STORABLE, JsonInt, RfcTimestamp
+from memstream.wire import STORABLE, JsonInt, Position, RfcTimestamp
 
 
 class SummarizeRequest(BaseModel):
@@ -26,6 +26,12 @@ class SummarizeRequest(BaseModel):
     )
     stream: StreamName | None = None
     as_of: RfcTimestamp | None = None
+    after: Position | None = Field(
+        default=None,
+        description="a write's position: answer once every projection this read uses has "
+        "applied it (bounded by MEMSTREAM_READ_AFTER_MAX_WAIT_S; past it, or when it can never "
+        "be, the answer carries a stale warning naming what was not applied)",
+    )
 
 
 class Citation(BaseModel):
@@ -66,6 +72,14 @@ class SummaryWarning(BaseModel):
     message: str = INSTRUCTION_LIKE
 
 
+class StaleWarning(BaseModel):
+    """The read was given after= and a projection had not applied that position when it
+    answered: the summary may miss those writes."""
+
+    kind: Literal["stale"] = "stale"
+    message: str = Field(description="what was not applied, by which projection")
+
+
 class Synthesis(BaseModel):
     """What the model wrote, checked against the candidates (what the cache keeps)."""
 
@@ -91,7 +105,8 @@ class SummarizeResult(BaseModel):
         description="sentences without a citation, or citing ids that were not recalled: "
         "a sentence no recalled id backs is dropped from the summary"
     )
-    warnings: list[SummaryWarning] = Field(
+    warnings: list[SummaryWarning | StaleWarning] = Field(
         description="sentences left out of the summary because they cite only memories "
-        "whose text reads as instructions to the model"
+        "whose text reads as instructions to the model; kind stale: the read was given "
+        "after= and a projection had not applied that position when it answered"
     )
