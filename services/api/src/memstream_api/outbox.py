@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,13 +25,15 @@ from memstream.kafka.reading import committed_offsets, end_offsets
 from memstream.kafka.topics import ARCHIVER_GROUP, LEDGER, RAW, SEQUENCER_GROUP
 from memstream.metrics import OUTBOX_EVENTS, OUTBOX_RESENT
 from memstream.outbox.spool import Segment, Spool, read_lines
-from memstream.outbox.tracker import Observation, Tracker
+from memstream.outbox.tracker import Observation, Offsets, Tracker
 from starlette.concurrency import run_in_threadpool
 
 from memstream_api.producing import BatchProducer, Report
 
 log = logging.getLogger(__name__)
 TICK_S = 1.0
+# Archived segments whose ledger marks are kept for reads given after= a position naming them.
+ARCHIVED_KEPT = 4096
 
 
 @dataclass(frozen=True)
@@ -61,6 +64,7 @@ class Outbox:
         self.tracker = Tracker()
         self.lock = threading.Lock()
         self.events: dict[int, int] = {}  # segment id -> events, for the gauge
+        self.archived: OrderedDict[int, Offsets] = OrderedDict()  # segment id -> ledger mark
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="outbox", daemon=True)
 
@@ -108,6 +112,24 @@ class Outbox:
         log.warning("broker restarted; re-sending the outbox")
         with self.lock:
             self.tracker.broker_restarted()
+            self.archived.clear()  # marks of the old broker's ledger
+
+    def _archived(self, seg_id: int, mark: Offsets | None) -> None:
+        if mark is not None:
+            self.archived[seg_id] = dict(mark)
+            while len(self.archived) > ARCHIVED_KEPT:
+                self.archived.popitem(last=False)
+
+    def segment_mark(self, seg_id: int) -> tuple[bool, Offsets | None]:
+        """``(held, ledger mark)`` of a segment for a read given after= a position naming
+        it: held while this process holds it or saw it archived (the mark it had then);
+        not held after a restart or when another process spooled it."""
+        with self.lock:
+            state = self.tracker.segments.get(seg_id)
+            if state is not None:
+                return True, state.ledger_mark
+            mark = self.archived.get(seg_id)
+            return mark is not None, mark
 
     def _report(self, seg_id: int, also: Report | None = None) -> Report:
         def report(event_id: str, msg: Message | None) -> None:
@@ -140,9 +162,11 @@ class Outbox:
                 return
         obs = self._observe()
         with self.lock:
+            marks = {i: s.ledger_mark for i, s in self.tracker.segments.items()}
             actions = self.tracker.step(obs, settled)
             for seg_id in actions.delete:
                 self.events.pop(seg_id, None)
+                self._archived(seg_id, marks.get(seg_id))
             OUTBOX_EVENTS.labels(self.component).set(sum(self.events.values()))
         for seg_id in actions.delete:
             (self.spool.directory / f"{seg_id:012d}.jsonl").unlink(missing_ok=True)

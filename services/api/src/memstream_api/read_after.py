@@ -282,10 +282,8 @@ class _Waiter:
     def _segment(self, position: Position) -> SegmentView | None:
         if position.segment is None or self.outbox is None:
             return None
-        state = self.outbox.tracker.segments.get(position.segment)
-        if state is None:  # restarted, another process answered, or archived and deleted
-            return SegmentView(held=False)
-        return SegmentView(held=True, ledger_mark=state.ledger_mark)
+        held, mark = self.outbox.segment_mark(position.segment)
+        return SegmentView(held=held, ledger_mark=mark)
 
 
 def _progress(
