@@ -355,3 +355,35 @@ def test_stdio_started_before_any_stack_says_so_per_call(tmp_path: Path) -> None
     result = run(session, call)
     assert result.is_error
     assert "no running stack found" in text_of(result)
+
+
+def test_read_tools_take_after_remember_position(
+    stack: RunningStack, keys: dict[str, str], remembered: str
+) -> None:
+    """remember's position given to checkout (json) and recall as after=: the first answer
+    already holds the new memory, and says it waited for it."""
+    word = "Bérénice-7"
+
+    async def remember_then_read(session: ClientSession) -> list[CallToolResult]:
+        args = {"stream": "atelier", "type": "observation"}
+        text = f"The workshop's alarm code is {word}, set by Séverine."
+        written = await session.call_tool("remember", {**args, "text": text})
+        assert not written.is_error, text_of(written)
+        pos = written.structured_content["position"]
+        query = f"what is the workshop's alarm code {word}?"
+        return [
+            written,
+            await session.call_tool("checkout", {"query": query, "format": "json", "after": pos}),
+            await session.call_tool("recall", {"query": query, "k": 5, "after": pos}),
+        ]
+
+    written, packet_result, recall_result = run(
+        lambda: stdio_session(stack, keys[TENANT]), remember_then_read
+    )
+    event_id = str(written.structured_content["id"])
+    packet = json.loads(text_of(packet_result))
+    assert packet["meta"]["after"]["applied"] is True, packet["meta"]
+    assert not [w for w in packet["warnings"] if w["kind"] == "stale"]
+    assert event_id in json.dumps(packet)
+    recalled = recall_result.structured_content
+    assert recalled["warnings"] == [] and event_id in [i["item_id"] for i in recalled["items"]]
