@@ -229,3 +229,25 @@ def test_sequencer_dead_letter_does_not_wait_for_bound(
     after = packet["meta"]["after"]
     assert after["applied"] is True, after
     assert after["waited_ms"] < BOUND_S * 1000 - 1000, after
+
+
+def test_the_cli_emits_with_a_position_and_checks_out_after_it(
+    stack: RunningStack, keys: dict[str, str]
+) -> None:
+    word = f"garnet{uuid.uuid4().hex[:6]}"
+    text = f"The kiln room of Ana-María Ñúñez opens with the word {word}."
+    out = memstream(
+        "emit", "--tenant", TENANT, "--stream", "kiln-room", "--type", "message.user",
+        "--agent", "Ana-María", "--text", text, "--json", data_dir=stack.data_dir,
+    )  # fmt: skip
+    written = orjson.loads(out.stdout)
+    assert position.read(written["position"]).position.tenant == TENANT
+    question = f"Which word opens the kiln room? {word}"
+    args = ["checkout", question, "--tenant", TENANT, "--key", keys[TENANT]]
+    packet = orjson.loads(
+        memstream(*args, "--after", written["position"], data_dir=stack.data_dir).stdout
+    )
+    assert written["id"] in cited(packet), packet
+    assert packet["meta"]["after"]["applied"] is True, packet["meta"]
+    refused = memstream(*args, "--after", "ms1.AAAA.BBBB", data_dir=stack.data_dir, check=False)
+    assert refused.returncode != 0 and "after" in refused.stderr + refused.stdout

@@ -57,6 +57,10 @@ def checkout(
             "adds a memory weave for that reasoning step",
         ),
     ] = None,
+    after: Annotated[
+        str | None,
+        typer.Option("--after", help="a write's position: answer once memory applied it"),
+    ] = None,
     key: ApiKey = None,
     data_dir: DataDir = None,
 ) -> None:
@@ -73,6 +77,7 @@ def checkout(
                 stream=stream,
                 purpose=purpose,
                 format=format_,  # type: ignore[arg-type]
+                after=after,
             )
         except MemstreamHttpError as exc:
             fail(str(exc))

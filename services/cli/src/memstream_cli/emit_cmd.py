@@ -34,6 +34,9 @@ def emit(
     payload: Annotated[str | None, typer.Option(help="payload as JSON")] = None,
     agent: Annotated[str, typer.Option(help="the acting agent")] = "cli",
     file: Annotated[Path | None, typer.Option("--file", help="JSONL file of envelopes")] = None,
+    json_: Annotated[
+        bool, typer.Option("--json", help="print {id, position} (a read can wait on it: --after)")
+    ] = False,
     data_dir: DataDir = None,
 ) -> None:
     """Emit one event, or every envelope of a JSONL file."""
@@ -54,7 +57,8 @@ def emit(
             event_id = client.emit(stream, type_, body)
         except ValidationError as exc:
             fail(f"invalid event: {exc}")
-    print(event_id)
+        written = client.flush() if json_ else None
+    print(json.dumps({"id": event_id, "position": written}) if json_ else event_id)
 
 
 def _emit_file(bootstrap: str, file: Path, tenant: str | None, keys: DataKeys | None) -> None:
