@@ -27,8 +27,9 @@ from memstream.stack.net import free_port
 from memstream.stack.servers import start_tansu
 from memstream_api.app import create_app
 from memstream_api.main import main
+from scratchtopics import tenant_reach
 from stackproc import wait_until
-from topicread import read_topic, records_for
+from topicread import records_for
 
 
 @dataclass
@@ -136,16 +137,6 @@ def test_batch_is_accepted_in_order(api: Api) -> None:
     assert agents == {"api", "planner"}
 
 
-def _raw_reach(bootstrap: str, tenant: str) -> dict[int, int]:
-    """Per raw partition, the highest offset of ``tenant``'s records."""
-    reach: dict[int, int] = {}
-    for m in read_topic(bootstrap, RAW):
-        partition, offset = m.partition(), m.offset()
-        if (m.key() or b"").startswith(f"{tenant}/".encode()) and partition is not None:
-            reach[partition] = max(reach.get(partition, -1), offset or 0)
-    return reach
-
-
 @pytest.mark.parametrize("outbox", [True, False], ids=["outbox", "no-outbox"])
 def test_accepted_carries_position(topics: str, tmp_path: Path, outbox: bool) -> None:
     epoch = new_epoch(tmp_path)
@@ -166,14 +157,14 @@ def test_accepted_carries_position(topics: str, tmp_path: Path, outbox: bool) ->
         assert first.tenant == tenant and first.epoch == epoch and not first.unacknowledged
         assert (first.segment is not None) is outbox
         assert len(first.raw) > 1  # sixteen streams reach several partitions
-        assert first.raw == _raw_reach(topics, tenant)  # exactly the offsets written
+        assert first.raw == tenant_reach(topics, RAW, tenant)  # exactly the offsets written
         second = post([_msg(f"chat.{i}", f"encore {i}, déjà") for i in range(16)])
         assert set(second.raw) == set(first.raw)
         assert all(second.raw[p] > first.raw[p] for p in first.raw)
-        assert second.raw == _raw_reach(topics, tenant)
+        assert second.raw == tenant_reach(topics, RAW, tenant)
         one = post([_msg("one-stream", f"one {i}\tÉcole") for i in range(3)])
         ((partition, offset),) = one.raw.items()  # one key: one partition, named alone
-        assert offset == _raw_reach(topics, tenant)[partition]
+        assert offset == tenant_reach(topics, RAW, tenant)[partition]
         with pytest.raises(position.ForeignPosition):
             position.verify(position.encode(one, secret), "someone-else", secret)
         body = {"target_ids": ["evt-x"], "signal": 1.0, "reason": "aidé\t«vraiment»"}
@@ -181,7 +172,7 @@ def test_accepted_carries_position(topics: str, tmp_path: Path, outbox: bool) ->
         assert r.status_code == 202, r.text
         feedback = position.verify(r.json()["position"], tenant, secret)
         ((partition, offset),) = feedback.raw.items()  # the one feedback event
-        assert offset == _raw_reach(topics, tenant)[partition]
+        assert offset == tenant_reach(topics, RAW, tenant)[partition]
 
 
 def test_invalid_event_rejects_whole_batch_and_produces_nothing(api: Api) -> None:

@@ -12,8 +12,7 @@ from typing import Any
 
 import orjson
 import pytest
-from confluent_kafka import Message, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+from confluent_kafka import Message, TopicPartition
 from falkordb import FalkorDB
 from memstream.graph.falkor import FalkorGraphStore
 from memstream.kafka.clients import make_consumer, make_producer
@@ -27,6 +26,7 @@ from memstream.projection.projectors import GraphProjector
 from memstream.settings import Settings
 from memstream.stack.net import free_port
 from memstream.stack.servers import Server, start_tansu
+from scratchtopics import scratch_topic
 from topicread import read_topic
 
 NOW = "2025-10-01T00:00:00Z"
@@ -36,20 +36,6 @@ NOW = "2025-10-01T00:00:00Z"
 def topics(broker: str) -> str:
     ensure_topics(broker, Settings())
     return broker
-
-
-def scratch_topic(bootstrap: str, records: list[bytes]) -> tuple[str, list[Message]]:
-    """A fresh one-partition topic holding ``records`` (offsets 0..n-1), read back."""
-    topic = f"dlq-src-{uuid.uuid4().hex[:8]}"
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result()
-    producer = Producer({"bootstrap.servers": bootstrap})
-    for value in records:
-        producer.produce(topic, value, key=b"t1/s1")
-    assert producer.flush(10) == 0
-    msgs = sorted(read_topic(bootstrap, topic), key=lambda m: m.offset() or 0)
-    assert len(msgs) == len(records)
-    return topic, msgs
 
 
 def ledger_entry(i: int, **fields: Any) -> dict[str, Any]:
@@ -100,7 +86,7 @@ def test_malformed_records_are_dead_lettered_with_reason_and_offset(
         orjson.dumps([1, 2, 3]),
         orjson.dumps(fact),  # no subject: the extractor's KeyError is the record's fault
     ]
-    topic, msgs = scratch_topic(topics, records)
+    topic, msgs = scratch_topic(topics, records, prefix="dlq-src", key=b"t1/s1")
     projector = GraphProjector(graph, "vtest", make_producer(topics))
     try:
         projector.process(msgs)  # returns: the loop may commit
@@ -128,7 +114,12 @@ def test_an_extractor_bug_raises_and_nothing_is_dead_lettered_or_committed(
 
     # A KeyError too: the record is a well-formed ledger entry, so the failure is ours.
     monkeypatch.setattr(purge, "extract", broken)  # the reader every projector uses
-    topic, _ = scratch_topic(topics, [orjson.dumps(ledger_entry(i)) for i in range(3)])
+    topic, _ = scratch_topic(
+        topics,
+        prefix="dlq-src",
+        key=b"t1/s1",
+        values=[orjson.dumps(ledger_entry(i)) for i in range(3)],
+    )
     projector = GraphProjector(graph, "vtest", make_producer(topics))
     group = f"dlq-test-{uuid.uuid4().hex[:8]}"
     loop = BatchLoop(
@@ -164,7 +155,9 @@ def stopped_broker(tmp_path: Path) -> Iterator[tuple[Server, str, list[Message]]
     bootstrap = f"127.0.0.1:{server.port}"
     try:
         ensure_topics(bootstrap, Settings())
-        _topic, msgs = scratch_topic(bootstrap, [b"poison", b"more poison"])
+        _topic, msgs = scratch_topic(
+            bootstrap, [b"poison", b"more poison"], prefix="dlq-src", key=b"t1/s1"
+        )
         yield server, bootstrap, msgs
     finally:
         server.stop()

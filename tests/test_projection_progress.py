@@ -36,6 +36,7 @@ from memstream.stack.servers import Server
 from memstream.vectors.edge import EdgeVectorIndex
 from memstream_sequencer.main import Sequencer
 from pydantic import ValidationError
+from scratchtopics import raw_event, scratch_topic
 from stackproc import wait_until
 from topicread import read_topic
 
@@ -363,14 +364,7 @@ def test_sequenced_entries_advance_progress_to_their_raw_offsets(
         b"\x00 not an event",
         raw_event(tenant, 1),
     ]
-    raw_topic = f"raw-{uuid.uuid4().hex[:8]}"
-    admin = AdminClient({"bootstrap.servers": topics})
-    admin.create_topics([NewTopic(raw_topic, 1, 1)])[raw_topic].result()
-    producer = Producer({"bootstrap.servers": topics})
-    for value in values:
-        producer.produce(raw_topic, value, key=f"{tenant}/s1".encode())
-    assert producer.flush(10) == 0
-    raw = sorted(read_topic(topics, raw_topic), key=lambda m: m.offset() or 0)
+    _, raw = scratch_topic(topics, values, key=f"{tenant}/s1".encode())
     Sequencer(topics, make_producer(topics), epoch=EPOCH).process(raw)
     ledger = [
         m for m in read_topic(topics, LEDGER) if (m.key() or b"").startswith(tenant.encode() + b"/")
@@ -384,17 +378,3 @@ def test_sequenced_entries_advance_progress_to_their_raw_offsets(
         assert graph.applied_raw(tenant) == {(EPOCH, 0): 3}
     finally:
         gp.close()
-
-
-def raw_event(tenant: str, i: int) -> bytes:
-    return orjson.dumps(
-        {
-            "id": f"{tenant}-{i}",
-            "tenant": tenant,
-            "stream": "s1",
-            "agent": "Noor",
-            "type": "message.user",
-            "occurred_at": "2025-09-01T10:00:00Z",
-            "payload": {"text": f"the deploy key rotated ({i})"},
-        }
-    )

@@ -11,23 +11,13 @@ from memstream.kafka.topics import RAW, ensure_topics
 from memstream.sdk import MemoryClient
 from memstream.settings import Settings
 from memstream.shred.sqlite import SqliteDataKeys
-from topicread import read_topic
+from scratchtopics import tenant_reach
 
 
 @pytest.fixture(scope="module")
 def topics(broker: str) -> str:
     ensure_topics(broker, Settings())
     return broker
-
-
-def _reach(bootstrap: str, tenant: str) -> dict[int, int]:
-    """Per raw partition, the highest offset of ``tenant``'s records."""
-    reach: dict[int, int] = {}
-    for m in read_topic(bootstrap, RAW):
-        partition, offset = m.partition(), m.offset()
-        if (m.key() or b"").startswith(f"{tenant}/".encode()) and partition is not None:
-            reach[partition] = max(reach.get(partition, -1), offset or 0)
-    return reach
 
 
 def test_flush_returns_position(topics: str, tmp_path: Path) -> None:
@@ -42,11 +32,11 @@ def test_flush_returns_position(topics: str, tmp_path: Path) -> None:
             signed = position.verify(token, tenant, keys.tenant_secret(tenant))
             assert signed.tenant == tenant and signed.epoch == "1764090000000000000"
             assert signed.segment is None and not signed.unacknowledged
-            assert len(signed.raw) > 1 and signed.raw == _reach(topics, tenant)
+            assert len(signed.raw) > 1 and signed.raw == tenant_reach(topics, RAW, tenant)
             client.emit("agent-0", "observation", {"text": "one more"})
             later = position.verify(client.flush(), tenant, keys.tenant_secret(tenant))
             assert all(later.raw[p] >= o for p, o in signed.raw.items())
-            assert later.raw == _reach(topics, tenant)
+            assert later.raw == tenant_reach(topics, RAW, tenant)
             with pytest.raises(position.MalformedPosition):  # another tenant's key
                 position.verify(token, tenant, keys.tenant_secret("another"))
     finally:
@@ -59,5 +49,5 @@ def test_flush_returns_position(topics: str, tmp_path: Path) -> None:
         token = client.flush()
     assert token.startswith("ms1u.") and len(ids) == 3  # unsigned: no data keys
     unsigned = position.verify(token, bare, b"any secret: unsigned tokens carry no MAC")
-    assert unsigned.epoch == "" and unsigned.raw == _reach(topics, bare)
+    assert unsigned.epoch == "" and unsigned.raw == tenant_reach(topics, RAW, bare)
     ((_partition, _offset),) = unsigned.raw.items()  # one stream: one partition

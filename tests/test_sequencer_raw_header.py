@@ -7,14 +7,13 @@ import uuid
 
 import orjson
 import pytest
-from confluent_kafka import Message, Producer
-from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 from memstream.kafka.clients import make_producer
 from memstream.kafka.reading import headers_of
 from memstream.kafka.topics import DLQ, LEDGER, ensure_topics
 from memstream.position import RAW_HEADER, raw_header, read_raw_header
 from memstream.settings import Settings
 from memstream_sequencer.main import Sequencer
+from scratchtopics import raw_event, scratch_topic
 from topicread import read_topic
 
 EPOCH = "1764090000000000000"
@@ -64,34 +63,6 @@ def topics(broker: str) -> str:
     return broker
 
 
-def event(tenant: str, i: int) -> bytes:
-    return orjson.dumps(
-        {
-            "id": f"{tenant}-{i}",
-            "tenant": tenant,
-            "stream": "s1",
-            "agent": "Noor",
-            "type": "message.user",
-            "occurred_at": "2025-09-01T10:00:00Z",
-            "payload": {"text": f"the deploy key rotated ({i})"},
-        }
-    )
-
-
-def raw_batch(bootstrap: str, values: list[bytes]) -> list[Message]:
-    """``values`` in a raw topic of their own (one partition), read back in offset order."""
-    topic = f"raw-{uuid.uuid4().hex[:8]}"
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result()
-    producer = Producer({"bootstrap.servers": bootstrap})
-    for value in values:
-        producer.produce(topic, value, key=b"t/s1")
-    assert producer.flush(10) == 0
-    msgs = sorted(read_topic(bootstrap, topic), key=lambda m: m.offset() or 0)
-    assert [m.offset() for m in msgs] == list(range(len(values)))
-    return msgs
-
-
 def ledgered(bootstrap: str, tenant: str) -> list[tuple[str, bytes | None]]:
     """(event id, raw header) of the tenant's ledger entries, in ledger order."""
     return [
@@ -105,12 +76,12 @@ def ledgered(bootstrap: str, tenant: str) -> list[tuple[str, bytes | None]]:
 def test_sequenced_entries_carry_their_raw_offset_and_epoch(topics: str, epoch: str) -> None:
     tenant = f"raw{uuid.uuid4().hex[:6]}"
     values = [
-        event(tenant, 0),
-        event(tenant, 0),  # a re-sent duplicate: no entry, so no header
+        raw_event(tenant, 0),
+        raw_event(tenant, 0),  # a re-sent duplicate: no entry, so no header
         b'{"id": "\x00 not an event',  # a dead letter
-        event(tenant, 1),
+        raw_event(tenant, 1),
     ]
-    msgs = raw_batch(topics, values)
+    _, msgs = scratch_topic(topics, values)
     sequencer = Sequencer(
         topics, make_producer(topics, **{"delivery.report.only.error": True}), epoch=epoch
     )

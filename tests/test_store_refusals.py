@@ -13,8 +13,7 @@ from typing import Any
 
 import orjson
 import pytest
-from confluent_kafka import Message, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+from confluent_kafka import Message, TopicPartition
 from falkordb import FalkorDB
 from memstream.embed.registry import get_embedder
 from memstream.graph.falkor import FalkorGraphStore, refusal
@@ -33,6 +32,7 @@ from memstream.stack.servers import Server, start_falkordb
 from memstream.store_errors import LEFT_OUT, content_free
 from memstream.vectors.edge import EdgeVectorIndex
 from memstream.vectors.port import VectorRefused
+from scratchtopics import scratch_topic
 from topicread import read_topic
 
 NOW = "2025-10-01T00:00:00Z"
@@ -72,17 +72,6 @@ def workload(tenant: str) -> list[bytes]:
     values = chain(docs)
     values[MALFORMED] = b"\x00 not json \xff"
     return values
-
-
-def scratch_topic(bootstrap: str, values: list[bytes]) -> str:
-    topic = f"refusals-{uuid.uuid4().hex[:8]}"
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result()
-    producer = Producer({"bootstrap.servers": bootstrap})
-    for value in values:
-        producer.produce(topic, value, key=b"t/s1")
-    assert producer.flush(10) == 0
-    return topic
 
 
 def dead_letters(bootstrap: str, topic: str) -> dict[int, dict[str, Any]]:
@@ -152,7 +141,7 @@ def test_falkordb_refuses_the_nul_records_alone_and_the_rest_commits(
     topics: str, graph: FalkorGraphStore
 ) -> None:
     values = workload("t")
-    topic = scratch_topic(topics, values)
+    topic, _ = scratch_topic(topics, values, prefix="refusals")
     projector = GraphProjector(graph, "vtest", make_producer(topics))
     good = N - 3
     loop = loop_for(topics, topic, projector)
@@ -189,7 +178,7 @@ def test_qdrant_edge_holds_nul_and_the_vector_projection_writes_every_record(
     topics: str, tmp_path: Path
 ) -> None:
     values = workload("v")
-    topic = scratch_topic(topics, values)
+    topic, _ = scratch_topic(topics, values, prefix="refusals")
     index = EdgeVectorIndex(tmp_path / "edge", "refusals", 256)
     projector = VectorProjector(index, get_embedder(None), "vtest", make_producer(topics))
     loop = loop_for(topics, topic, projector)

@@ -10,29 +10,16 @@ from typing import Any
 
 import orjson
 import pytest
-from confluent_kafka import Message, Producer
-from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 from memstream.kafka.clients import make_producer
 from memstream.kafka.dlq import MAX_RAW_BYTES
 from memstream.kafka.topics import DLQ, LEDGER, ensure_topics
 from memstream.metrics import RECORDS_TOO_LARGE
 from memstream.settings import Settings
 from memstream_sequencer.main import Sequencer
+from scratchtopics import envelope, scratch_topic
 from topicread import read_topic
 
 RAW_BYTES = 999_850  # fits the producer's 1,000,000; the chain fields push the entry over
-
-
-def envelope(tenant: str, i: int, text: str) -> dict[str, Any]:
-    return {
-        "id": f"{tenant}-{i}",
-        "tenant": tenant,
-        "stream": "s1",
-        "agent": "Noor",
-        "type": "message.user",
-        "occurred_at": "2025-09-01T10:00:00Z",
-        "payload": {"text": text},
-    }
 
 
 def padded(tenant: str, i: int, size: int) -> bytes:
@@ -55,19 +42,6 @@ def topics(broker: str) -> str:
     return broker
 
 
-def raw_batch(bootstrap: str, values: list[bytes]) -> tuple[str, list[Message]]:
-    topic = f"raw-{uuid.uuid4().hex[:8]}"
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result()
-    producer = Producer({"bootstrap.servers": bootstrap})
-    for value in values:
-        producer.produce(topic, value, key=b"t/s1")
-    assert producer.flush(10) == 0
-    msgs = sorted(read_topic(bootstrap, topic), key=lambda m: m.offset() or 0)
-    assert len(msgs) == len(values)
-    return topic, msgs
-
-
 def test_an_entry_too_large_for_kafka_is_dead_lettered_and_the_chain_goes_on(
     topics: str,
 ) -> None:
@@ -77,7 +51,7 @@ def test_an_entry_too_large_for_kafka_is_dead_lettered_and_the_chain_goes_on(
         padded(tenant, 1, RAW_BYTES),
         orjson.dumps(envelope(tenant, 2, "after")),
     ]
-    topic, msgs = raw_batch(topics, values)
+    topic, msgs = scratch_topic(topics, values)
     too_large = RECORDS_TOO_LARGE.labels("sequencer", LEDGER)
     before = too_large._value.get()
     sequencer = Sequencer(topics, make_producer(topics, **{"delivery.report.only.error": True}))
