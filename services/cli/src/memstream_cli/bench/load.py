@@ -324,7 +324,7 @@ def _burst(
         emit_by_tenant(info.kafka_bootstrap, events, probes.data_keys, epoch=probes.epoch)
         m.emitted_s = time.perf_counter() - t0
         deadline = time.monotonic() + 3600
-        while not _visible(settings, info, n, step):
+        while not visible(settings, info, n, step):
             if time.monotonic() > deadline:
                 raise TimeoutError("projections did not catch up within an hour")
             time.sleep(0.25)
@@ -349,7 +349,7 @@ def settle(info: StackInfo, settings: Settings, timeout: float = 1800) -> float:
     raise TimeoutError(f"consumers were still catching up after {timeout:g}s")
 
 
-def _visible(settings: Settings, info: StackInfo, n: int, step: Stage) -> bool:
+def visible(settings: Settings, info: StackInfo, n: int, step: Stage) -> bool:
     """The live version's graph and vectors hold ``n`` events: checkout can see them (its
     groups may not have committed yet)."""
     doc = projection_status(settings, info.kafka_bootstrap, info.metrics_endpoints)
