@@ -38,14 +38,16 @@ def test_read_after_row_cites_the_marker_with_after(tmp_path: Path) -> None:
     assert doc["bulk_emit_events_per_s"] > 0 and doc["bulk_ingest_events_per_s"] > 0
     assert doc["bulk_visible_s"] > 0
     arm_keys = {
-        "probes", "cited_first_answer", "stale", "during_backlog", "waited_ms_median",
-        "waited_ms_max", "checkout_ms_median",
+        "probes", "cited_first_answer", "stale", "missed_silently", "during_backlog",
+        "waited_ms_median", "waited_ms_max", "checkout_ms_median",
     }  # fmt: skip
     after, baseline = doc["after"], doc["baseline"]
     assert set(after) == arm_keys and set(baseline) == arm_keys
     assert after["probes"] == baseline["probes"] == 2
     assert after["cited_first_answer"] == 2, after
-    assert after["stale"] == 0, after
+    assert after["stale"] == after["missed_silently"] == 0, after
+    # without after, a probe not cited is a silent miss: no read waited, none was warned
+    assert baseline["missed_silently"] == 2 - baseline["cited_first_answer"], baseline
     assert 0 <= after["waited_ms_median"] <= after["waited_ms_max"] < BOUND_S * 1000
     assert 0 <= baseline["cited_first_answer"] <= 2 and baseline["waited_ms_max"] == 0
     assert doc["machine"]["cpus"] >= 1
@@ -61,6 +63,7 @@ def test_read_after_row_cites_the_marker_with_after(tmp_path: Path) -> None:
 def _arm(cited: int, stale: int, waited: tuple[int, int]) -> dict[str, Any]:
     return {
         "probes": 5, "cited_first_answer": cited, "stale": stale, "during_backlog": 4,
+        "missed_silently": 5 - cited - stale,
         "waited_ms_median": waited[0], "waited_ms_max": waited[1], "checkout_ms_median": 9.5,
     }  # fmt: skip
 
@@ -88,8 +91,8 @@ def test_the_command_prints_both_arms_and_the_bulk(monkeypatch: pytest.MonkeyPat
 def test_the_readme_row_shows_the_stale_answers_and_the_machine_load(tmp_path: Path) -> None:
     (tmp_path / "read-after.json").write_text(json.dumps(_fake(20_000, 5, print)))
     table = blocks_from(tmp_path)["read-after"]
-    assert "| `after` = the write's position | 3/5 | 342 / 5,022 ms | 2 | 4/5 |" in table
-    assert "| without `after` (baseline) | 0/5 | – | – | 4/5 |" in table
+    assert "| `after` = the write's position | 3/5 | 342 / 5,022 ms | 2 | 0 | 4/5 |" in table
+    assert "| without `after` (baseline) | 0/5 | – | – | 5 | 4/5 |" in table
     assert table.endswith(
         "_Measured 2031-01-02 on a 2-core machine, 1-minute load average 5.5 at the start._"
     )

@@ -214,15 +214,24 @@ def read_after(
     if json_out:
         print_json(doc)
         return
-    table = Table("checkout", "cited in the first answer", "wait median / max", "stale")
+    table = Table(
+        "checkout", "cited in the first answer", "wait median / max", "stale", "missed, no warning"
+    )
     a, b = doc["after"], doc["baseline"]
     table.add_row(
         "after = the write's position",
         f"{a['cited_first_answer']}/{a['probes']}",
         f"{a['waited_ms_median']} / {a['waited_ms_max']} ms",
         str(a["stale"]),
+        str(a["missed_silently"]),
     )
-    table.add_row("without after (baseline)", f"{b['cited_first_answer']}/{b['probes']}", "-", "-")
+    table.add_row(
+        "without after (baseline)",
+        f"{b['cited_first_answer']}/{b['probes']}",
+        "-",
+        "-",
+        str(b["missed_silently"]),
+    )
     out.print(table)
     out.print(
         f"bulk: {doc['bulk_events']} events, emitted at {doc['bulk_emit_events_per_s']:,}/s, "

@@ -49,6 +49,7 @@ class Arm:
     cited: int = 0
     stale: int = 0
     during_backlog: int = 0  # posted before the bulk was visible to checkout
+    silent: int = 0  # neither cited nor warned stale: what after= must never answer
     waited_ms: list[float] = field(default_factory=list)
     checkout_ms: list[float] = field(default_factory=list)
 
@@ -58,6 +59,7 @@ class Arm:
             "probes": self.probes,
             "cited_first_answer": self.cited,
             "stale": self.stale,
+            "missed_silently": self.silent,
             "during_backlog": self.during_backlog,
             "waited_ms_median": round(statistics.median(waited)),
             "waited_ms_max": round(max(waited)),
@@ -179,7 +181,10 @@ def _probe(http: MemoryHttpClient, arm: Arm, backlog: bool) -> None:
     arm.probes += 1
     arm.during_backlog += backlog
     shown = {i.split("#")[0] for i in cited_ids(CheckoutPacket.model_validate(packet))}
-    arm.cited += ids[0] in shown
-    arm.stale += any(w["kind"] == "stale" for w in packet["warnings"])
+    cited = ids[0] in shown
+    stale = any(w["kind"] == "stale" for w in packet["warnings"])
+    arm.cited += cited
+    arm.stale += stale
+    arm.silent += not (cited or stale)
     if arm.after:
         arm.waited_ms.append(float(packet["meta"]["after"]["waited_ms"]))

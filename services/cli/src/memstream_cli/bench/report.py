@@ -281,13 +281,13 @@ def read_after_table(doc: Doc) -> str:
     a, b = doc["after"], doc["baseline"]
     rows = [
         "| checkout | cited in the first answer | wait median / max | stale | "
-        "posted during the bulk's backlog |",
-        "|---|---:|---:|---:|---:|",
+        "missed, no warning | posted during the bulk's backlog |",
+        "|---|---:|---:|---:|---:|---:|",
         f"| `after` = the write's position | {a['cited_first_answer']}/{a['probes']} | "
         f"{a['waited_ms_median']:,} / {a['waited_ms_max']:,} ms | {a['stale']} | "
-        f"{a['during_backlog']}/{a['probes']} |",
+        f"{a.get('missed_silently', '?')} | {a['during_backlog']}/{a['probes']} |",
         f"| without `after` (baseline) | {b['cited_first_answer']}/{b['probes']} | – | – | "
-        f"{b['during_backlog']}/{b['probes']} |",
+        f"{b.get('missed_silently', '?')} | {b['during_backlog']}/{b['probes']} |",
     ]
     tail = (
         f"Tenant A: {_n(doc['bulk_events'])} events through the SDK, emitted at "
