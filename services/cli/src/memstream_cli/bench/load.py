@@ -21,7 +21,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psutil
-from memstream.client import MemoryHttpClient
+from memstream.client import MemoryHttpClient, MemstreamHttpError
 from memstream.events import EventIn
 from memstream.kafka.reading import group_lag
 from memstream.keys import KeyStore
@@ -216,13 +216,22 @@ class _Probes:
         """Probes in the background while the block runs; yields what they saw."""
         sink = ProbeLog()
         stop = threading.Event()
-        prober = threading.Thread(target=self._run, args=(sink, stop), daemon=True)
+        failed: list[BaseException] = []
+        prober = threading.Thread(target=self._guarded, args=(sink, stop, failed), daemon=True)
         prober.start()
         try:
             yield sink
         finally:
             stop.set()
             prober.join(PROBE_TIMEOUT_S + 10)
+        if failed:  # a prober that died would leave the phase with fewer probes, unsaid
+            raise RuntimeError("the freshness prober failed") from failed[0]
+
+    def _guarded(self, sink: ProbeLog, stop: threading.Event, failed: list[BaseException]) -> None:
+        try:
+            self._run(sink, stop)
+        except BaseException as exc:
+            failed.append(exc)
 
     def _run(self, sink: ProbeLog, stop: threading.Event) -> None:
         with (
@@ -245,7 +254,13 @@ class _Probes:
 
 
 def _found(http: MemoryHttpClient, token: str) -> bool:
-    return any(token in i["text"] for i in http.recall(token, k=3, mode="sparse"))
+    try:
+        items = http.recall(token, k=3, mode="sparse")
+    except MemstreamHttpError as e:
+        if e.status == 503:  # the live version's index is still opening: not found yet
+            return False
+        raise
+    return any(token in i["text"] for i in items)
 
 
 @dataclass
