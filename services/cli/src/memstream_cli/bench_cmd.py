@@ -154,9 +154,10 @@ def load(
     table = Table("measure", "value")
     for key in (
         "events", "tenants", "broker_produce_events_per_s", "emit_events_per_s",
-        "ingest_events_per_s", "freshness_burst_p50_ms", "freshness_burst_p95_ms",
-        "steady_events_per_s", "freshness_p50_ms", "freshness_p95_ms", "checkout_p50_ms",
-        "checkout_p95_ms",
+        "ingest_events_per_s", "freshness_burst_probes", "freshness_burst_missed",
+        "freshness_burst_p50_ms", "freshness_burst_p95_ms", "steady_events_per_s",
+        "freshness_probes", "freshness_missed", "freshness_p50_ms", "freshness_p95_ms",
+        "checkout_p50_ms", "checkout_p95_ms",
     ):  # fmt: skip
         table.add_row(key, str(doc[key]))
     for proc, mb in doc["peak_rss_mb"].items():
