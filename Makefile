@@ -62,6 +62,7 @@ bench-results: install
 	.venv/bin/memstream bench chaos --json > $(RESULTS)/chaos.json
 	.venv/bin/memstream bench learn --json > $(RESULTS)/learn.json
 	.venv/bin/memstream bench neighbours --json > $(RESULTS)/neighbours.json
+	.venv/bin/memstream bench read-after --json > $(RESULTS)/read-after.json
 	.venv/bin/memstream bench report --results $(RESULTS) --readme README.md
 
 ## bench-load-extra: the 1M row and the 100k row with the HNSW build on (about 20 min)

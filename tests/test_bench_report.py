@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from memstream_cli.bench.chaos import Answer, Failure, fault_rows, longest_gap
+from memstream_cli.bench.load import PROBE_TIMEOUT_S, ProbeLog
 from memstream_cli.bench.report import (
     blocks_from,
     chaos_table,
@@ -43,6 +44,28 @@ def test_load_rows_are_ordered_by_size_and_carry_the_figures() -> None:
     assert rows[0].startswith("| 10,000 |") and rows[1].startswith("| 100,000 |")
     assert "12.5 / 25.0 ms" in rows[0] and "300 / 700 ms (20 probes)" in rows[0]
     assert "_Measured 2031-01-02 on a 2-core machine._" in table
+
+
+def test_burst_cell_names_missed_probes_and_marks_a_lower_bound() -> None:
+    missed = load_doc(100_000, 30.0) | {
+        "freshness_burst_probes": 40,
+        "freshness_burst_missed": 3,
+        "freshness_probe_timeout_s": 30.0,
+        "freshness_burst_p95_ms": 30_000.0,
+    }
+    clean = load_doc(10_000, 9.0) | {"freshness_burst_probes": 12, "freshness_burst_missed": 0}
+    table = load_table([missed, clean])
+    assert "| ≥ 30,000 ms (3 of 40 probes missed, each counted as 30 s) |" in table
+    assert "| 4,000 ms (12 probes, none missed) |" in table
+
+
+def test_probe_quantiles_count_each_miss_as_the_timeout() -> None:
+    log = ProbeLog(found=[100.0, 200.0, 300.0], missed=0)
+    assert log.probes == 3 and log.p(0.95) == 300.0
+    log.missed = 2
+    assert log.probes == 5
+    assert log.p(0.95) == PROBE_TIMEOUT_S * 1000 and log.p(0.5) == 300.0
+    assert ProbeLog().p(0.95) == 0.0
 
 
 def test_update_replaces_only_the_marked_block() -> None:

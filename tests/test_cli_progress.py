@@ -22,9 +22,10 @@ def _fake_load(_n: int, _tenants: int, progress: Report, *_a: Any, **_kw: Any) -
     doc: dict[str, Any] = dict.fromkeys(
         (
             "events", "tenants", "broker_produce_events_per_s", "emit_events_per_s",
-            "ingest_events_per_s", "freshness_burst_p50_ms", "freshness_burst_p95_ms",
-            "steady_events_per_s", "freshness_p50_ms", "freshness_p95_ms", "checkout_p50_ms",
-            "checkout_p95_ms",
+            "ingest_events_per_s", "freshness_burst_probes", "freshness_burst_missed",
+            "freshness_burst_p50_ms", "freshness_burst_p95_ms", "steady_events_per_s",
+            "freshness_probes", "freshness_missed", "freshness_p50_ms", "freshness_p95_ms",
+            "checkout_p50_ms", "checkout_p95_ms",
         ),
         1,
     )  # fmt: skip

@@ -220,6 +220,19 @@ def test_built_services_use_the_root_dockerfile(services: dict[str, dict[str, An
         assert dockerfile == DOCKERFILE, f"{name}: builds from {dockerfile}, not the root one"
 
 
+def test_heavy_background_services_get_fewer_cpu_shares(
+    services: dict[str, dict[str, Any]],
+) -> None:
+    heavy = {"memstream-archiver", "memstream-retrospective", "memstream-latents"}
+    assert heavy <= set(services)
+    for name in heavy:
+        assert int(services[name].get("cpu_shares", 1024)) < 1024, name
+    fast = {n for n in services if n.startswith("memstream-")} - heavy
+    assert {"memstream-sequencer", "memstream-graph-projector", "memstream-api"} <= fast
+    for name in fast:  # the path a read after= waits on
+        assert int(services[name].get("cpu_shares", 1024)) >= 1024, name
+
+
 def test_dockerfile_shape() -> None:
     text = DOCKERFILE.read_text(encoding="utf-8")
     assert re.search(r"^FROM python:3\.11-slim\b", text, re.M)

@@ -28,12 +28,12 @@ from memstream.projection.latents import (
     search_text,
     usable_centroid,
 )
-from memstream.projection.metrics import POINTS
 from memstream.projection.model import SourceRef
-from memstream.projection.projectors import GraphProjector, VectorProjector
+from memstream.projection.projectors import POINTS_EVERY_S, GraphProjector, VectorProjector
 from memstream.settings import Settings
 from memstream.stack.servers import Server
 from memstream.vectors.edge import EdgeVectorIndex
+from prometheus_client import REGISTRY
 from topicread import read_topic
 
 EMB = HashingEmbedder(64)
@@ -249,7 +249,7 @@ def test_vector_projector_indexes_current_artifacts_and_drops_stale_ones(
         projector.process(latent_messages(topics, tenant, records))
         assert index.count(tenant) == 5 and index.count(tenant, kinds=["event"]) == 3
         # the points gauge counts events, one per ledger entry
-        assert POINTS.labels("vector-projector", "vlat")._value.get() == 3
+        assert points_gauge("vlat") == 3
         q = EMB.embed(["celadon bowls"])[0].tolist()
         episodes = index.query(tenant, q, "celadon bowls", kinds=["latent"], altitudes=["episode"])
         assert [h.payload["artifact_id"] for h in episodes] == [ep.artifact_id]
@@ -264,3 +264,54 @@ def test_vector_projector_indexes_current_artifacts_and_drops_stale_ones(
         assert index.count(tenant, kinds=["event"]) == 3
     finally:
         projector.close()
+
+
+def points_gauge(version: str) -> float | None:
+    """``memstream_projection_points`` as a scrape reads it."""
+    labels = {"component": "vector-projector", "version": version}
+    return REGISTRY.get_sample_value("memstream_projection_points", labels)
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_points_gauge_counts_at_most_every_five_seconds_and_converges(
+    topics: str, tenant: str, tmp_path: Path
+) -> None:
+    index = EdgeVectorIndex(tmp_path / "edge", "pts", EMB.dim)
+    counts = 0
+    real_count = index.count
+
+    def counting(*args: Any, **kw: Any) -> int:
+        nonlocal counts
+        counts += 1
+        return real_count(*args, **kw)
+
+    index.count = counting  # type: ignore[method-assign]
+    clock = FakeClock()
+    projector = VectorProjector(index, EMB, "vpts", make_producer(topics), clock=clock)
+    try:
+        assert points_gauge("vpts") == 0.0
+        before = counts
+        projector.process(ledger_messages(topics, tenant, 3))
+        assert counts == before  # a batch counts nothing
+        clock.now += POINTS_EVERY_S - 0.5
+        assert points_gauge("vpts") == 0.0  # read within 5 s: the earlier count
+        assert counts == before
+        clock.now += 0.5
+        # no batch came since, and the gauge still reaches the index's count
+        assert points_gauge("vpts") == 3 == real_count(tenant, kinds=["event"])
+        assert counts == before + 1
+        for _ in range(3):
+            assert points_gauge("vpts") == 3
+        assert counts == before + 1  # repeated scrapes within 5 s count once
+    finally:
+        projector.close()
+    clock.now += POINTS_EVERY_S
+    assert points_gauge("vpts") == 3  # a closed index is not counted; the last count stays
+    assert counts == before + 1

@@ -303,13 +303,16 @@ class MemoryClient:
             log.error("while handling %r: %s", exc, delivery)
 
 
-def emit_by_tenant(bootstrap: str, events: Iterable[Event], keys: DataKeys | None = None) -> int:
-    """Emit envelopes of any tenants: one client per tenant, flushed on close; returns how
-    many were emitted (DeliveryError names any that were not)."""
+def emit_by_tenant(
+    bootstrap: str, events: Iterable[Event], keys: DataKeys | None = None, *, epoch: str = ""
+) -> int:
+    """Emit envelopes of any tenants: one client per tenant (``keys`` and ``epoch`` as for
+    :class:`MemoryClient`), flushed on close; returns how many were emitted (DeliveryError
+    names any that were not)."""
     by_tenant: dict[str, list[Event]] = {}
     for e in events:
         by_tenant.setdefault(e.tenant, []).append(e)
     for tenant, batch in by_tenant.items():
-        with MemoryClient(bootstrap, tenant, keys=keys) as client:
+        with MemoryClient(bootstrap, tenant, keys=keys, epoch=epoch) as client:
             client.emit_many(batch)
     return sum(len(b) for b in by_tenant.values())

@@ -66,6 +66,14 @@ class Settings(BaseSettings):
     dlq_retention_ms: int = 30 * 24 * 3600 * 1000
 
     sequencer_processes: int = Field(default=1, ge=1, description="embedded stack workers")
+    heavy_nice: int = Field(
+        default=10,
+        ge=0,
+        le=19,
+        description="embedded stack: niceness added to the latent builder, the retrospective "
+        "pass and the archiver, so the sequencer, the projections and the API get the CPU "
+        "first under load (0 = same priority as the rest)",
+    )
     vector_optimize: bool = Field(
         default=False,
         description="Qdrant Edge: build HNSW when writes pause (freezes the API during a build)",

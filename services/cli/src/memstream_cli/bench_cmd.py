@@ -17,6 +17,7 @@ from memstream_cli.bench.learn import run_learn_bench
 from memstream_cli.bench.load import run_load_bench
 from memstream_cli.bench.locomo import run_locomo_bench
 from memstream_cli.bench.neighbours import run_neighbours_bench
+from memstream_cli.bench.read_after import run_read_after_bench
 from memstream_cli.bench.report import blocks_from, update_readme
 from memstream_cli.common import JsonFlag, err, out, print_json
 from memstream_cli.progress import stages
@@ -153,9 +154,10 @@ def load(
     table = Table("measure", "value")
     for key in (
         "events", "tenants", "broker_produce_events_per_s", "emit_events_per_s",
-        "ingest_events_per_s", "freshness_burst_p50_ms", "freshness_burst_p95_ms",
-        "steady_events_per_s", "freshness_p50_ms", "freshness_p95_ms", "checkout_p50_ms",
-        "checkout_p95_ms",
+        "ingest_events_per_s", "freshness_burst_probes", "freshness_burst_missed",
+        "freshness_burst_p50_ms", "freshness_burst_p95_ms", "steady_events_per_s",
+        "freshness_probes", "freshness_missed", "freshness_p50_ms", "freshness_p95_ms",
+        "checkout_p50_ms", "checkout_p95_ms",
     ):  # fmt: skip
         table.add_row(key, str(doc[key]))
     for proc, mb in doc["peak_rss_mb"].items():
@@ -198,6 +200,46 @@ def neighbours(
             f"{b.get('429', 0)} / {b.get('5xx', 0)}",
         )
     out.print(table)
+
+
+@bench_app.command("read-after")
+def read_after(
+    bulk: Annotated[int, typer.Option("--bulk", help="tenant A's events through the SDK")] = 20_000,
+    probes: Annotated[int, typer.Option("--probes", help="tenant B's marker writes per arm")] = 5,
+    json_out: JsonFlag = False,
+) -> None:
+    """Tenant B's write in its next checkout, with after= its position vs without, while
+    tenant A's bulk is in the pipeline."""
+    with stages(json_out) as progress:
+        doc = run_read_after_bench(bulk, probes, progress)
+    if json_out:
+        print_json(doc)
+        return
+    table = Table(
+        "checkout", "cited in the first answer", "wait median / max", "stale", "missed, no warning"
+    )
+    a, b = doc["after"], doc["baseline"]
+    table.add_row(
+        "after = the write's position",
+        f"{a['cited_first_answer']}/{a['probes']}",
+        f"{a['waited_ms_median']} / {a['waited_ms_max']} ms",
+        str(a["stale"]),
+        str(a["missed_silently"]),
+    )
+    table.add_row(
+        "without after (baseline)",
+        f"{b['cited_first_answer']}/{b['probes']}",
+        "-",
+        "-",
+        str(b["missed_silently"]),
+    )
+    out.print(table)
+    out.print(
+        f"bulk: {doc['bulk_events']} events, emitted at {doc['bulk_emit_events_per_s']:,}/s, "
+        f"visible after {doc['bulk_visible_s']} s ({doc['bulk_ingest_events_per_s']:,}/s); "
+        f"probes posted during its backlog: {a['during_backlog']} + {b['during_backlog']}; "
+        f"read-after bound {doc['read_after_max_wait_s']:g} s"
+    )
 
 
 @bench_app.command("report")

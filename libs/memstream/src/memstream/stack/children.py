@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import os
 import signal
 import subprocess
@@ -18,7 +19,7 @@ _PR_SET_PDEATHSIG = 1
 PRIVATE_UMASK = 0o077  # what a child creates is its user's alone
 
 
-def _die_with_parent() -> None:
+def _die_with_parent(nice: int = 0) -> None:
     try:
         libc = ctypes.CDLL("libc.so.6", use_errno=True)
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
@@ -27,6 +28,8 @@ def _die_with_parent() -> None:
     # A Ctrl-C in the terminal reaches the whole foreground group; the parent decides the order.
     os.setpgrp()
     os.umask(PRIVATE_UMASK)
+    if nice:
+        os.nice(nice)
 
 
 def spawn(
@@ -36,10 +39,12 @@ def spawn(
     *,
     stdin: bytes | None = None,
     pass_fds: tuple[int, ...] = (),
+    nice: int = 0,
 ) -> subprocess.Popen[bytes]:
     """Start ``argv`` with stdout/stderr appended to ``log`` (0600). ``stdin`` is written to
     the child's standard input, then closed (a secret that must not be on the command line);
-    ``pass_fds`` stay open in the child (an inherited listening socket)."""
+    ``pass_fds`` stay open in the child (an inherited listening socket); ``nice`` is added to
+    the child's niceness (heavy background work yields the CPU to the latency-bound path)."""
     log.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     with os.fdopen(fd, "ab") as out:
@@ -50,7 +55,7 @@ def spawn(
             stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
             env=dict(env) if env is not None else None,
             pass_fds=pass_fds,
-            preexec_fn=_die_with_parent,
+            preexec_fn=functools.partial(_die_with_parent, nice),
         )
     if proc.stdin is not None:
         # a child that died at once closed its end: its exit code tells the caller

@@ -21,7 +21,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psutil
-from memstream.client import MemoryHttpClient
+from memstream.client import MemoryHttpClient, MemstreamHttpError
 from memstream.events import EventIn
 from memstream.kafka.reading import group_lag
 from memstream.keys import KeyStore
@@ -32,6 +32,7 @@ from memstream.sdk import MemoryClient, emit_by_tenant
 from memstream.settings import Settings
 from memstream.shred.opening import data_keys
 from memstream.shred.port import DataKeys
+from memstream.stack.epoch import read_epoch
 
 from memstream_cli.bench.ingest import raw_produce_rate
 from memstream_cli.bench.stack import throwaway_stack
@@ -154,7 +155,7 @@ def _wait_index_built(endpoints: list[str], timeout: float = 1800) -> float:
 
 
 def _paced_emit(
-    bootstrap: str, events: list[Any], rate: int, step: Stage, data: DataKeys | None
+    bootstrap: str, events: list[Any], rate: int, step: Stage, probes: _Probes
 ) -> float:
     """Emit ``events`` at about ``rate`` per second (ticks of 100 ms); returns the rate held."""
     clients: dict[str, MemoryClient] = {}
@@ -164,7 +165,9 @@ def _paced_emit(
         for i in range(0, len(events), per_tick):
             for e in events[i : i + per_tick]:
                 if e.tenant not in clients:
-                    clients[e.tenant] = MemoryClient(bootstrap, e.tenant, keys=data)
+                    clients[e.tenant] = MemoryClient(
+                        bootstrap, e.tenant, keys=probes.data_keys, epoch=probes.epoch
+                    )
                 clients[e.tenant].emit_event(e)
             for c in clients.values():
                 c.flush(10)
@@ -177,29 +180,62 @@ def _paced_emit(
     return len(events) / (time.perf_counter() - t0)
 
 
+PROBE_TIMEOUT_S = 30.0
+
+
+@dataclass
+class ProbeLog:
+    """What the freshness probes of one phase saw: the latencies of those recall found (ms)
+    and how many it had not found when the probe gave up after ``PROBE_TIMEOUT_S``."""
+
+    found: list[float] = field(default_factory=list)
+    missed: int = 0
+
+    @property
+    def probes(self) -> int:
+        return len(self.found) + self.missed
+
+    def p(self, q: float) -> float:
+        """The ``q`` quantile with every miss counted as the timeout: a lower bound of the
+        true one when any probe missed, never an understatement by dropping them."""
+        return percentile(self.found + [PROBE_TIMEOUT_S * 1000] * self.missed, q)
+
+
 class _Probes:
     """Freshness probes: emit a marker event, time until recall finds it, every 0.5 s."""
 
-    def __init__(self, bootstrap: str, api: str, key: str, data: DataKeys | None) -> None:
+    def __init__(
+        self, bootstrap: str, api: str, key: str, data: DataKeys | None, epoch: str
+    ) -> None:
         self.bootstrap, self.api, self.key = bootstrap, api, key
         self.data_keys = data  # the SDK seals with the stack's data keys, as `emit` does
+        self.epoch = epoch  # the broker's, named in the positions the SDK returns
 
     @contextlib.contextmanager
-    def running(self) -> Iterator[list[float]]:
-        """Probes in the background while the block runs; yields their latencies (ms)."""
-        sink: list[float] = []
+    def running(self) -> Iterator[ProbeLog]:
+        """Probes in the background while the block runs; yields what they saw."""
+        sink = ProbeLog()
         stop = threading.Event()
-        prober = threading.Thread(target=self._run, args=(sink, stop), daemon=True)
+        failed: list[BaseException] = []
+        prober = threading.Thread(target=self._guarded, args=(sink, stop, failed), daemon=True)
         prober.start()
         try:
             yield sink
         finally:
             stop.set()
-            prober.join(40)
+            prober.join(PROBE_TIMEOUT_S + 10)
+        if failed:  # a prober that died would leave the phase with fewer probes, unsaid
+            raise RuntimeError("the freshness prober failed") from failed[0]
 
-    def _run(self, sink: list[float], stop: threading.Event) -> None:
+    def _guarded(self, sink: ProbeLog, stop: threading.Event, failed: list[BaseException]) -> None:
+        try:
+            self._run(sink, stop)
+        except BaseException as exc:
+            failed.append(exc)
+
+    def _run(self, sink: ProbeLog, stop: threading.Event) -> None:
         with (
-            MemoryClient(self.bootstrap, "probe", keys=self.data_keys) as sdk,
+            MemoryClient(self.bootstrap, "probe", keys=self.data_keys, epoch=self.epoch) as sdk,
             MemoryHttpClient(self.api, self.key) as http,
         ):
             while not stop.is_set():
@@ -207,12 +243,24 @@ class _Probes:
                 sent = time.perf_counter()
                 sdk.emit("probes", "observation", {"text": f"marker {token}"})
                 sdk.flush(10)
-                while time.perf_counter() - sent < 30:
-                    if any(token in i["text"] for i in http.recall(token, k=3, mode="sparse")):
-                        sink.append((time.perf_counter() - sent) * 1000)
+                while not _found(http, token):
+                    if time.perf_counter() - sent >= PROBE_TIMEOUT_S:
+                        sink.missed += 1
                         break
                     time.sleep(0.01)
+                else:
+                    sink.found.append((time.perf_counter() - sent) * 1000)
                 stop.wait(0.5)
+
+
+def _found(http: MemoryHttpClient, token: str) -> bool:
+    try:
+        items = http.recall(token, k=3, mode="sparse")
+    except MemstreamHttpError as e:
+        if e.status == 503:  # the live version's index is still opening: not found yet
+            return False
+        raise
+    return any(token in i["text"] for i in items)
 
 
 @dataclass
@@ -224,8 +272,8 @@ class _Measured:
     raw: float = 0.0
     emitted_s: float = 0.0
     visible_s: float = 0.0
-    burst: list[float] = field(default_factory=list)
-    steady: list[float] = field(default_factory=list)
+    burst: ProbeLog = field(default_factory=ProbeLog)
+    steady: ProbeLog = field(default_factory=ProbeLog)
     steady_achieved: float = 0.0
     steady_events: int = 0
     build_wait_s: float = 0.0
@@ -258,7 +306,8 @@ def _measure(
         [(e.key, e.model_dump_json().encode()) for e in events],
         settings.topic_partitions,
     )
-    probes = _Probes(bootstrap, api, keys.create("probe"), data_keys(settings))
+    epoch = read_epoch(settings.data_dir)
+    probes = _Probes(bootstrap, api, keys.create("probe"), data_keys(settings), epoch)
     rss = RssSampler(pids)
     _burst(m, stack.info, settings, events, probes, progress)
     _steady(m, bootstrap, probes, steady_rate, steady_s, progress)
@@ -287,10 +336,10 @@ def _burst(
     step = stage(progress, f"emitting {n} events through the SDK, with freshness probes", n)
     t0 = time.perf_counter()
     with probes.running() as m.burst:
-        emit_by_tenant(info.kafka_bootstrap, events, probes.data_keys)
+        emit_by_tenant(info.kafka_bootstrap, events, probes.data_keys, epoch=probes.epoch)
         m.emitted_s = time.perf_counter() - t0
         deadline = time.monotonic() + 3600
-        while not _visible(settings, info, n, step):
+        while not visible(settings, info, n, step):
             if time.monotonic() > deadline:
                 raise TimeoutError("projections did not catch up within an hour")
             time.sleep(0.25)
@@ -315,7 +364,7 @@ def settle(info: StackInfo, settings: Settings, timeout: float = 1800) -> float:
     raise TimeoutError(f"consumers were still catching up after {timeout:g}s")
 
 
-def _visible(settings: Settings, info: StackInfo, n: int, step: Stage) -> bool:
+def visible(settings: Settings, info: StackInfo, n: int, step: Stage) -> bool:
     """The live version's graph and vectors hold ``n`` events: checkout can see them (its
     groups may not have committed yet)."""
     doc = projection_status(settings, info.kafka_bootstrap, info.metrics_endpoints)
@@ -337,7 +386,7 @@ def _steady(
     )
     with probes.running() as m.steady:
         paced = workload(n, m.tenants, seed=2)
-        m.steady_achieved = _paced_emit(bootstrap, paced, rate, step, probes.data_keys)
+        m.steady_achieved = _paced_emit(bootstrap, paced, rate, step, probes)
     m.steady_events = len(paced)
 
 
@@ -387,12 +436,17 @@ def _report(m: _Measured, vector_optimize: bool, sealed: bool) -> dict[str, Any]
         "vector_optimize": vector_optimize,
         "index_build_wait_s": round(m.build_wait_s, 1),
         "settle_s": round(m.settle_s, 1),
-        "freshness_probes": len(m.steady),
-        "freshness_p50_ms": round(percentile(m.steady, 0.5), 1),
-        "freshness_p95_ms": round(percentile(m.steady, 0.95), 1),
-        "freshness_burst_probes": len(m.burst),
-        "freshness_burst_p50_ms": round(percentile(m.burst, 0.5), 1),
-        "freshness_burst_p95_ms": round(percentile(m.burst, 0.95), 1),
+        # A probe recall had not found after PROBE_TIMEOUT_S is a miss; the quantiles count
+        # each miss as the timeout (so they are lower bounds when any probe missed).
+        "freshness_probe_timeout_s": PROBE_TIMEOUT_S,
+        "freshness_probes": m.steady.probes,
+        "freshness_missed": m.steady.missed,
+        "freshness_p50_ms": round(m.steady.p(0.5), 1),
+        "freshness_p95_ms": round(m.steady.p(0.95), 1),
+        "freshness_burst_probes": m.burst.probes,
+        "freshness_burst_missed": m.burst.missed,
+        "freshness_burst_p50_ms": round(m.burst.p(0.5), 1),
+        "freshness_burst_p95_ms": round(m.burst.p(0.95), 1),
         "checkouts": len(m.latencies),
         "checkout_p50_ms": round(percentile(m.latencies, 0.5), 2),
         "checkout_p95_ms": round(percentile(m.latencies, 0.95), 2),

@@ -8,6 +8,7 @@ from memstream.events import EventIn
 from memstream.sdk import MemoryClient
 from memstream.settings import Settings
 from memstream.shred.opening import data_keys
+from memstream.stack.epoch import read_epoch
 
 from memstream_cli.stack.stackfile import StackInfo
 
@@ -25,7 +26,8 @@ def load_sample_data(info: StackInfo, settings: Settings) -> int:
         for line in text.splitlines()
         if line.strip()
     ]
-    with MemoryClient(info.kafka_bootstrap, SAMPLE_TENANT, keys=data_keys(settings)) as client:
+    keys, epoch = data_keys(settings), read_epoch(settings.data_dir)
+    with MemoryClient(info.kafka_bootstrap, SAMPLE_TENANT, keys=keys, epoch=epoch) as client:
         client.emit_many(events)
     marker.write_text(f"{len(events)}\n")
     return len(events)

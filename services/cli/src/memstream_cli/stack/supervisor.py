@@ -48,6 +48,9 @@ RESTARTS = Counter(
 DEV_TENANT = "dev"
 PROBE_EVERY_S = 5.0
 API_START_S = 120.0  # the API's first answer (it opens the vector index before serving)
+# Throughput work nobody waits on: started nicer (MEMSTREAM_HEAVY_NICE), so under load the
+# sequencer, the projections and the API (a read after= waits on them) get the cores first.
+HEAVY_WORKERS = frozenset({"latent-builder", "retrospective", "archiver"})
 
 
 class StackError(RuntimeError):
@@ -65,10 +68,11 @@ class Worker:
     restarts: int = 0
     next_start: float = 0.0
     pass_fds: tuple[int, ...] = ()
+    nice: int = 0
 
     def start(self) -> None:
         argv = [sys.executable, "-m", self.module]
-        self.proc = spawn(argv, self.log, self.env, pass_fds=self.pass_fds)
+        self.proc = spawn(argv, self.log, self.env, pass_fds=self.pass_fds, nice=self.nice)
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
@@ -175,7 +179,9 @@ class EmbeddedStack:
         for name, module in workers:
             port = free_port()
             wenv = dict(env, MEMSTREAM_METRICS_PORT=str(port))
-            self.workers.append(Worker(name, module, port, self.logs / f"{name}.log", wenv))
+            w = Worker(name, module, port, self.logs / f"{name}.log", wenv)
+            w.nice = self.settings.heavy_nice if name in HEAVY_WORKERS else 0
+            self.workers.append(w)
         assert self.api_socket is not None
         fd = self.api_socket.fileno()
         api_env = dict(env, MEMSTREAM_API_FD=str(fd))
