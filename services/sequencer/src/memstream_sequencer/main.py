@@ -219,6 +219,9 @@ def main() -> None:
         on_revoke=seq.forget,
         batch_size=settings.batch_size,
         wait_s=settings.batch_wait_s,
+        fair=True,  # a tenant's event is not sequenced behind another tenant's burst
+        readahead_bytes=settings.consumer_readahead_bytes,
+        fair_batch=settings.fair_batch,
     )
     loop.install_signal_handlers()
     tune_gc_for_batches()
