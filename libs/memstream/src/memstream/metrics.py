@@ -113,6 +113,17 @@ CONSUMER_RETRIES = Counter(
     "Batch attempts that found a store unavailable (the batch is retried with backoff)",
     ["component", "group"],
 )
+CONSUMER_READAHEAD_BYTES = Gauge(
+    "memstream_consumer_readahead_bytes",
+    "Bytes (keys and values) a tenant-fair consumer loop has read ahead and not yet processed",
+    ["component", "group"],
+)
+CONSUMER_QUEUED_TENANTS = Gauge(
+    "memstream_consumer_queued_tenants",
+    "Tenants with records in a tenant-fair consumer loop's read-ahead (each takes its turn)",
+    ["component", "group"],
+)
+FAIR_SERIES = (CONSUMER_READAHEAD_BYTES, CONSUMER_QUEUED_TENANTS)
 CONSUMER_SERIES = (
     CONSUMER_RUNNING,
     CONSUMER_STARTED,

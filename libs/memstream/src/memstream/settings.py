@@ -152,6 +152,14 @@ class Settings(BaseSettings):
     )
     batch_size: int = Field(default=2000, ge=1)
     batch_wait_s: float = Field(default=0.05, gt=0)
+    consumer_readahead_bytes: int = Field(
+        default=64 * 1024 * 1024,
+        ge=1,
+        description="what a tenant-fair consumer (sequencer, projectors) reads ahead at most",
+    )
+    fair_batch: int = Field(
+        default=500, ge=1, description="a tenant-fair consumer's batch while tenants take turns"
+    )
     log_level: str = "INFO"
 
     # summarize_recall (an LLM step: without a key it answers that it is disabled)

@@ -2,7 +2,10 @@
 
 State (stream heads and seen ids) is rebuilt from the ledger partition that matches each
 assigned raw partition, so a crash between producing and committing never duplicates or
-loses an event: the replayed records are recognised by id.
+loses an event: the replayed records are recognised by id. The loop is tenant-fair
+(``BatchLoop(fair=True)``): a tenant's records keep their raw order within a partition, so
+each stream's chain does, and a restart re-reads from the committed low-water mark what was
+sequenced above it, which the same ids drop.
 """
 
 from __future__ import annotations
@@ -219,6 +222,9 @@ def main() -> None:
         on_revoke=seq.forget,
         batch_size=settings.batch_size,
         wait_s=settings.batch_wait_s,
+        fair=True,  # a tenant's event is not sequenced behind another tenant's burst
+        readahead_bytes=settings.consumer_readahead_bytes,
+        fair_batch=settings.fair_batch,
     )
     loop.install_signal_handlers()
     tune_gc_for_batches()

@@ -27,6 +27,15 @@ Bad *data* that a handler can judge by itself (malformed records) never raises: 
 dead-letter it. By default the loop commits past every record of the batch. A handler that
 holds records back (e.g. an outcome waiting for its checkout trace) returns the positions to
 commit instead, and an ``idle`` hook lets it act on time passing while no record arrives.
+
+A ``fair`` loop reads ahead (up to ``readahead_bytes``; its partitions are paused while the
+buffer is full, resumed once it is below half) and builds each batch by tenant
+(:mod:`memstream.kafka.fair`): a record of a small tenant is processed in one of the next
+batches, not behind everything another tenant sent before it. While more than one tenant is
+queued a batch holds at most ``fair_batch`` records, so the turns come round quickly. It
+commits per partition the low-water mark (everything below it processed), so a restart
+re-reads what was processed above it: its ``process`` must return None and be idempotent.
+A revoked partition's queued records are dropped; its next owner reads them again.
 """
 
 from __future__ import annotations
@@ -40,19 +49,24 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
+from prometheus_client.metrics import MetricWrapperBase
 
 from memstream.kafka.dlq import DeadLetterWriter
+from memstream.kafka.fair import FairQueue
 from memstream.metrics import (
     BATCH_SECONDS,
     BATCH_SIZE,
     CONSUMER_COMMITTED,
     CONSUMER_LAG,
     CONSUMER_LAST_COMMIT,
+    CONSUMER_QUEUED_TENANTS,
+    CONSUMER_READAHEAD_BYTES,
     CONSUMER_RETRIES,
     CONSUMER_RUNNING,
     CONSUMER_SERIES,
     CONSUMER_STARTED,
     CONSUMER_WAITING,
+    FAIR_SERIES,
     UP,
 )
 from memstream.store_errors import StoreRefused, StoreUnavailable
@@ -63,6 +77,8 @@ AssignHook = Callable[[list[int]], None]
 # The next offset to read, per (topic, partition): what a handler allows the loop to commit.
 Positions = dict[tuple[str, int], int]
 IDLE_LAG_EVERY_S = 5.0  # how often an idle loop refreshes its lag gauges
+READAHEAD_BYTES = 64 * 1024 * 1024
+FAIR_BATCH = 500
 REASON_CHARS = 500
 
 
@@ -87,7 +103,7 @@ class BatchLoop:
     """``on_assign``/``on_revoke`` hear of the partitions of ``topic``; ``also`` names more
     topics the group consumes. ``process`` and ``idle`` may return the positions to commit
     (None: past every record consumed). ``dead_letters`` turns on the isolation of records a
-    store refuses (see the module)."""
+    store refuses; ``fair`` the tenant-fair read-ahead (see the module), without ``idle``."""
 
     consumer: Consumer
     topic: str
@@ -105,7 +121,19 @@ class BatchLoop:
     stop_event: threading.Event = field(default_factory=threading.Event)
     assigned: list[tuple[str, int]] = field(default_factory=list)
     committed: Positions = field(default_factory=dict)
+    fair: bool = False
+    readahead_bytes: int = READAHEAD_BYTES
+    fair_batch: int = FAIR_BATCH
     _lag_at: float = 0.0
+    _queue: FairQueue | None = None
+    _paused: bool = False  # the partitions are paused: the read-ahead is full
+    _rebalanced: bool = False  # partitions changed since the last pause or resume
+
+    def __post_init__(self) -> None:
+        if self.fair:
+            if self.idle is not None:
+                raise ValueError("a fair loop commits its low marks; it takes no idle hook")
+            self._queue = FairQueue()
 
     def install_signal_handlers(self) -> None:
         """SIGTERM/SIGINT finish the current batch, commit, and leave the group."""
@@ -132,12 +160,16 @@ class BatchLoop:
         if self.on_assign is not None:
             self.on_assign(self._mine(partitions))
         self.assigned = parts
+        self._paused, self._rebalanced = False, True
 
     def _revoked(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         parts = {(tp.topic, tp.partition) for tp in partitions}
         if self.on_revoke is not None:
             self.on_revoke(self._mine(partitions))
         self.assigned = [tp for tp in self.assigned if tp not in parts]
+        if self._queue is not None:  # read again from the mark committed for them
+            self._queue.drop(parts)
+        self._paused, self._rebalanced = False, True
         for topic, p in parts:  # the new owner reports it; a stale copy here would count it twice
             CONSUMER_LAG.remove(self.component, self.group, topic, str(p))
             self.committed.pop((topic, p), None)
@@ -214,12 +246,60 @@ class BatchLoop:
                 first.setdefault((t, p), off - 1)
                 last[(t, p)] = max(last.get((t, p), -1), off)
                 counts[(t, p)] = counts.get((t, p), 0) + 1
+        queue = self._queue
+        if queue is not None:  # the lag behind the low marks, this batch included
+            marks = queue.low_marks()
+            first = {tp: min(o, marks.get(tp, o + 1) - 1) for tp, o in first.items()}
         self._update_lag(first)  # the batch included: a loop stuck on it shows its lag
         held = self.handle(good)
-        self._commit(held if held is not None else {tp: o + 1 for tp, o in last.items()}, counts)
+        if queue is None:
+            positions = held if held is not None else {tp: o + 1 for tp, o in last.items()}
+        elif held is not None:
+            raise TypeError("a fair loop commits its low marks; its process must return None")
+        else:
+            positions = queue.low_marks()
+            last = {tp: o - 1 for tp, o in positions.items()}
+        self._commit(positions, counts)
         BATCH_SECONDS.labels(self.component).observe(time.perf_counter() - started)
         BATCH_SIZE.labels(self.component).observe(len(good))
         self._update_lag(last)
+
+    def _next_batch(self) -> list[Message]:
+        if self._queue is not None:
+            return self._read_ahead(self._queue)
+        msgs = self.consumer.consume(self.batch_size, timeout=self.wait_s)
+        return self._good(msgs) if msgs else []
+
+    def _read_ahead(self, queue: FairQueue) -> list[Message]:
+        """Queue what the client has fetched, up to the budget (waiting only while nothing
+        is queued), pause or resume the partitions, and take the next fair batch."""
+        wait = self.wait_s if not queue.tenants else 0.0
+        while True:  # at least one call a batch: it serves the group's callbacks
+            msgs = self.consumer.consume(self.batch_size, timeout=wait)
+            queue.add(self._good(msgs))
+            if len(msgs) < self.batch_size or queue.bytes >= self.readahead_bytes:
+                break
+            wait = 0.0
+        self._flow(queue.bytes)
+        batch = queue.take(self.fair_batch if queue.tenants > 1 else self.batch_size)
+        CONSUMER_READAHEAD_BYTES.labels(self.component, self.group).set(queue.bytes)
+        CONSUMER_QUEUED_TENANTS.labels(self.component, self.group).set(queue.tenants)
+        return batch
+
+    def _flow(self, queued: int) -> None:
+        """Pause every partition while ``queued`` bytes fill the read-ahead; resume them
+        below half of it. After a rebalance they are resumed whatever their state was (a
+        partition assigned again may keep the client's pause)."""
+        parts = [TopicPartition(t, p) for t, p in self.assigned]
+        if not parts:
+            return
+        if queued >= self.readahead_bytes:
+            if not self._paused:
+                self.consumer.pause(parts)
+                self._paused, self._rebalanced = True, False
+        elif (self._paused or self._rebalanced) and queued < self.readahead_bytes // 2:
+            self.consumer.resume(parts)
+            self._paused, self._rebalanced = False, False
 
     def _attempt(self, msgs: list[Message]) -> Positions | None:
         """``process(msgs)``, again and again while a store is unavailable."""
@@ -297,8 +377,7 @@ class BatchLoop:
         clean = False
         try:
             while not self.stop_event.is_set():
-                msgs = self.consumer.consume(self.batch_size, timeout=self.wait_s)
-                good = self._good(msgs) if msgs else []
+                good = self._next_batch()
                 if good:
                     self._batch(good)
                     continue
@@ -316,7 +395,7 @@ class BatchLoop:
     def _started(self) -> None:
         UP.labels(self.component).set(1)
         now = time.time()
-        for series in CONSUMER_SERIES:  # every series exists from the start (0 = nothing yet)
+        for series in self._series():  # every series exists from the start (0 = nothing yet)
             series.labels(self.component, self.group)
         CONSUMER_RUNNING.labels(self.component, self.group).set(1)
         CONSUMER_STARTED.labels(self.component, self.group).set(now)
@@ -332,10 +411,14 @@ class BatchLoop:
             CONSUMER_LAG.remove(self.component, self.group, topic, str(p))
         if not clean:
             CONSUMER_RUNNING.labels(self.component, self.group).set(0)
-            CONSUMER_WAITING.labels(self.component, self.group).set(0)
+            for gauge in (CONSUMER_WAITING, *(FAIR_SERIES if self.fair else ())):
+                gauge.labels(self.component, self.group).set(0)  # nothing read ahead now
             return
-        for series in CONSUMER_SERIES:
+        for series in self._series():
             series.remove(self.component, self.group)
+
+    def _series(self) -> tuple[MetricWrapperBase, ...]:
+        return (*CONSUMER_SERIES, *FAIR_SERIES) if self.fair else CONSUMER_SERIES
 
 
 def tune_gc_for_batches() -> None:

@@ -189,6 +189,20 @@ def _consumer_health_panels() -> tuple[Panel, ...]:
             (Query(rate("memstream_consumer_committed_total", "group"), "{{group}}"),),
             unit="ops",
         ),
+        Panel(
+            "Read ahead by group",
+            "Bytes the sequencer and the projectors have read ahead to take turns by tenant "
+            "and not yet processed; at MEMSTREAM_CONSUMER_READAHEAD_BYTES (64 MiB) the group "
+            "pauses its partitions until it is below half.",
+            (Query("max by (group) (memstream_consumer_readahead_bytes)", "{{group}}"),),
+            unit="bytes",
+        ),
+        Panel(
+            "Tenants taking turns by group",
+            "Tenants with records in each group's read-ahead; above 1, batches are built in "
+            "turns of at most MEMSTREAM_FAIR_BATCH records.",
+            (Query("max by (group) (memstream_consumer_queued_tenants)", "{{group}}"),),
+        ),
     )
 
 

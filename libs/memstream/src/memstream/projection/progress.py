@@ -2,9 +2,12 @@
 
 A projection publishes two facts (:class:`Progress`):
 - per (epoch, tenant, raw partition), the highest raw offset among the tenant's ledger
-  entries it has applied (the sequencer writes ledger partition p from raw partition p, in
-  raw order, so a tenant's entries reach a projection in the order of their raw offsets);
-- per ledger partition, its committed offset: everything below it is applied.
+  entries it has applied (the sequencer writes ledger partition p from raw partition p, each
+  tenant's records in raw order, and a projection applies each tenant's entries of a ledger
+  partition in ledger order: the tenant-fair loops interleave tenants, never reorder one, so
+  a tenant's entries reach a projection in the order of their raw offsets);
+- per ledger partition, its committed offset, the loop's low-water mark: everything below it
+  is applied (entries above it may be applied too).
 
 A write's position (``memstream.position``) is applied by a projection when, for each raw
 partition p and offset o it names:

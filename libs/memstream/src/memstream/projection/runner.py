@@ -113,6 +113,9 @@ class ProjectionManager:
             on_assign=self._on_assign(info.name),
             batch_size=self.settings.batch_size,
             wait_s=self.settings.batch_wait_s,
+            fair=True,
+            readahead_bytes=self.settings.consumer_readahead_bytes,
+            fair_batch=self.settings.fair_batch,
         )
         thread = threading.Thread(
             target=self._run, args=(info.name, loop), name=f"{self.component}-{info.name}"
