@@ -176,11 +176,9 @@ def fact_retriever(falkordb_server: Server, tmp_path: Path) -> Iterator[Retrieve
         yield r
 
 
-def test_the_fact_lane_holds_the_named_subjects_facts_read_beside_the_index(
-    fact_retriever: Retriever,
-) -> None:
-    """The facts read runs while the index searches do; the lane is what the graph holds
-    for each subject the question names, and nobody else's."""
+def test_the_fact_lane_holds_the_named_subjects_facts(fact_retriever: Retriever) -> None:
+    """The lane is what the graph holds for each subject the question names, and nobody
+    else's."""
     lexicon = Lexicon.build(fact_retriever.graph.entities("zoe"))
     plan = plan_query("where does zoë ørsted live now, and tomás?", NOW, None, lexicon)
     keys = plan.entity_keys()

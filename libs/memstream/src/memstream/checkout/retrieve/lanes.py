@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from datetime import time as dt_time
@@ -50,10 +49,6 @@ from memstream.times import iso_utc, parse_ts
 from memstream.vectors.port import Mode, Search, VectorIndex
 
 RRF_K = 60
-# Graph reads a checkout waits on while the index searches run: both wait outside the GIL
-# (a socket, the engine), so the facts lane costs the checkout only what the batch does not
-# hide. Shared by every checkout of the process; a read queued behind others still runs.
-GRAPH_READS = ThreadPoolExecutor(max_workers=4, thread_name_prefix="checkout-graph")
 # Below a lane's vote depth (see ``Lanes.fused``) a rank counts this share of its vote: it
 # orders the deep items among themselves, never above an item some lane ranked high.
 DEEP_VOTE = 1e-3
@@ -206,11 +201,9 @@ class Retriever:
         """
         run = _Run(self, tenant, plan, stream, as_of, Lanes(), _LaneClock(timings))
         run.embed()
-        keys = plan.entity_keys()
-        facts = GRAPH_READS.submit(run.read_facts, keys) if keys else None
         found = run.vector_lanes(latents is not None or self.episodes)
-        if facts is not None:
-            run.facts(facts)
+        if plan.entity_keys():
+            run.facts(plan.entity_keys())
         if latents is not None:
             latents.extend(found)
         if self.episodes:
@@ -296,20 +289,14 @@ class _Run:
         self.clock.lap("vectors")
         return found
 
-    def read_facts(self, keys: list[str]) -> list[FactView]:
-        """The newest facts and preferences of each named subject (graph reads only)."""
+    def facts(self, keys: list[str]) -> None:
+        """Facts and preferences of the named subjects, the question's predicates first."""
         as_of = iso_utc(self.as_of) if self.as_of is not None else None
         found: list[FactView] = []
         for key in keys:
             found += self.r.graph.recent_facts(
                 self.tenant, key, limit=FACTS_PER_SUBJECT, as_of=as_of
             )
-        return found
-
-    def facts(self, reading: Future[list[FactView]]) -> None:
-        """Facts and preferences of the named subjects, the question's predicates first;
-        ``reading`` is :meth:`read_facts` under way (its lap is only what is left of it)."""
-        found = reading.result()
         if self.as_of is not None:
             found = known_at(found, self.as_of)
         ranker = PredicateRanker(self.r.embedder, focus_words(self.plan))
