@@ -257,6 +257,29 @@ def test_chain_radius(store: GraphStore) -> None:
     assert first.text == "turn 1 of chat" and first.metadata == {"turn": 1, "lang": "en"}
 
 
+def test_chains_read_each_chain_as_chain_would(store: GraphStore) -> None:
+    store.write(GraphBatch(events=[ev(s) for s in range(1, 9)]))
+    odd = "Ça va/ünïcode"
+    store.write(GraphBatch(events=[ev(s, stream=odd, text="Æsir\u0001") for s in (1, 2)]))
+    store.write(GraphBatch(events=[ev(s, tenant=B) for s in (1, 2, 3)]))
+    ids = ["chat-5", "missing", "Ça va/ünïcode-2", "chat-1", "chat-5", "chat-8"]
+    for radius, as_of in ((1, None), (2, None), (0, None), (3, "2024-03-04T00:00:00Z")):
+        got = store.chains(A, ids, radius=radius, as_of=as_of)
+        assert got == [store.chain(A, i, radius=radius, as_of=as_of) for i in ids]
+    got = store.chains(A, ids, radius=1)
+    assert [[e.seq for e in chain] for chain in got] == [
+        [4, 5, 6],
+        [],
+        [1, 2],
+        [1, 2],
+        [4, 5, 6],
+        [7, 8],
+    ]
+    assert got[2][1].text == "Æsir\u0001" and got[2][1].stream == "Ça va/ünïcode"
+    assert store.chains(B, ["chat-2"], radius=1)[0][0].tenant == B
+    assert store.chains(A, [], radius=1) == []
+
+
 # -- supersession -----------------------------------------------------------------------------
 
 JAN, FEB, MAR = "2024-01-01T00:00:00Z", "2024-02-01T00:00:00Z", "2024-03-01T00:00:00Z"
@@ -794,7 +817,7 @@ def test_queries_take_values_only_as_params_and_filter_by_tenant() -> None:
         assert "%" not in query and "{}" not in query, name
         if name != "DELETE_SOME_NODES":  # drops the whole namespace on purpose
             assert "tenant" in query, name
-    assert f"*1..{cypher.MAX_CHAIN_RADIUS}]" in cypher.CHAIN
+    assert f"*1..{cypher.MAX_CHAIN_RADIUS}]" in cypher.CHAINS
     assert f"'{cypher.VALUE_KIND}'" in cypher.COUNTS and f"'{cypher.VALUE_KIND}'" in cypher.FACTS
 
 
@@ -808,7 +831,7 @@ def test_iso_z_is_fixed_width_utc() -> None:
 
 
 def test_neo4j_adapter_shares_the_dialect_and_has_its_own_ddl() -> None:
-    shared = {"write", "facts", "neighbourhood", "chain", "event", "counts"}
+    shared = {"write", "facts", "neighbourhood", "chain", "chains", "event", "counts"}
     for adapter in (Neo4jGraphStore, FalkorGraphStore):
         assert issubclass(adapter, CypherGraphStore)
         assert not shared & set(vars(adapter)), f"{adapter.__name__} must not redefine reads"

@@ -10,9 +10,11 @@ from typing import Any
 import pytest
 from lanedata import projected, sequenced
 from memstream.checkout.plan import plan_query
+from memstream.checkout.plan.entities import Lexicon
 from memstream.checkout.retrieve import Retriever
 from memstream.checkout.retrieve.lanes import MAX_OFFSETS, TIME_SEARCHES
 from memstream.checkout.retrieve.rerank import rerank
+from memstream.graph.port import GraphUnavailable
 from memstream.stack.servers import Server
 
 NOW = "2031-03-10T09:00:00Z"  # long after the talk: "last June" is not the June before now
@@ -151,3 +153,63 @@ def test_a_question_full_of_dates_and_offsets_costs_a_bounded_number_of_searches
     pool = retriever.retrieve("zoe", plan_query(question, NOW), timings=timings)
     assert pool and "time" in timings
     assert counting.queries <= MAX_OFFSETS + TIME_SEARCHES
+
+
+FACT_TALK = [
+    ("f1", "fact.asserted", {"subject": "Zoë Ørsted", "predicate": "lives_in", "object": "Lisbon"}),
+    ("f2", "fact.asserted", {"subject": "Zoë Ørsted", "predicate": "lives_in", "object": "Oslo"}),
+    ("p1", "preference.set", {"subject": "Zoë Ørsted", "key": "channel", "value": "e-mail"}),
+    ("f3", "fact.asserted", {"subject": "Tomás", "predicate": "lives_in", "object": "Lima"}),
+    ("t1", "message.user", {"text": "Zoë Ørsted moved again\x01, to Oslo this time."}),
+    ("t2", "message.user", {"text": "Tomás sent a postcard from Lima."}),
+]  # fmt: skip
+
+
+@pytest.fixture
+def fact_retriever(falkordb_server: Server, tmp_path: Path) -> Iterator[Retriever]:
+    docs = [
+        {"id": eid, "tenant": "zoe", "stream": "s", "agent": "Zoë Ørsted", "type": type_,
+         "occurred_at": f"2029-05-1{i}T10:00:00Z", "payload": payload}
+        for i, (eid, type_, payload) in enumerate(FACT_TALK)
+    ]  # fmt: skip
+    with projected(falkordb_server, tmp_path, "query_facts", sequenced(docs, NOW)) as r:
+        yield r
+
+
+def test_the_fact_lane_holds_the_named_subjects_facts(fact_retriever: Retriever) -> None:
+    """The lane is what the graph holds for each subject the question names, and nobody
+    else's."""
+    lexicon = Lexicon.build(fact_retriever.graph.entities("zoe"))
+    plan = plan_query("where does zoë ørsted live now, and tomás?", NOW, None, lexicon)
+    keys = plan.entity_keys()
+    assert len(keys) == 2
+    expected = {f.fact_id for k in keys for f in fact_retriever.graph.recent_facts("zoe", k)}
+    assert len(expected) == 4
+    pool = fact_retriever.retrieve("zoe", plan)
+    assert set(_lane(pool, "fact")) == expected
+    alone = fact_retriever.retrieve("zoe", plan_query("where does tomás live?", NOW, None, lexicon))
+    assert {c.item_id for c in alone if "fact" in c.lanes} == {
+        f.fact_id for f in fact_retriever.graph.recent_facts("zoe", "tomas")
+    }
+
+
+class FailingFacts:
+    """The graph store, failing its facts reads as a server gone away would."""
+
+    def __init__(self, graph: Any) -> None:
+        self.graph = graph
+
+    def recent_facts(self, *args: Any, **kwargs: Any) -> Any:
+        raise GraphUnavailable("the graph server went away")
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.graph, name)
+
+
+def test_a_failing_facts_read_fails_the_retrieval(fact_retriever: Retriever) -> None:
+    lexicon = Lexicon.build(fact_retriever.graph.entities("zoe"))
+    plan = plan_query("where does zoë ørsted live?", NOW, None, lexicon)
+    assert plan.entity_keys()
+    fact_retriever.graph = FailingFacts(fact_retriever.graph)  # type: ignore[assignment]
+    with pytest.raises(GraphUnavailable, match="went away"):
+        fact_retriever.retrieve("zoe", plan)

@@ -279,3 +279,20 @@ def test_within_the_depth_the_fusion_is_unchanged() -> None:
     lanes = _echoed_pool()
     deep = lanes.fused(depth=100)
     assert [(c.item_id, c.score) for c in deep] == [(c.item_id, c.score) for c in lanes.fused()]
+
+
+def test_the_best_items_come_in_the_fused_order_without_copying_the_pool() -> None:
+    lanes = _echoed_pool()
+    lanes.add("time", cand("tram", "Ørjan's tram pass ran out on Friday"))
+    lanes.add("fact", cand("zoë#1", "zoë lives_in Ålesund", kind="fact"))
+    for depth in (None, 1, 20, 100):
+        fused = lanes.fused(depth)
+        best = lanes.best(depth)
+        assert [c.item_id for c in best] == [c.item_id for c in fused]
+        # the pool's own items, unscored: the fused copies carry the score and the lanes
+        assert all(b is lanes.items[b.item_id] for b in best)
+        assert [b.model_copy(update={"score": f.score, "lanes": f.lanes}) for b, f in zip(
+            best, fused, strict=True
+        )] == fused  # fmt: skip
+    assert next(c.lanes for c in lanes.fused() if c.item_id == "tram") == ["sparse", "time"]
+    assert Lanes().best() == Lanes().fused() == []

@@ -442,6 +442,42 @@ def test_a_batch_answers_each_search_as_query_would(index: VectorIndex) -> None:
         index.query_batch("a", None, "kayak", [Search(3, "dense")])
 
 
+def test_a_point_several_searches_find_is_each_ones_own_hit(index: VectorIndex) -> None:
+    """The lanes of a checkout overlap: a point found by several searches of one batch comes
+    back in each with that search's score and the payload a lone query gives, and a change
+    to one hit's payload shows in no other."""
+    index.upsert(
+        [
+            pt("a", "e1", "Noor booked the kayak trip", unit(0), actor_key="noor",
+               entity_keys=["noor", "lake como"], metadata={"turn": 3, "tags": ["trip"]}),
+            pt("a", "e2", "kayak rental prices in Como", rand_vec(2), actor_key="idris",
+               entity_keys=["lake como"]),
+            pt("a", "e3", "Ça va, Noor ?", rand_vec(3), actor_key="émile", entity_keys=["noor"]),
+        ]
+    )  # fmt: skip
+    searches = [
+        Search(10, mode, kinds=["event"], actors=actors, entities=entities)
+        for mode in ("dense", "sparse", "hybrid")
+        for actors, entities in ((None, None), (["noor"], None), (None, ["noor", "lake como"]))
+    ]
+    got = index.query_batch("a", unit(0), "noor kayak trip", searches)
+    for search, hits in zip(searches, got, strict=True):
+        alone = index.query(
+            "a", unit(0), "noor kayak trip", limit=search.limit, mode=search.mode,
+            kinds=search.kinds, actors=search.actors, entities=search.entities,
+        )  # fmt: skip
+        assert [(h.point_key, h.payload) for h in hits] == [
+            (h.point_key, h.payload) for h in alone
+        ], search
+        # the engine's batched scan may round the last bit differently
+        assert [h.score for h in hits] == pytest.approx([h.score for h in alone]), search
+    e1 = [h for hits in got for h in hits if h.point_key.endswith(":e1")]
+    assert len(e1) == len(searches)  # every search finds it
+    assert len({id(h.payload) for h in e1}) == len(e1)
+    e1[0].payload["actor_key"] = "changed"
+    assert all(h.payload["actor_key"] == "noor" for h in e1[1:])
+
+
 def test_recent_reads_the_newest_events_first(index: VectorIndex) -> None:
     index.upsert(
         [

@@ -20,7 +20,7 @@ from __future__ import annotations
 VALUE_KIND = "value"
 VALUE_KEY_PREFIX = "value:"
 IMPLICIT_ENTITY_KIND = "thing"  # entities first seen in a mention or fact, not an EntityRecord
-MAX_CHAIN_RADIUS = 50  # must match the literal bound in CHAIN (bounds cannot be $params)
+MAX_CHAIN_RADIUS = 50  # must match the literal bound in CHAINS (bounds cannot be $params)
 
 # -- writes -----------------------------------------------------------------------------------
 
@@ -327,20 +327,24 @@ RETURN"""
 )
 
 # Walks NEXT (not a seq window) so a gap in the projection ends the chain honestly.
-CHAIN = (
+# The chain around each of ``$event_ids``, by its position in the list (``at``) then seq: one
+# round trip for the several chains a checkout reads.
+CHAINS = (
     """
-MATCH (e:Event {tenant: $tenant, event_id: $event_id})
+UNWIND range(0, size($event_ids) - 1) AS at
+WITH at, $event_ids[at] AS id
+MATCH (e:Event {tenant: $tenant, event_id: id})
 WHERE e.seq IS NOT NULL AND ($as_of IS NULL OR e.occurred_at <= $as_of)
 OPTIONAL MATCH p = (b:Event)-[:NEXT*1..50]->(e)
 WHERE length(p) <= $radius AND b.tenant = $tenant AND ($as_of IS NULL OR b.occurred_at <= $as_of)
-WITH e, collect(b) AS before
+WITH at, e, collect(b) AS before
 OPTIONAL MATCH q = (e)-[:NEXT*1..50]->(a:Event)
 WHERE length(q) <= $radius AND a.tenant = $tenant AND ($as_of IS NULL OR a.occurred_at <= $as_of)
-WITH e, before, collect(a) AS after
+WITH at, e, before, collect(a) AS after
 UNWIND before + [e] + after AS n
-RETURN"""
+RETURN at,"""
     + _EVENT_COLUMNS
-    + "ORDER BY seq"
+    + "ORDER BY at, seq"
 )
 
 # Invalidations naming the targets (``$status`` null = any), oldest first.

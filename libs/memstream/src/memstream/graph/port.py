@@ -141,6 +141,11 @@ class GraphStore(Protocol):
         """The event and up to ``radius`` neighbours before/after it on its stream (that had
         happened by ``as_of``, if given)."""
 
+    def chains(
+        self, tenant: str, event_ids: list[str], radius: int = 2, as_of: str | None = None
+    ) -> list[list[EventRecord]]:
+        """:meth:`chain` of each of ``event_ids``, in their order (one read)."""
+
     def event(self, tenant: str, event_id: str) -> EventRecord | None: ...
 
     def events(self, tenant: str, event_ids: list[str]) -> list[EventRecord]:

@@ -13,7 +13,7 @@ from memstream.events.payloads import QuestionFamily
 from memstream.graph.cypher import (
     ADOPT_INVALIDATIONS,
     APPLIED_RAW,
-    CHAIN,
+    CHAINS,
     COUNTS,
     DELETE_DERIVED_LATENTS,
     DELETE_ENTITY,
@@ -589,15 +589,24 @@ class CypherGraphStore(ABC):
     ) -> list[EventRecord]:
         """The event and up to ``radius`` (at most 50) NEXT neighbours each side, by seq;
         with ``as_of``, only those that had happened by then."""
-        radius = max(0, min(radius, MAX_CHAIN_RADIUS))
+        return self.chains(tenant, [event_id], radius, as_of)[0]
+
+    def chains(
+        self, tenant: str, event_ids: list[str], radius: int = 2, as_of: str | None = None
+    ) -> list[list[EventRecord]]:
+        """:meth:`chain` of each of ``event_ids``, in their order, in one read."""
+        if not event_ids:
+            return []
         params = {
             "tenant": tenant,
-            "event_id": event_id,
-            "radius": radius,
+            "event_ids": event_ids,
+            "radius": max(0, min(radius, MAX_CHAIN_RADIUS)),
             "as_of": _optional_z(as_of),
         }
-        rows = self._read(CHAIN, params)
-        return [_event_record(r) for r in rows]
+        found: list[list[EventRecord]] = [[] for _ in event_ids]
+        for r in self._read(CHAINS, params):
+            found[int(r["at"])].append(_event_record(r))
+        return found
 
     def event(self, tenant: str, event_id: str) -> EventRecord | None:
         rows = self._read(EVENT, {"tenant": tenant, "event_id": event_id})

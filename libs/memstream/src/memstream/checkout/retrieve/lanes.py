@@ -122,18 +122,31 @@ class Lanes:
         the same index with different filters, so an item ranked 30th by five of them would
         otherwise outvote the one item one lane ranks first.
         """
-        scores: dict[str, float] = defaultdict(float)
+        scores, order = self._votes(depth)
         lanes: dict[str, list[str]] = defaultdict(list)
         for lane, ids in self.ranked.items():
-            for rank, item_id in enumerate(ids):
-                vote = LANE_WEIGHTS.get(lane, 1.0) / (RRF_K + rank + 1)
-                scores[item_id] += vote if depth is None or rank < depth else vote * DEEP_VOTE
+            for item_id in ids:
                 lanes[item_id].append(lane)
-        order = sorted(scores, key=lambda i: (-scores[i], i))
         return [
             self.items[i].model_copy(update={"score": round(scores[i], 6), "lanes": lanes[i]})
             for i in order
         ]
+
+    def best(self, depth: int | None = None) -> list[Candidate]:
+        """Every item once in :meth:`fused`'s order, as the lanes hold them (no fused score
+        or lanes on them): for the lanes that read the best items while the pool still
+        grows, without copying the whole pool each time."""
+        return [self.items[i] for i in self._votes(depth)[1]]
+
+    def _votes(self, depth: int | None) -> tuple[dict[str, float], list[str]]:
+        """Each item's weighted RRF score, and the item ids best first."""
+        scores: dict[str, float] = defaultdict(float)
+        for lane, ids in self.ranked.items():
+            weight = LANE_WEIGHTS.get(lane, 1.0)
+            for rank, item_id in enumerate(ids):
+                vote = weight / (RRF_K + rank + 1)
+                scores[item_id] += vote if depth is None or rank < depth else vote * DEEP_VOTE
+        return scores, sorted(scores, key=lambda i: (-scores[i], i))
 
 
 @dataclass
@@ -225,6 +238,9 @@ class _Run:
 
     def fused(self) -> list[Candidate]:
         return self.lanes.fused(self.r.vote_depth)
+
+    def best(self) -> list[Candidate]:
+        return self.lanes.best(self.r.vote_depth)
 
     def embed(self) -> None:
         self.vector = self.r.embedder.embed([self.plan.query])[0].tolist()
@@ -319,7 +335,7 @@ class _Run:
         """The second hop: the question again, with the entities the best hits name and the
         words they share that it does not say ("what did Noor's mentor suggest?" finds the
         mentor's name in the first hits, then what that person said)."""
-        best = self.fused()
+        best = self.best()
         extra = [*hop_keys(self.plan, best), *hop_terms(self.plan, best)]
         if not extra:
             return
@@ -338,9 +354,9 @@ class _Run:
     def time(self) -> None:
         """The time lane: the question's best turns inside each period its dates name (the
         pool may hold none of them); the periods are kept for :meth:`in_time`."""
-        fused = self.fused()
+        best = self.best()
         now = parse_ts(self.plan.as_of)
-        anchors = anchor_days(fused, now.date() if now is not None else None)
+        anchors = anchor_days(best, now.date() if now is not None else None)
         ranges = named_ranges(self.plan.query, anchors)
         for off in offsets(self.plan.query)[:MAX_OFFSETS]:
             ranges += [off.around(d) for d in self._offset_anchors(off, anchors)]
@@ -395,9 +411,9 @@ class _Run:
 
     def chain(self) -> None:
         as_of = iso_utc(self.as_of) if self.as_of is not None else None
-        top = [c for c in self.fused()[:3] if c.kind == "event"]
-        for c in top:
-            for e in self.r.graph.chain(self.tenant, c.item_id, radius=1, as_of=as_of):
+        top = [c.item_id for c in self.best()[:3] if c.kind == "event"]
+        for chain in self.r.graph.chains(self.tenant, top, radius=1, as_of=as_of):
+            for e in chain:
                 self.lanes.add("chain", event_candidate(e))
         self.clock.lap("chain")
 
