@@ -11,7 +11,8 @@ from typing import Any
 
 import orjson
 import pytest
-from memstream.ledger.entry import decode_entry, load_entry
+from memstream.latent.builder import LatentInput, latent_input
+from memstream.ledger.entry import decode_entry, load_entry, read_loaded
 from memstream.ledger.sequencing import RawRecord, Sequenced, SequencerState, sequence
 from memstream.projection.projectors import _read
 from memstream.projection.purge import read_entry
@@ -126,3 +127,18 @@ def test_without_sealed_entries_or_a_store_the_opener_is_itself(keys: CountingKe
     assert opener.for_batch([sealed]) is not opener and keys.reads == [("acme", 1)]
     without = EntryOpener(None)
     assert without.for_batch([sealed]) is without  # and refuses the entry, as before
+
+
+def test_the_latent_builder_reads_a_batch_as_its_records_one_by_one(
+    keys: CountingKeys,
+) -> None:
+    raws = _batch(keys)
+    opener = EntryOpener(keys)
+    one_by_one = [decode_entry(r, latent_input, opener) for r in raws]
+    keys.reads.clear()
+    loaded = [load_entry(r) for r in raws]
+    batch_opener = opener.for_batch(loaded)
+    together = [read_loaded(doc, latent_input, batch_opener) for doc in loaded]
+    assert together == one_by_one
+    assert sum(1 for x in together if isinstance(x, LatentInput)) == 3 * 30 - 1
+    assert len(keys.reads) == len(TENANTS) + 1  # and the entry whose tenant is no string

@@ -117,17 +117,16 @@ def decode_entry(
     well-formed ledger entry, the failure is ours. Well-formed records are never validated
     twice: the check runs only when ``read`` failed.
     """
-    loaded = load_entry(raw)
-    if isinstance(loaded, Unreadable):
-        return loaded.reason
-    return read_loaded(loaded, read, opener)
+    return read_loaded(load_entry(raw), read, opener)
 
 
 def read_loaded(
     entry: Any, read: Callable[[dict[str, Any]], T], opener: Opener | None = None
 ) -> T | str:
-    """:func:`decode_entry` of a document :func:`load_entry` parsed (e.g. a batch parsed
-    first, so that its data keys are read together: ``EntryOpener.for_batch``)."""
+    """:func:`decode_entry` of what :func:`load_entry` gave (e.g. a batch parsed first, so
+    that its data keys are read together: ``EntryOpener.for_batch``)."""
+    if isinstance(entry, Unreadable):
+        return entry.reason
     if isinstance(entry, dict) and SEALED in entry:
         if opener is None:
             raise RuntimeError("a sealed ledger entry read without a data key store")

@@ -21,7 +21,7 @@ from memstream.kafka.dlq import DeadLetterWriter
 from memstream.kafka.reading import headers_of
 from memstream.kafka.topics import LATENTS, LEDGER
 from memstream.latent.model import LatentDeletion, LatentRecord
-from memstream.ledger.entry import Opener, Unreadable, load_entry, read_loaded
+from memstream.ledger.entry import Opener, load_entry, read_loaded
 from memstream.metrics import PURGE_APPLIED_AT, PURGE_ITEMS_REMOVED, PURGES_APPLIED
 from memstream.position import RAW_HEADER
 from memstream.projection.extract import graph_batch
@@ -61,8 +61,6 @@ GRAPH, VECTORS = "graph", "vectors"  # the ``store`` label of the purge metrics
 
 def _read(loaded: Any, light: bool, opener: Opener | None) -> Read | str:
     """What the record gives a projector, or why the record itself cannot be projected."""
-    if isinstance(loaded, Unreadable):
-        return loaded.reason
     return read_loaded(loaded, lambda entry: read_entry(entry, light), opener)
 
 
