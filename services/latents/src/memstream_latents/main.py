@@ -49,7 +49,7 @@ from memstream.kafka.worker import start_worker
 from memstream.latent.builder import Built, LatentBuilder, LatentInput, Output, latent_input
 from memstream.latent.metrics import BUILT, CURRENT, ENTRIES, LAG, STALE, init_latents
 from memstream.latent.model import ARTIFACT_TYPES, LatentArtifact, LatentDeletion
-from memstream.ledger.entry import decode_entry
+from memstream.ledger.entry import decode_entry, load_entry, read_loaded
 from memstream.metrics import (
     EVENTS_PRODUCED,
     PURGE_APPLIED_AT,
@@ -188,8 +188,10 @@ class LatentWorker:
         now = self.clock()
         out: list[Output] = []
         tombstones: list[tuple[str, tuple[str, ...]]] = []
-        for m in msgs:
-            item = decode_entry(m.value(), latent_input, self.opener)
+        loaded = [load_entry(m.value()) for m in msgs]
+        opener = self.opener.for_batch(loaded) if self.opener is not None else None
+        for m, doc in zip(msgs, loaded, strict=True):
+            item = read_loaded(doc, latent_input, opener)
             if isinstance(item, str):
                 self.dead_letters.write(m, f"{COMPONENT}: {item}"[:500], now)
                 continue

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import orjson
@@ -83,6 +84,23 @@ _SHAPE_ERRORS = (LookupError, TypeError, ValueError, AttributeError)
 Opener = Callable[[dict[str, Any]], dict[str, Any]]
 
 
+@dataclass(frozen=True)
+class Unreadable:
+    """Why a record's bytes are no JSON document at all."""
+
+    reason: str
+
+
+def load_entry(raw: bytes | None) -> Any | Unreadable:
+    """The record's JSON document (of any shape: :func:`read_loaded` judges it), parsed once."""
+    if raw is None:
+        return Unreadable("empty record (no value)")
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        return Unreadable(f"undecodable: {exc}")
+
+
 def decode_entry(
     raw: bytes | None, read: Callable[[dict[str, Any]], T], opener: Opener | None = None
 ) -> T | str:
@@ -99,12 +117,16 @@ def decode_entry(
     well-formed ledger entry, the failure is ours. Well-formed records are never validated
     twice: the check runs only when ``read`` failed.
     """
-    if raw is None:
-        return "empty record (no value)"
-    try:
-        entry: Any = orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        return f"undecodable: {exc}"
+    return read_loaded(load_entry(raw), read, opener)
+
+
+def read_loaded(
+    entry: Any, read: Callable[[dict[str, Any]], T], opener: Opener | None = None
+) -> T | str:
+    """:func:`decode_entry` of what :func:`load_entry` gave (e.g. a batch parsed first, so
+    that its data keys are read together: ``EntryOpener.for_batch``)."""
+    if isinstance(entry, Unreadable):
+        return entry.reason
     if isinstance(entry, dict) and SEALED in entry:
         if opener is None:
             raise RuntimeError("a sealed ledger entry read without a data key store")

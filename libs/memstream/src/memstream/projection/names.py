@@ -36,20 +36,45 @@ _WORD = re.compile(rf"{_CAP}{_REST}(?:\s+(?:{_CAP}{_REST}|of|de|la|van|von|the))
 _POSSESSIVE = re.compile(r"['’]s$")
 _KEY_PUNCT = frozenset(":.@/- ")
 # Words that open a direct address: "Hey Noor", "Thanks, Noor".
-_ADDRESS_OPENERS = re.compile(
-    r"(?:^|\b)(?:hey|hi|hello|thanks|thank you|dear|oh|wow|yes|yeah|no|ok|okay|bye|"
-    r"congrats|congratulations|sorry|well|aw|aww)[,!]?$",
-    re.IGNORECASE,
-)
+_OPENERS = (
+    "hey", "hi", "hello", "thanks", "thank you", "dear", "oh", "wow", "yes", "yeah", "no", "ok",
+    "okay", "bye", "congrats", "congratulations", "sorry", "well", "aw", "aww",
+)  # fmt: skip
+_ADDRESS_OPENERS = re.compile(rf"(?:^|\b)(?:{'|'.join(_OPENERS)})[,!]?$", re.IGNORECASE)
+# An opener that ends a text (with its mark) starts within its last this many characters.
+_OPENER_CHARS = max(map(len, _OPENERS)) + 1
+
+
+def _before(text: str, start: int) -> int:
+    """The end of ``text[:start].rstrip()``, found without copying the text before it: each
+    candidate name copying everything before it made a long body quadratic."""
+    while start and text[start - 1].isspace():
+        start -= 1
+    return start
+
+
+def _after(text: str, end: int) -> str:
+    """The first character of ``text[end:].lstrip()`` ("" at the end), without the copy."""
+    n = len(text)
+    while end < n and text[end].isspace():
+        end += 1
+    return text[end] if end < n else ""
 
 
 def is_address(text: str, start: int, end: int) -> bool:
     """``text[start:end]`` (a name) is a direct address ("Thanks, Noor!", "Noor, look"),
     set off like an interjection, rather than something said about its bearer."""
-    before, after = text[:start].rstrip(), text[end:].lstrip()
-    closes = after == "" or after[0] in ",!?.;:"
-    opens = before == "" or before[-1] in ",.!?;:" or bool(_ADDRESS_OPENERS.search(before))
-    return closes and opens
+    after = _after(text, end)
+    if after != "" and after not in ",!?.;:":
+        return False
+    stop = _before(text, start)
+    # ``pos`` keeps what precedes it in view of ``^`` and ``\b``; ``endpos`` ends the text
+    # where the stripped text before the name ends, so ``$`` means what it meant there.
+    return (
+        stop == 0
+        or text[stop - 1] in ",.!?;:"
+        or _ADDRESS_OPENERS.search(text, max(0, stop - _OPENER_CHARS), stop) is not None
+    )
 
 
 @lru_cache(maxsize=1 << 16)
@@ -73,8 +98,8 @@ def _kept(ch: str) -> bool:
 
 
 def _sentence_initial(text: str, start: int) -> bool:
-    before = text[:start].rstrip()
-    return not before or before[-1] in '.!?\n"“:'
+    stop = _before(text, start)
+    return not stop or text[stop - 1] in '.!?\n"“:'
 
 
 def name_candidates(text: str, limit: int = 12) -> list[str]:

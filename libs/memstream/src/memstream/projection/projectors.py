@@ -11,6 +11,7 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
+from typing import Any
 
 from confluent_kafka import Message, Producer
 
@@ -20,7 +21,7 @@ from memstream.kafka.dlq import DeadLetterWriter
 from memstream.kafka.reading import headers_of
 from memstream.kafka.topics import LATENTS, LEDGER
 from memstream.latent.model import LatentDeletion, LatentRecord
-from memstream.ledger.entry import decode_entry
+from memstream.ledger.entry import Opener, load_entry, read_loaded
 from memstream.metrics import PURGE_APPLIED_AT, PURGE_ITEMS_REMOVED, PURGES_APPLIED
 from memstream.position import RAW_HEADER
 from memstream.projection.extract import graph_batch
@@ -58,9 +59,9 @@ log = logging.getLogger(__name__)
 GRAPH, VECTORS = "graph", "vectors"  # the ``store`` label of the purge metrics
 
 
-def _read(raw: bytes | None, light: bool, opener: EntryOpener | None) -> Read | str:
+def _read(loaded: Any, light: bool, opener: Opener | None) -> Read | str:
     """What the record gives a projector, or why the record itself cannot be projected."""
-    return decode_entry(raw, lambda entry: read_entry(entry, light), opener)
+    return read_loaded(loaded, lambda entry: read_entry(entry, light), opener)
 
 
 class _Base:
@@ -90,8 +91,10 @@ class _Base:
         out = Decoded()
         now = datetime.now(UTC)
         read: list[tuple[str | None, bytes | None, int]] = []
-        for m in msgs:
-            found = _read(m.value(), light, self.opener)
+        loaded = [load_entry(m.value()) for m in msgs]
+        opener = self.opener.for_batch(loaded) if self.opener is not None else None
+        for m, doc in zip(msgs, loaded, strict=True):
+            found = _read(doc, light, opener)
             if isinstance(found, str):
                 reason = f"{self.component} {self.version}: {found}"[:500]
                 self.dead_letters.write(m, reason, now)
