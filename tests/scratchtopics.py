@@ -24,6 +24,23 @@ def envelope(tenant: str, i: int, text: str) -> dict[str, Any]:
     }
 
 
+def journal_event(eid: str, text: str, tenant: str = "acme", **extra: Any) -> dict[str, Any]:
+    """A user message in ``tenant``'s stream ``journal``, with an accented agent and place."""
+    doc: dict[str, Any] = {
+        "id": eid,
+        "tenant": tenant,
+        "stream": "journal",
+        "agent": "Zoë Ångström-Nuñez",
+        "type": "message.user",
+        "occurred_at": "2026-05-01T10:00:00Z",
+        "schema_version": 1,
+        "payload": {"text": text},
+        "metadata": {"place": "Café Müller"},
+    }
+    doc.update(extra)
+    return doc
+
+
 def raw_event(tenant: str, i: int) -> bytes:
     """The raw record of ``envelope`` saying the deploy key rotated."""
     return orjson.dumps(envelope(tenant, i, f"the deploy key rotated ({i})"))

@@ -42,6 +42,23 @@ def wait_until(cond: Callable[[], bool], timeout: float, what: str) -> None:
         time.sleep(0.1)
 
 
+def healthy_status(data_dir: Path, timeout: float = 120) -> dict[str, Any]:
+    """``memstream status --json`` once it says healthy: ``memstream up`` returns when the
+    API answers, and the workers (the niced ones last) may still be starting."""
+    last: list[subprocess.CompletedProcess[str]] = []
+
+    def healthy() -> bool:
+        last[:] = [memstream("status", "--json", data_dir=data_dir, check=False)]
+        return last[0].returncode == 0
+
+    try:
+        wait_until(healthy, timeout, "memstream status to say healthy")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}: {last[0].stdout[-3000:]} {last[0].stderr[-2000:]}") from exc
+    doc: dict[str, Any] = json.loads(last[0].stdout)
+    return doc
+
+
 @dataclass
 class RunningStack:
     data_dir: Path

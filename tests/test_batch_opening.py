@@ -21,6 +21,7 @@ from memstream.shred.port import KeyKind
 from memstream.shred.seal import SEALED, seal
 from memstream.shred.sqlite import SqliteDataKeys
 from memstream.times import iso_utc
+from scratchtopics import journal_event
 
 NOW = iso_utc(datetime(2026, 5, 1, 12, 0, tzinfo=UTC))
 TENANTS = ("acme", "Zoe-Angstrom", "second.tenant")
@@ -46,20 +47,6 @@ def keys(tmp_path: Path) -> Iterator[CountingKeys]:
     store.close()
 
 
-def _event(tenant: str, eid: str, text: str) -> dict[str, Any]:
-    return {
-        "id": eid,
-        "tenant": tenant,
-        "stream": "journal",
-        "agent": "Zoë Ångström-Nuñez",
-        "type": "message.user",
-        "occurred_at": "2026-05-01T10:00:00Z",
-        "schema_version": 1,
-        "payload": {"text": text},
-        "metadata": {"place": "Café Müller"},
-    }
-
-
 def _ledgered(store: SqliteDataKeys, doc: dict[str, Any], seq: int) -> dict[str, Any]:
     key = store.create_or_get(doc["tenant"], "event", [doc["id"]])[doc["id"]]
     raw = RawRecord(orjson.dumps(doc), 0, seq, "memory.events.raw")
@@ -71,7 +58,9 @@ def _ledgered(store: SqliteDataKeys, doc: dict[str, Any], seq: int) -> dict[str,
 def _batch(store: SqliteDataKeys) -> list[bytes | None]:
     """Sealed entries of three tenants (one shredded), and records that do not open."""
     entries = [
-        _ledgered(store, _event(t, f"e{i}", f"Noor met Łukasz in Tromsø, day {i}\t\u200b."), i)
+        _ledgered(
+            store, journal_event(f"e{i}", f"Noor met Łukasz in Tromsø, day {i}\t\u200b.", t), i
+        )
         for i in range(30)
         for t in TENANTS
     ]

@@ -28,7 +28,10 @@ def loose_modes(data_dir: Path) -> list[str]:
     for root, dirs, files in os.walk(data_dir):
         for name in [*dirs, *files]:
             path = Path(root) / name
-            st = path.lstat()
+            try:
+                st = path.lstat()
+            except FileNotFoundError:  # a store replaced it since the listing: nothing to check
+                continue
             if stat.S_ISLNK(st.st_mode):
                 continue
             want = 0o700 if stat.S_ISDIR(st.st_mode) else 0o600

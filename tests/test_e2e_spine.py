@@ -19,7 +19,15 @@ from confluent_kafka import Producer
 from memstream.kafka.reading import read_to_end
 from memstream.kafka.topics import DLQ, RAW
 from memstream.sdk import MemoryClient
-from stackproc import BIN, RunningStack, memstream, pid_alive, start_stack, wait_until
+from stackproc import (
+    BIN,
+    RunningStack,
+    healthy_status,
+    memstream,
+    pid_alive,
+    start_stack,
+    wait_until,
+)
 
 
 def batch(tenant_prefix: str, n: int, streams: int) -> list[dict[str, Any]]:
@@ -154,7 +162,7 @@ def test_killing_workers_mid_ingest_loses_and_duplicates_nothing(stack: RunningS
 
 
 def test_status_reports_components_and_lag(stack: RunningStack) -> None:
-    doc = json.loads(memstream("status", "--json", data_dir=stack.data_dir).stdout)
+    doc = healthy_status(stack.data_dir)
     assert doc["kafka"]["bootstrap"] == stack.bootstrap
     assert len(doc["metrics_endpoints"]) >= 4
     for name in (

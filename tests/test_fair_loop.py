@@ -93,6 +93,27 @@ def run(loop: BatchLoop, done: Callable[[], bool]) -> None:
     assert not thread.is_alive()
 
 
+def fair_loop(
+    consumer: Consumer,
+    topic: str,
+    group: str,
+    process: Callable[[list[Message]], None],
+    **hooks: Any,
+) -> BatchLoop:
+    """The fair loop these tests run: batches of up to 2000, 500 while tenants share."""
+    return BatchLoop(
+        consumer=consumer,
+        topic=topic,
+        group=group,
+        component="fair-test",
+        process=process,
+        fair=True,
+        batch_size=2000,
+        fair_batch=500,
+        **hooks,
+    )
+
+
 def test_small_tenant_not_behind_bulk(topics: str) -> None:
     topic = new_topic(topics)
     bulk = [(b"bulk/agent-%d" % (i % 7), b"bulk %d" % i) for i in range(20_000)]
@@ -105,16 +126,8 @@ def test_small_tenant_not_behind_bulk(topics: str) -> None:
         marks.append(loop.committed.get((topic, 0)))
         batches.append([(m.key(), m.offset() or 0) for m in msgs])
 
-    loop = BatchLoop(
-        consumer=FetchedAll(consumer_config(topics, group, Settings()), until=20_001),
-        topic=topic,
-        group=group,
-        component="fair-test",
-        process=process,
-        fair=True,
-        batch_size=2000,
-        fair_batch=500,
-    )
+    consumer = FetchedAll(consumer_config(topics, group, Settings()), until=20_001)
+    loop = fair_loop(consumer, topic, group, process)
     run(loop, lambda: sum(map(len, batches)) >= 20_001)
     first_two = [k for b in batches[:2] for k, _ in b]
     assert b"small/probes" in first_two
@@ -149,16 +162,7 @@ def test_restart_replays_from_low_mark_idempotently(topics: str) -> None:
             if stop_after is not None and len(runs[n]) >= stop_after:
                 loop.stop_event.set()  # the batch still commits: a clean stop
 
-        loop = BatchLoop(
-            consumer=make_consumer(topics, group, Settings()),
-            topic=topic,
-            group=group,
-            component="fair-test",
-            process=process,
-            fair=True,
-            batch_size=2000,
-            fair_batch=500,
-        )
+        loop = fair_loop(make_consumer(topics, group, Settings()), topic, group, process)
         return loop
 
     first = loop_for(0, stop_after=1000)
@@ -210,18 +214,9 @@ def test_the_sequencer_replays_a_tenant_once_after_a_restart(topics: str) -> Non
             if stop_after is not None and counts[n] >= stop_after:
                 loop.stop_event.set()
 
-        loop = BatchLoop(
-            consumer=make_consumer(topics, group, Settings()),
-            topic=topic,
-            group=group,
-            component="sequencer-test",
-            process=process,
-            on_assign=seq.rebuild,
-            on_revoke=seq.forget,
-            fair=True,
-            batch_size=2000,
-            fair_batch=500,
-        )
+        consumer = make_consumer(topics, group, Settings())
+        hooks = {"on_assign": seq.rebuild, "on_revoke": seq.forget}
+        loop = fair_loop(consumer, topic, group, process, **hooks)
         return loop
 
     first = loop_for(0, stop_after=900)

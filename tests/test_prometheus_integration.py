@@ -11,7 +11,6 @@ third tenant's bursts of concurrent recalls, some refused by the fair share.
 
 from __future__ import annotations
 
-import json
 import math
 import shutil
 import subprocess
@@ -31,7 +30,7 @@ from memstream.ledger.canonical import GENESIS_HASH
 from memstream.ledger.entry import build_entry
 from memstream.ops.dashboards import dashboards
 from memstream.stack.net import free_port
-from stackproc import RunningStack, memstream, wait_until
+from stackproc import RunningStack, healthy_status, memstream, wait_until
 
 ROOT = Path(__file__).resolve().parents[1]
 RULES = ROOT / "deploy" / "prometheus" / "memstream-rules.yml"
@@ -228,7 +227,7 @@ class Prometheus:
 
 def scrape_config(stack: RunningStack) -> dict[str, Any]:
     """One job per component (``memstream-<name>``), as in deploy/prometheus/prometheus.yml."""
-    status = json.loads(memstream("status", "--json", data_dir=stack.data_dir).stdout)
+    status = healthy_status(stack.data_dir)
     endpoints = status["metrics_endpoints"]
     names = {
         c["metrics_url"]: name for name, c in status["components"].items() if c.get("metrics_url")

@@ -43,6 +43,7 @@ from memstream.shred.seal import (
 from memstream.shred.sealer import EventSealer
 from memstream.shred.sqlite import SqliteDataKeys
 from memstream.times import iso_utc
+from scratchtopics import journal_event
 
 NOW = iso_utc(datetime(2026, 5, 1, 12, 0, tzinfo=UTC))
 KEY = bytes(range(32))
@@ -52,19 +53,7 @@ CHAIN_FIELDS = {"seq", "prev_hash", "hash", "ingested_at", "kafka"}
 
 
 def event(eid: str = "e1", text: str = TEXT, **extra: Any) -> dict[str, Any]:
-    doc: dict[str, Any] = {
-        "id": eid,
-        "tenant": "acme",
-        "stream": "journal",
-        "agent": "Zoë Ångström-Nuñez",
-        "type": "message.user",
-        "occurred_at": "2026-05-01T10:00:00Z",
-        "schema_version": 1,
-        "payload": {"text": text},
-        "metadata": {"place": "Café Müller"},
-    }
-    doc.update(extra)
-    return doc
+    return journal_event(eid, text, **extra)
 
 
 def tombstone() -> dict[str, Any]:

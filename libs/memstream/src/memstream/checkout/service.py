@@ -192,6 +192,19 @@ class NoProjection(RuntimeError):
     """No live projection version (or its index) to read from yet."""
 
 
+# Each lever as ``meta`` reports it: the ``CheckoutRequest`` field that asks for it and the
+# ``CheckoutService`` attribute that holds its default.
+LEVERS: dict[str, tuple[str, str]] = {
+    "episode_lane": ("episodes", "episode_lane"),
+    "time_lane": ("time_lane", "time_lane"),
+    "second_hop": ("second_hop", "second_hop"),
+    "rerank": ("rerank", "rerank"),
+    "top_votes": ("top_votes", "top_votes"),
+    "text_rows": ("text_rows", "text_rows"),
+    "expand": ("expand", "expand"),
+}
+
+
 @dataclass
 class CheckoutService:
     """Reads the live version from the registry on every call (promote is atomic)."""
@@ -384,31 +397,25 @@ class CheckoutService:
             latent=[latent_item(a) for a in artifacts[:MAX_LATENT_ITEMS]],
             max_tokens=req.max_tokens - reserve,
             count_tokens=embedder.count_tokens,
-            text_rows=self._text_rows(req),
+            text_rows=self._lever(req, "text_rows"),
         )
 
     def _levers(self, req: CheckoutRequest, retriever: Retriever) -> dict[str, bool]:
         """``retriever`` with the request's levers (the service defaults where it is silent);
         returns every lever as ``meta`` reports it."""
-        retriever.episodes = self.episode_lane if req.episodes is None else req.episodes
-        retriever.time_lane = self.time_lane if req.time_lane is None else req.time_lane
-        retriever.second_hop = self.second_hop if req.second_hop is None else req.second_hop
-        retriever.rerank = self.rerank if req.rerank is None else req.rerank
-        top_votes = self.top_votes if req.top_votes is None else req.top_votes
-        retriever.vote_depth = VOTE_DEPTH * req.k if top_votes else None
-        retriever.expand = self.expand if req.expand is None else req.expand
-        return {
-            "episode_lane": retriever.episodes,
-            "time_lane": retriever.time_lane,
-            "second_hop": retriever.second_hop,
-            "rerank": retriever.rerank,
-            "top_votes": top_votes,
-            "text_rows": self._text_rows(req),
-            "expand": retriever.expand,
-        }
+        levers = {meta: self._lever(req, meta) for meta in LEVERS}
+        retriever.episodes = levers["episode_lane"]
+        retriever.time_lane = levers["time_lane"]
+        retriever.second_hop = levers["second_hop"]
+        retriever.rerank = levers["rerank"]
+        retriever.vote_depth = VOTE_DEPTH * req.k if levers["top_votes"] else None
+        retriever.expand = levers["expand"]
+        return levers
 
-    def _text_rows(self, req: CheckoutRequest) -> bool:
-        return self.text_rows if req.text_rows is None else req.text_rows
+    def _lever(self, req: CheckoutRequest, meta: str) -> bool:
+        asked, default = LEVERS[meta]
+        value: bool | None = getattr(req, asked)
+        return bool(getattr(self, default)) if value is None else value
 
     def _woven(
         self,

@@ -131,6 +131,10 @@ class EdgeVectorIndex:
         self._readers = threading.Condition(threading.Lock())  # guards _held and its counts
         self._held: _Held | None = None
         self._closed = False
+        # Purged event ids whose deleted points still lie in the shard's files, per tenant:
+        # ``holding`` counts them until the next ``compact`` has replaced those files.
+        self._owed: dict[str, set[str]] = {}
+        self._owed_lock = threading.Lock()
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -287,6 +291,7 @@ class EdgeVectorIndex:
             if held is not None:
                 self._retire(held)
             shutil.rmtree(self.path, ignore_errors=True)
+            self._settle()
 
     # -- writes ----------------------------------------------------------------------------
 
@@ -363,6 +368,8 @@ class EdgeVectorIndex:
             keys: list[qe.PointId] = [point_id(event_point_key(tenant, i)) for i in ids]
             shard.update(qe.UpdateOperation.delete_points(keys))
             shard.update(qe.UpdateOperation.delete_points_by_filter(derived))
+            with self._owed_lock:
+                self._owed.setdefault(tenant, set()).update(ids)
         return {"points": points, "latents": latents}
 
     def at(self, tenant: str, stream: str, seqs: list[int]) -> list[VectorHit]:
@@ -397,10 +404,12 @@ class EdgeVectorIndex:
             must=[_match("tenant", tenant)],
             should=[_any("event_id", ids), _any("source_ids", ids), _any(KEY_OF, ids)],
         )
+        with self._owed_lock:
+            owed = len(self._owed.get(tenant, set()).intersection(ids))
         with self._reading() as held:
             if held is None or not ids:
-                return 0
-            return held.shard.count(qe.CountRequest(exact=True, filter=flt))
+                return owed
+            return owed + held.shard.count(qe.CountRequest(exact=True, filter=flt))
 
     def compact(self) -> None:
         """Copy the live points into a fresh shard that replaces this one.
@@ -416,6 +425,7 @@ class EdgeVectorIndex:
         with self._optimize_lock, self._lock:
             shard = self._open(create=False)
             if shard is None:
+                self._settle()
                 return
             fresh_path = self.path.with_name(self.path.name + ".compacting")
             shutil.rmtree(fresh_path, ignore_errors=True)
@@ -433,6 +443,13 @@ class EdgeVectorIndex:
             if old is not None:
                 self._retire(old)
             shutil.rmtree(old_path)
+            self._settle()
+
+    def _settle(self) -> None:
+        """Every purge so far has left the files (callers hold ``_lock``, which purges take
+        too, so none ran since the copy began)."""
+        with self._owed_lock:
+            self._owed.clear()
 
     def _copy(self, source: qe.EdgeShard, target: qe.EdgeShard) -> None:
         for records in self._pages(source, None, vectors=True):

@@ -203,8 +203,9 @@ class VectorIndex(Protocol):
 
     def holding(self, tenant: str, event_ids: list[str]) -> int:
         """Points of the tenant that a purge of ``event_ids`` removes or keys again (their
-        event points, latent points derived from them, points whose key copies their words):
-        0 once the purge is applied."""
+        event points, latent points derived from them, points whose key copies their words),
+        and each purged id whose deleted points still lie in the index's files: 0 once the
+        purge is applied and, where ``compact`` rewrites the files, compacted."""
 
     def compact(self) -> None:
         """Rewrite the index's files so deleted points no longer lie in them (after a purge;
