@@ -8,6 +8,8 @@ tenant's points; the cache never holds more than its limit.
 
 from __future__ import annotations
 
+import threading
+import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -194,3 +196,47 @@ def test_the_setting_turns_the_cache_on_and_off(tmp_path: Path, limit: int, on: 
     index = open_vector_index(settings, "m", DIM)
     assert isinstance(index, EdgeVectorIndex)
     assert (index._payloads is not None) is on
+
+
+def test_no_search_serves_a_payload_older_than_a_write_done_before_it(tmp_path: Path) -> None:
+    """Readers search while a writer rewrites every point again and again (and compacts
+    now and then): each hit carries the last version written before its search began, or a
+    newer one, never an older one."""
+    _, cached = pair(tmp_path)
+    tenant, rounds = TENANTS[0], 12
+    done = [0]  # the last version whose upsert returned
+    stop = threading.Event()
+    problems: list[str] = []
+    searched = [0]
+
+    def reader(seed: int) -> None:
+        while not stop.is_set():
+            floor = done[0]
+            for hits in cached.query_batch(tenant, vec(seed), "harbour crane", SEARCHES):
+                for h in hits:
+                    version = int(str(h.payload["note"]).removeprefix("v") or 0)
+                    if version < floor:
+                        problems.append(f"{h.point_key}: v{version} after v{floor} was written")
+            searched[0] += 1
+
+    threads = [threading.Thread(target=reader, args=(s,)) for s in (3, 7, 11)]
+    for t in threads:
+        t.start()
+    try:
+        for version in range(1, rounds + 1):
+            cached.upsert([point(tenant, i, note=f"v{version}") for i in range(PER_TENANT)])
+            done[0] = version
+            if version % 4 == 0:
+                cached.compact()
+            seen = searched[0]
+            deadline = time.monotonic() + 60  # let the readers search this version
+            while searched[0] < seen + 3 and time.monotonic() < deadline:
+                time.sleep(0.005)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(60)
+    assert problems == [], problems[:3]
+    assert searched[0] >= rounds * 3
+    final = [h for hits in cached.query_batch(tenant, vec(3), "crane", SEARCHES) for h in hits]
+    assert final and {h.payload["note"] for h in final} == {f"v{rounds}"}
