@@ -78,6 +78,13 @@ class Settings(BaseSettings):
         default=False,
         description="Qdrant Edge: build HNSW when writes pause (freezes the API during a build)",
     )
+    vector_payload_cache: int = Field(
+        default=20_000,
+        ge=0,
+        description="Qdrant Edge: payloads of this many recently found points kept decoded in "
+        "the process that holds the index, so searches read ids only; a write drops what it "
+        "touches, a purge or compaction all (0 = off: every search reads payloads)",
+    )
     embedded_projections: bool = Field(
         default=True,
         description="embedded stack runs the derived consumers: graph and vector projections, "

@@ -11,7 +11,12 @@ def open_vector_index(settings: Settings, collection: str, dim: int) -> VectorIn
     if settings.qdrant_url is None:
         from memstream.vectors.edge import EdgeVectorIndex
 
-        return EdgeVectorIndex(settings.data_dir / "vectors" / collection, collection, dim)
+        return EdgeVectorIndex(
+            settings.data_dir / "vectors" / collection,
+            collection,
+            dim,
+            payload_cache=settings.vector_payload_cache,
+        )
     from qdrant_client import QdrantClient
 
     from memstream.vectors.qdrant_server import QdrantVectorIndex
