@@ -192,16 +192,16 @@ class NoProjection(RuntimeError):
     """No live projection version (or its index) to read from yet."""
 
 
-# Each lever as ``meta`` reports it: the ``CheckoutRequest`` field that asks for it and the
-# ``CheckoutService`` attribute that holds its default.
-LEVERS: dict[str, tuple[str, str]] = {
-    "episode_lane": ("episodes", "episode_lane"),
-    "time_lane": ("time_lane", "time_lane"),
-    "second_hop": ("second_hop", "second_hop"),
-    "rerank": ("rerank", "rerank"),
-    "top_votes": ("top_votes", "top_votes"),
-    "text_rows": ("text_rows", "text_rows"),
-    "expand": ("expand", "expand"),
+# Each lever as ``meta`` reports it, which is also the ``CheckoutService`` attribute holding
+# its default, and the ``CheckoutRequest`` field that asks for it.
+LEVERS: dict[str, str] = {
+    "episode_lane": "episodes",
+    "time_lane": "time_lane",
+    "second_hop": "second_hop",
+    "rerank": "rerank",
+    "top_votes": "top_votes",
+    "text_rows": "text_rows",
+    "expand": "expand",
 }
 
 
@@ -413,9 +413,8 @@ class CheckoutService:
         return levers
 
     def _lever(self, req: CheckoutRequest, meta: str) -> bool:
-        asked, default = LEVERS[meta]
-        value: bool | None = getattr(req, asked)
-        return bool(getattr(self, default)) if value is None else value
+        value: bool | None = getattr(req, LEVERS[meta])
+        return bool(getattr(self, meta)) if value is None else value
 
     def _woven(
         self,
