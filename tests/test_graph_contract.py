@@ -818,6 +818,12 @@ def test_queries_take_values_only_as_params_and_filter_by_tenant() -> None:
         if name != "DELETE_SOME_NODES":  # drops the whole namespace on purpose
             assert "tenant" in query, name
     assert f"*1..{cypher.MAX_CHAIN_RADIUS}]" in cypher.CHAINS
+    # one text per radius, walking no further than it (radius 0 walks one step, kept by none)
+    assert sorted(cypher.CHAINS_WITHIN) == list(range(cypher.MAX_CHAIN_RADIUS + 1))
+    for radius, query in cypher.CHAINS_WITHIN.items():
+        bound = max(radius, 1)
+        assert query == cypher.CHAINS.replace(f"*1..{cypher.MAX_CHAIN_RADIUS}]", f"*1..{bound}]")
+        assert query.count(f"*1..{bound}]") == 2 and "$radius" in query, radius
     assert f"'{cypher.VALUE_KIND}'" in cypher.COUNTS and f"'{cypher.VALUE_KIND}'" in cypher.FACTS
 
 

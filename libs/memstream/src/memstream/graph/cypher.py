@@ -346,6 +346,14 @@ RETURN at,"""
     + _EVENT_COLUMNS
     + "ORDER BY at, seq"
 )
+# The same read with the walk bounded by the radius asked for (a bound cannot be a $param):
+# FalkorDB walks every path up to the literal bound before ``length(p) <= $radius`` drops
+# the long ones: a checkout's radius 1 read of 3 events took 1.27 ms with bound 50 and
+# 0.80 ms with bound 1, the same rows (p50 of 400 pairs, 300k events on FalkorDB).
+CHAINS_WITHIN = {
+    radius: CHAINS.replace(f"*1..{MAX_CHAIN_RADIUS}]", f"*1..{max(radius, 1)}]")
+    for radius in range(MAX_CHAIN_RADIUS + 1)
+}
 
 # Invalidations naming the targets (``$status`` null = any), oldest first.
 INVALIDATIONS = """

@@ -13,7 +13,7 @@ from memstream.events.payloads import QuestionFamily
 from memstream.graph.cypher import (
     ADOPT_INVALIDATIONS,
     APPLIED_RAW,
-    CHAINS,
+    CHAINS_WITHIN,
     COUNTS,
     DELETE_DERIVED_LATENTS,
     DELETE_ENTITY,
@@ -597,14 +597,15 @@ class CypherGraphStore(ABC):
         """:meth:`chain` of each of ``event_ids``, in their order, in one read."""
         if not event_ids:
             return []
+        radius = max(0, min(radius, MAX_CHAIN_RADIUS))
         params = {
             "tenant": tenant,
             "event_ids": event_ids,
-            "radius": max(0, min(radius, MAX_CHAIN_RADIUS)),
+            "radius": radius,
             "as_of": _optional_z(as_of),
         }
         found: list[list[EventRecord]] = [[] for _ in event_ids]
-        for r in self._read(CHAINS, params):
+        for r in self._read(CHAINS_WITHIN[radius], params):
             found[int(r["at"])].append(_event_record(r))
         return found
 
