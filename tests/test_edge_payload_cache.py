@@ -20,6 +20,7 @@ import pytest
 from memstream.projection.model import VectorHit, VectorPoint
 from memstream.settings import Settings
 from memstream.vectors.edge import EdgeVectorIndex, _Payloads
+from memstream.vectors.edge_shards import EdgeTenantShards
 from memstream.vectors.factory import open_vector_index
 from memstream.vectors.port import Search
 from memstream.vectors.sparse import point_id
@@ -194,8 +195,12 @@ def test_a_read_that_began_before_a_write_does_not_keep_what_it_fetched() -> Non
 def test_the_setting_turns_the_cache_on_and_off(tmp_path: Path, limit: int, on: bool) -> None:
     settings = Settings(data_dir=tmp_path, vector_payload_cache=limit)
     index = open_vector_index(settings, "m", DIM)
-    assert isinstance(index, EdgeVectorIndex)
+    assert isinstance(index, EdgeTenantShards)
     assert (index._payloads is not None) is on
+    index.upsert([point(t, i) for i, t in enumerate(TENANTS)])
+    shards = [index._for(t) for t in TENANTS]
+    assert all(s._payloads is index._payloads for s in shards)  # one cache, shared
+    index.close()
 
 
 def test_no_search_serves_a_payload_older_than_a_write_done_before_it(tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ import pytest
 from memstream.projection.model import VectorPoint
 from memstream.settings import Settings
 from memstream.vectors.edge import EdgeVectorIndex
+from memstream.vectors.edge_shards import EdgeTenantShards
 from memstream.vectors.factory import open_vector_index
 from memstream.vectors.port import Search, VectorIndex
 from memstream.vectors.qdrant_server import QdrantVectorIndex
@@ -75,7 +76,7 @@ def keys(hits: list[Any]) -> list[str]:
     return [h.point_key.rsplit(":", 1)[1] for h in hits]
 
 
-@pytest.fixture(params=["edge", "server"])
+@pytest.fixture(params=["edge", "edge-shards", "server"])
 def opener(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Opener]:
     """Opens (or re-opens) one adapter on the same storage; closes what it opened."""
     opened: list[VectorIndex] = []
@@ -84,6 +85,8 @@ def opener(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Opener]:
         index: VectorIndex
         if request.param == "edge":
             index = EdgeVectorIndex(tmp_path / "edge" / "memories", "memories", DIM)
+        elif request.param == "edge-shards":  # 4 shards: the tests' tenants share some
+            index = EdgeTenantShards(tmp_path / "shards" / "memories", "memories", DIM, shards=4)
         else:
             client = QdrantClient(path=str(tmp_path / "qdrant"))
             index = QdrantVectorIndex(client, "memories", DIM, owns_client=True)
@@ -635,8 +638,19 @@ def test_bm25_document_and_query_weights() -> None:
 # -- Edge specifics ----------------------------------------------------------------------
 
 
-def test_edge_is_safe_for_one_writer_and_concurrent_readers(tmp_path: Path) -> None:
-    index = EdgeVectorIndex(tmp_path / "shard", "memories", DIM)
+def edge_layout(layout: str, path: Path) -> EdgeVectorIndex | EdgeTenantShards:
+    """Qdrant Edge as one shard, or in shards by tenant (4: "acme" and "globex" apart)."""
+    if layout == "one":
+        return EdgeVectorIndex(path, "memories", DIM)
+    return EdgeTenantShards(path, "memories", DIM, shards=4)
+
+
+EDGE_LAYOUTS = pytest.mark.parametrize("layout", ["one", "shards"])
+
+
+@EDGE_LAYOUTS
+def test_edge_is_safe_for_one_writer_and_concurrent_readers(tmp_path: Path, layout: str) -> None:
+    index = edge_layout(layout, tmp_path / "shard")
     errors: list[BaseException] = []
     done = threading.Event()
 
@@ -672,12 +686,25 @@ def test_edge_is_safe_for_one_writer_and_concurrent_readers(tmp_path: Path) -> N
         index.count()
 
 
-def test_factory_picks_edge_without_qdrant_url(tmp_path: Path) -> None:
-    index = open_vector_index(Settings(data_dir=tmp_path), "events-v1", DIM)
-    assert isinstance(index, EdgeVectorIndex)
-    assert index.path == tmp_path / "vectors" / "events-v1"
+def test_factory_picks_edge_shards_without_qdrant_url(tmp_path: Path) -> None:
+    settings = Settings(data_dir=tmp_path, vector_shards=8)
+    index = open_vector_index(settings, "events-v1", DIM)
+    assert isinstance(index, EdgeTenantShards)
+    assert index.path == tmp_path / "vectors" / "events-v1" and index.shards == 8
     index.upsert([pt("acme", "e1", "hello", unit(0))])
     assert index.count() == 1
+    index.close()
+
+
+def test_factory_keeps_a_collection_made_as_one_shard(tmp_path: Path) -> None:
+    """A collection written before shards existed is read as it lies, not hidden behind an
+    empty sharded one."""
+    one = EdgeVectorIndex(tmp_path / "vectors" / "events-v1", "events-v1", DIM)
+    one.upsert([pt("acme", "e1", "hello", unit(0))])
+    one.close()
+    index = open_vector_index(Settings(data_dir=tmp_path), "events-v1", DIM)
+    assert isinstance(index, EdgeVectorIndex)
+    assert keys(index.query("acme", unit(0), "hello")) == ["e1"]
     index.close()
 
 
@@ -729,9 +756,10 @@ def test_purge_events_removes_their_points_and_derived_latents(index: VectorInde
     assert sorted(keys(index.query("acme", unit(2), "Braga", limit=10))) == ["e3", "lat-2"]
 
 
-def test_edge_compact_leaves_no_purged_text_in_the_shard(tmp_path: Path) -> None:
+@EDGE_LAYOUTS
+def test_edge_compact_leaves_no_purged_text_in_the_shard(tmp_path: Path, layout: str) -> None:
     root = tmp_path / "edge"
-    index = EdgeVectorIndex(root / "memories", "memories", DIM)
+    index = edge_layout(layout, root / "memories")
     marker = f"Éloïse Martin-Duval déménage à Lisbonne {uuid.uuid4().hex}"
     try:
         index.ensure()
@@ -752,7 +780,7 @@ def test_edge_compact_leaves_no_purged_text_in_the_shard(tmp_path: Path) -> None
         assert index.count("acme") == 3
     finally:
         index.close()
-    reopened = EdgeVectorIndex(root / "memories", "memories", DIM)
+    reopened = edge_layout(layout, root / "memories")
     try:
         assert reopened.count("acme") == 3 and reopened.count("globex") == 0
     finally:

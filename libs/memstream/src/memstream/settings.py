@@ -85,6 +85,15 @@ class Settings(BaseSettings):
         "the process that holds the index, so searches read ids only; a write drops what it "
         "touches, a purge or compaction all (0 = off: every search reads payloads)",
     )
+    vector_shards: int = Field(
+        default=8,
+        ge=1,
+        le=256,
+        description="Qdrant Edge: a new collection's shards; a tenant's points live in one of "
+        "them (by a hash of the tenant), so its searches scan that shard only. Each shard in "
+        "use maps ~100 MB of files whatever it holds. An existing collection keeps the count "
+        "it was made with",
+    )
     embedded_projections: bool = Field(
         default=True,
         description="embedded stack runs the derived consumers: graph and vector projections, "

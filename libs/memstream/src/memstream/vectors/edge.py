@@ -146,6 +146,11 @@ class _Payloads:
                 self.items.pop(i, None)
 
 
+def shared_payloads(limit: int) -> _Payloads | None:
+    """A cache of ``limit`` decoded payloads to share between indexes (None when 0)."""
+    return _Payloads(limit) if limit > 0 else None
+
+
 class EdgeVectorIndex:
     """Dense (cosine) + sparse BM25 (IDF) hybrid index on an ``EdgeShard`` at ``path``.
 
@@ -166,6 +171,7 @@ class EdgeVectorIndex:
 
     With ``payload_cache`` > 0, searches read point ids from the engine and payloads from a
     cache of that many points (see :class:`_Payloads`), fetching the missing ones in one call.
+    ``payloads`` (see :func:`shared_payloads`) shares one cache between several indexes.
     """
 
     def __init__(
@@ -176,6 +182,7 @@ class EdgeVectorIndex:
         *,
         batch_size: int = 1024,
         payload_cache: int = 0,
+        payloads: _Payloads | None = None,
     ) -> None:
         self.path = Path(path)
         self.collection = collection
@@ -190,7 +197,9 @@ class EdgeVectorIndex:
         # ``holding`` counts them until the next ``compact`` has replaced those files.
         self._owed: dict[str, set[str]] = {}
         self._owed_lock = threading.Lock()
-        self._payloads = _Payloads(payload_cache) if payload_cache > 0 else None
+        # ``payloads``: a cache shared with other shards (``EdgeTenantShards``); a write
+        # to any of them drops what it touches in the one cache.
+        self._payloads = payloads or (_Payloads(payload_cache) if payload_cache > 0 else None)
 
     def _forget(self, ids: list[qe.PointId] | None = None) -> None:
         """After a write: drop the cached payloads of the points ``ids`` (None: all). The

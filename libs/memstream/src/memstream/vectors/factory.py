@@ -7,16 +7,22 @@ from memstream.vectors.port import VectorIndex
 
 
 def open_vector_index(settings: Settings, collection: str, dim: int) -> VectorIndex:
-    """Edge at ``<data_dir>/vectors/<collection>`` unless ``settings.qdrant_url`` is set."""
+    """Edge at ``<data_dir>/vectors/<collection>`` unless ``settings.qdrant_url`` is set: in
+    shards by tenant, or one shard for a collection made before shards existed."""
     if settings.qdrant_url is None:
         from memstream.vectors.edge import EdgeVectorIndex
+        from memstream.vectors.edge_shards import EdgeTenantShards, is_sharded
 
-        return EdgeVectorIndex(
-            settings.data_dir / "vectors" / collection,
-            collection,
-            dim,
-            payload_cache=settings.vector_payload_cache,
-        )
+        path = settings.data_dir / "vectors" / collection
+        if is_sharded(path):
+            return EdgeTenantShards(
+                path,
+                collection,
+                dim,
+                shards=settings.vector_shards,
+                payload_cache=settings.vector_payload_cache,
+            )
+        return EdgeVectorIndex(path, collection, dim, payload_cache=settings.vector_payload_cache)
     from qdrant_client import QdrantClient
 
     from memstream.vectors.qdrant_server import QdrantVectorIndex
