@@ -201,9 +201,11 @@ def test_a_lower_case_multi_word_subject_answers_its_current_value() -> None:
 
 
 _LETTERS = "abcdefghijklmnoprstuvwyzéèëïöüñçå"
-_WORD = st.text(alphabet=_LETTERS, min_size=4, max_size=9).filter(
-    lambda w: fold_accents(w) not in STOPWORDS
-)
+# Words the planner reads as cues elsewhere ("how much did I spend"): in a name they are not.
+_CUE_WORDS = ["spent", "spending", "price", "cost", "paid", "budget", "rent", "worth", "cheaper"]
+_WORD = st.one_of(
+    st.text(alphabet=_LETTERS, min_size=4, max_size=9), st.sampled_from(_CUE_WORDS)
+).filter(lambda w: fold_accents(w) not in STOPWORDS)
 _PHRASES = [
     ("Where does {s} live now?", "lives_in"),
     ("where is {s} living these days", "lives_in"),

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import pytest
 from memstream.checkout.plan import plan_query
+from memstream.checkout.plan.entities import Lexicon
 from memstream.checkout.plan.operation import answer_type, classify, query_unit
+from memstream.projection.model import EntityView
+from memstream.projection.names import entity_key
 from synthdata import NOW
 
 OPERATIONS = {
@@ -151,3 +154,54 @@ def test_no_window_and_as_of() -> None:
     assert past.time_window is not None and past.time_window.start == "2024-01-09"
     # dates are not content terms
     assert "yesterday" not in past.terms and "2023" not in plan_query("in May 2023?", NOW).terms
+
+
+# -- names are not cues ------------------------------------------------------------------------
+
+CUE_NAMES = Lexicon.build(
+    [
+        EntityView(key=entity_key(n), name=n, kind="person", subject=True)
+        for n in ("Spent", "Bill Price", "Count Olaf", "Mean Ortiz", "Jo Most", "Nora First")
+    ]
+)
+
+
+@pytest.mark.parametrize(
+    ("query", "op", "kind"),
+    [
+        ("Where does Spent live now?", "latest_value", "text"),
+        ("where does spent live now?", "latest_value", "text"),  # known, written lower-case
+        ("When did Count Olaf move to Oslo?", "lookup", "date"),
+        ("Who does Mean Ortiz work for?", "lookup", "entity"),
+        ("What is Jo Most's job?", "lookup", "text"),
+        ("Where did Nora First grow up?", "lookup", "text"),
+        ("How much does Bill Price weigh now?", "latest_value", "number"),  # not money
+        ("How much older is Bill Price than Jo Most?", "difference", "number"),
+        # the cue outside the name still counts
+        ("How much did Spent spend on rent?", "sum", "money"),
+        ("How much did Bill Price pay in total?", "sum", "money"),
+        ("How many times did Count Olaf call?", "count", "number"),
+        ("What did Jo Most buy first?", "temporal_order", "text"),
+    ],
+)
+def test_words_of_a_known_name_are_not_cues(query: str, op: str, kind: str) -> None:
+    plan = plan_query(query, NOW, lexicon=CUE_NAMES)
+    assert (plan.operation, plan.answer_type) == (op, kind), plan
+    assert plan.money == (kind == "money")
+    assert plan.entities  # the name is still what the question is about
+
+
+def test_a_name_memory_does_not_know_keeps_its_words() -> None:
+    # Nothing known: "Spent" at a sentence start may be the verb; its cue stands.
+    plan = plan_query("Spent how much on the Rent?", NOW)
+    assert plan.money and plan.operation == "sum"
+    # The same name known: blanked everywhere it is written, twice included.
+    twice = plan_query("Did Spent pay Spent's bill?", NOW, lexicon=CUE_NAMES)
+    assert twice.money  # "pay" and "bill" are outside the name
+    both = plan_query("Is Bill Price or Bill Price's son older?", NOW, lexicon=CUE_NAMES)
+    assert both.money is False
+
+
+def test_a_stated_currency_makes_a_money_question_whatever_the_names() -> None:
+    plan = plan_query("How much did Count Olaf give in $?", NOW, lexicon=CUE_NAMES)
+    assert (plan.unit, plan.answer_type, plan.money) == ("USD", "money", True)

@@ -144,6 +144,7 @@ class SynthesisPlan(_M):
     mentions: list[EntityMention] = Field(default_factory=list)
     terms: list[str] = Field(default_factory=list)  # content words
     unit: str | None = None  # unit/currency the answer should be in, if stated
+    money: bool = False  # about money: a currency, or money words outside the names
     time_window: TimeWindow | None = None
     as_of: str | None = None
 

@@ -32,6 +32,7 @@ FUZZY_MIN = 88  # rapidfuzz ratio: one typo in a name of 8 letters
 FUZZY_MIN_CHARS = 5
 PARTIAL_MIN_CHARS = 3
 USER_KEY, ASSISTANT_KEY = "user", "assistant"
+_KNOWN_MATCHES = frozenset({"exact", "partial", "fuzzy"})  # names memory knows
 
 # Words naming a side of the conversation; "the" is folded away by entity_key.
 _USER_ROLE = frozenset({"user", "the user"})
@@ -210,24 +211,33 @@ def _outside(name: str, pos: int, taken: list[tuple[int, int]]) -> list[tuple[in
     return [(a, t) for a, t in runs if t[:1].isupper()]
 
 
-def _asker(query: str, tokens: list[_Token], lexicon: Lexicon) -> EntityMention | None:
+def _asker(query: str, tokens: list[_Token], lexicon: Lexicon) -> Located | None:
     """ "I/my/me" (not "tell me") make the user what the question is about."""
     asker_me = {m.end() - 2 for m in _ASKER_ME.finditer(query)}
     words = [t for t in tokens if t.key in _USER_PRONOUNS and t.start not in asker_me]
     if not words:
         return None
-    return _mention(words[:1], lexicon.side("user"), "asker", 1.0)
+    mention = _mention(words[:1], lexicon.side("user"), "asker", 1.0)
+    return Located(words[0].start, words[0].end, mention)
 
 
-def resolve_entities(query: str, lexicon: Lexicon = EMPTY) -> list[EntityMention]:
-    """The entities ``query`` names, in query order, each with the keys it may mean.
+@dataclass(frozen=True)
+class Located:
+    """A mention and where the query writes it (``query[start:end]``)."""
+
+    start: int
+    end: int
+    mention: EntityMention
+
+
+def locate_entities(query: str, lexicon: Lexicon = EMPTY) -> list[Located]:
+    """Every place ``query`` names an entity, in query order (a name twice is there twice).
 
     Pronouns of the asker count only when nothing else is named ("Where do I live?"), so
     "Tell me what Noor bought" stays about Noor.
     """
     tokens = _tokens(query)
-    found: list[tuple[int, EntityMention]] = []
-    taken: list[tuple[int, int]] = []
+    found: list[Located] = []
     i = 0
     while i < len(tokens):
         hit = _match_at(tokens, i, lexicon)
@@ -235,16 +245,40 @@ def resolve_entities(query: str, lexicon: Lexicon = EMPTY) -> list[EntityMention
             i += 1
             continue
         n, mention = hit
-        found.append((tokens[i].start, mention))
-        taken.append((tokens[i].start, tokens[i + n - 1].end))
+        found.append(Located(tokens[i].start, tokens[i + n - 1].end, mention))
         i += n
-    found += _unknown_names(query, taken)
+    taken = [(f.start, f.end) for f in found]
+    found += [Located(a, a + len(m.text), m) for a, m in _unknown_names(query, taken)]
     if not found and (asker := _asker(query, tokens, lexicon)) is not None:
-        found.append((0, asker))
+        found.append(asker)
+    return sorted(found, key=lambda f: f.start)
+
+
+def resolve_entities(query: str, lexicon: Lexicon = EMPTY) -> list[EntityMention]:
+    """The entities ``query`` names, in query order, each once with the keys it may mean."""
+    return distinct(locate_entities(query, lexicon))
+
+
+def distinct(located: list[Located]) -> list[EntityMention]:
+    """The mentions of ``located``, each entity once (its first place)."""
     out: list[EntityMention] = []
     seen: set[str] = set()
-    for _pos, m in sorted(found, key=lambda pm: pm[0]):
-        if m.keys[0] not in seen:
-            seen.add(m.keys[0])
-            out.append(m)
+    for f in located:
+        if f.mention.keys[0] not in seen:
+            seen.add(f.mention.keys[0])
+            out.append(f.mention)
     return out
+
+
+def without_known_names(query: str, located: list[Located]) -> str:
+    """``query`` with the names of entities memory knows blanked out, offsets kept.
+
+    Words inside a name are not cues: "Where does Spent live now?" asks for a current
+    value, not a sum, and "Count Olaf" is no count. Unknown names keep their words (a
+    capitalised "Rent" at a sentence start is still the rent).
+    """
+    spans = [(f.start, f.end) for f in located if f.mention.match in _KNOWN_MATCHES]
+    chars = list(query)
+    for start, end in spans:
+        chars[start:end] = "x" * (end - start)
+    return "".join(chars)

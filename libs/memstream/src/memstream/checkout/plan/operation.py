@@ -15,7 +15,7 @@ _MEASURES = (
     r"(?:seconds|minutes|hours|days|weeks|months|years|km|kilomet(?:er|re)s|miles|meters|metres|"
     r"kg|kilograms|pounds|lbs|calories|steps|pages|dollars|euros|yen|percent|cups|gb|mb)"
 )
-MONEY_CUES = re.compile(
+_MONEY_CUES = re.compile(
     r"[$€£¥]|\b(?:spen[dt]|spending|costs?|pa(?:y|id)|price[ds]?|money|budget|expensive|cheap"
     r"(?:er|est)?|fees?|charged?|earn(?:ed)?|owe[ds]?|salary|rent|dollars?|euros?|usd|eur|gbp|"
     r"yen|afford|worth)\b"
@@ -134,12 +134,17 @@ def answer_type(query: str, op: Operation, unit: str | None = None) -> AnswerTyp
     numeric = op in ("count", "sum", "average", "difference") or bool(
         re.search(r"\bhow (?:much|many)\b", q)
     )
-    money = unit in ("USD", "EUR", "GBP", "JPY") or bool(MONEY_CUES.search(q))
+    money = asks_money(query, unit)
     if numeric:
         return "money" if money and op != "count" else "number"
     if op == "absence" or _YES_NO.search(q):
         return "boolean"
     return "text"
+
+
+def asks_money(query: str, unit: str | None = None) -> bool:
+    """Is the query about money: a currency stated, or a money word ("spent", "price")?"""
+    return unit in ("USD", "EUR", "GBP", "JPY") or bool(_MONEY_CUES.search(_norm(query)))
 
 
 def query_unit(query: str) -> str | None:

@@ -3,8 +3,14 @@
 from __future__ import annotations
 
 from memstream.checkout.model import SynthesisPlan
-from memstream.checkout.plan.entities import EMPTY, Lexicon, resolve_entities
-from memstream.checkout.plan.operation import answer_type, classify, query_unit
+from memstream.checkout.plan.entities import (
+    EMPTY,
+    Lexicon,
+    distinct,
+    locate_entities,
+    without_known_names,
+)
+from memstream.checkout.plan.operation import answer_type, asks_money, classify, query_unit
 from memstream.checkout.plan.terms import query_terms
 from memstream.checkout.plan.window import find_window
 
@@ -16,21 +22,25 @@ def plan_query(
 
     Entities are resolved against ``lexicon`` (what the tenant's memory knows). Relative
     dates resolve against ``as_of`` when given, else ``now``; the plan's ``as_of`` is the
-    time the answer must hold at (``as_of`` or ``now``).
+    time the answer must hold at (``as_of`` or ``now``). The operation, answer type and
+    unit are read with the names memory knows blanked out: a name is not a cue.
     """
     base = as_of or now
-    op = classify(query)
-    unit = query_unit(query)
+    located = locate_entities(query, lexicon)
+    mentions = distinct(located)
+    cues = without_known_names(query, located)
+    op = classify(cues)
+    unit = query_unit(cues)
     window, spans = find_window(query, base)
-    mentions = resolve_entities(query, lexicon)
     return SynthesisPlan(
         query=query,
         operation=op,
-        answer_type=answer_type(query, op, unit),
+        answer_type=answer_type(cues, op, unit),
         entities=[m.keys[0] for m in mentions if m.match != "asker"],
         mentions=mentions,
         terms=query_terms(query, spans, unit),
         unit=unit,
+        money=asks_money(cues, unit),
         time_window=window,
         as_of=base,
     )

@@ -6,7 +6,6 @@ from collections import Counter
 from dataclasses import dataclass
 
 from memstream.checkout.model import EvidenceRow, Exclusion, PacketWarning, SynthesisPlan
-from memstream.checkout.plan.operation import MONEY_CUES
 from memstream.checkout.synthesis.context import Ctx, is_number
 from memstream.checkout.synthesis.duplicates import dedupe
 from memstream.text.units import dimension, is_currency
@@ -14,11 +13,7 @@ from memstream.text.units import dimension, is_currency
 
 def wants_money(plan: SynthesisPlan) -> bool:
     """Is the answer an amount of money (by answer type, stated currency or money words)?"""
-    return (
-        plan.answer_type == "money"
-        or is_currency(plan.unit)
-        or bool(MONEY_CUES.search(plan.query.lower()))
-    )
+    return plan.answer_type == "money" or is_currency(plan.unit) or plan.money
 
 
 @dataclass
