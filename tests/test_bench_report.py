@@ -242,3 +242,13 @@ def test_the_locomo_table_names_each_lever_row_and_its_latency() -> None:
     assert "| packet, time lane on | 0.500 | 0.600 |" in table
     assert "| packet, rerank off | 0.500 | 0.600 |" in table
     assert "time lane off 18.5 / 27.0 ms, second hop on 25.0 / 40.0 ms" in table
+
+
+def test_load_rows_from_runs_on_different_days_each_name_their_day() -> None:
+    old = {**load_doc(1_000_000, 90.0), "machine": {"cpus": 2, "date": "2031-01-05"}}
+    hnsw = {**load_doc(100_000, 31.0), "vector_optimize": True}
+    table = load_table([old, load_doc(100_000, 30.0), load_doc(10_000, 12.5), hnsw])
+    assert table.splitlines()[-1] == (
+        "_Measured 2031-01-02 (10,000, 100,000, 100,000 HNSW); 2031-01-05 (1,000,000) "
+        "on a 2-core machine._"
+    )

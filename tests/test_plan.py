@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from datetime import date
+
 import pytest
 from memstream.checkout.plan import plan_query
+from memstream.checkout.plan.anchored import without_dates
 from memstream.checkout.plan.entities import Lexicon
 from memstream.checkout.plan.operation import answer_type, classify, query_unit
 from memstream.projection.model import EntityView
@@ -205,3 +208,21 @@ def test_a_name_memory_does_not_know_keeps_its_words() -> None:
 def test_a_stated_currency_makes_a_money_question_whatever_the_names() -> None:
     plan = plan_query("How much did Count Olaf give in $?", NOW, lexicon=CUE_NAMES)
     assert (plan.unit, plan.answer_type, plan.money) == ("USD", "money", True)
+
+
+@pytest.mark.parametrize(
+    ("query", "bare"),
+    [
+        ("What dish did Noor cook on 9 May, 2029?", "What dish did Noor cook on ?"),
+        ("what did noor finish last friday?", "what did noor finish ?"),
+        ("What did I buy in May 2023 and in June 2023?", "What did I buy in and in ?"),
+        (
+            "Where did Zoë Durand go after the kayak trip?",
+            "Where did Zoë Durand go after the kayak trip?",
+        ),
+        ("2029-05-09?", "?"),
+        ("Qu'a fait Zoë le\x00 9 May 2029\u200f?", "Qu'a fait Zoë le\x00 \u200f?"),
+    ],
+)
+def test_a_question_without_its_dates(query: str, bare: str) -> None:
+    assert without_dates(query, date(2029, 6, 1)) == bare

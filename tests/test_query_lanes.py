@@ -39,12 +39,13 @@ TALK = [
 ]  # fmt: skip
 
 
-def entries() -> list[dict[str, Any]]:
+def entries(talk: list[tuple[str, str, str, str]] = TALK) -> list[dict[str, Any]]:
+    """Ledger entries of ``talk``: one stream a day, each turn a minute after the last."""
     docs = [
         {"id": eid, "tenant": "zoe", "stream": f"s-{day}", "agent": agent,
          "type": "message.user", "occurred_at": f"{day}T10:{i % 60:02d}:00Z",
          "payload": {"text": text}}
-        for i, (eid, day, agent, text) in enumerate(TALK)
+        for i, (eid, day, agent, text) in enumerate(talk)
     ]  # fmt: skip
     return sequenced(docs, "2031-01-01T00:00:00Z")
 
@@ -213,3 +214,64 @@ def test_a_failing_facts_read_fails_the_retrieval(fact_retriever: Retriever) -> 
     fact_retriever.graph = FailingFacts(fact_retriever.graph)  # type: ignore[assignment]
     with pytest.raises(GraphUnavailable, match="went away"):
         fact_retriever.retrieve("zoe", plan)
+
+
+# One day of talk where the answer is a long turn among short ones; other days around it.
+ONE_DAY = [
+    ("ok", "2029-09-14", "Zoë", "Ok!"),
+    ("bye", "2029-09-14", "the user", "Bye Zoë, see you!"),
+    ("cook", "2029-09-14", "Zoë",
+     "This week was wild, the race got moved, so I tried some cooking instead: a homemade "
+     "coconut dessert with sprinkles, and the sprinkles turned it a strange colour."),
+    ("thx", "2029-09-14", "Zoë", "Thanks, love you!"),
+    ("sep1", "2029-09-01", "Zoë", "I make coconut pancakes most weekends."),
+    ("sep2", "2029-09-20", "Zoë", "Ok, bye!"),
+]  # fmt: skip
+
+
+@pytest.fixture
+def day_retriever(falkordb_server: Server, tmp_path: Path) -> Iterator[Retriever]:
+    with projected(falkordb_server, tmp_path, "query_lanes_day", entries(ONE_DAY)) as r:
+        yield r
+
+
+class _Recording:
+    """The real index, with the texts of the searches bounded by time recorded."""
+
+    def __init__(self, index: Any) -> None:
+        self.index = index
+        self.bounded: list[str] = []
+
+    def query(self, *args: Any, **kw: Any) -> Any:
+        if kw.get("as_of") is not None:
+            self.bounded.append(args[2])
+        return self.index.query(*args, **kw)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.index, name)
+
+
+def test_inside_a_named_day_the_time_lane_searches_the_questions_other_words(
+    day_retriever: Retriever,
+) -> None:
+    query = "What dish did Zoë make on 14 September, 2029?"
+    recorder = _Recording(day_retriever.index)
+    day_retriever.index = recorder  # type: ignore[assignment]
+    day_retriever.time_lane = True
+    pool = day_retriever.retrieve("zoe", plan_query(query, NOW))
+    # every turn of the day carries the day in its key: the date words tell nothing there
+    assert recorder.bounded == ["What dish did Zoë make on ?"]
+    timed = _lane(pool, "time")
+    assert "cook" in timed and set(timed) <= {"ok", "bye", "cook", "thx"}  # that day only
+    assert {c.item_id for c in pool[:4]} == set(timed)  # the day's turns lead the pool
+
+
+def test_a_question_that_is_only_a_date_searches_the_period_as_asked(
+    day_retriever: Retriever,
+) -> None:
+    recorder = _Recording(day_retriever.index)
+    day_retriever.index = recorder  # type: ignore[assignment]
+    day_retriever.time_lane = True
+    pool = day_retriever.retrieve("zoe", plan_query("2029-09-14?", NOW))
+    assert recorder.bounded == ["2029-09-14?"]
+    assert set(_lane(pool, "time")) == {"ok", "bye", "cook", "thx"}

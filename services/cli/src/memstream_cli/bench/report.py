@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,19 @@ def _machine(doc: Doc) -> str:
     m = doc.get("machine") or {}
     cpus = m.get("cpus") or m.get("cpu_count") or "?"
     return f"_Measured {m.get('date', '?')} on a {cpus}-core machine._"
+
+
+def _machines(docs: list[Doc], label: Callable[[Doc], str]) -> str:
+    """The machine line of a table whose rows may come from runs on different days: one
+    date, or each date with the rows measured on it."""
+    days: dict[str, list[str]] = {}
+    for d in docs:
+        days.setdefault(str((d.get("machine") or {}).get("date", "?")), []).append(label(d))
+    if len(days) <= 1:
+        return _machine(docs[0])
+    cpus = {str((d.get("machine") or {}).get("cpus", "?")) for d in docs}
+    when = "; ".join(f"{day} ({', '.join(rows)})" for day, rows in days.items())
+    return f"_Measured {when} on a {'/'.join(sorted(cpus))}-core machine._"
 
 
 def ingest_table(docs: list[Doc]) -> str:
@@ -148,7 +162,8 @@ def load_table(docs: list[Doc]) -> str:
     tail = ["", "Peak RSS (MB) — " + "; ".join(rss)]
     if parts:
         tail += ["", "Median ms per checkout phase and lane — " + "; ".join(parts)]
-    return "\n".join([*rows, *tail, "", _machine(docs[0])])
+    ordered = sorted(docs, key=_load_order)
+    return "\n".join([*rows, *tail, "", _machines(ordered, _load_label)])
 
 
 def _burst(d: Doc) -> str:
@@ -300,6 +315,10 @@ def read_after_table(doc: Doc) -> str:
     if (load := (doc.get("machine") or {}).get("load_1m_at_start")) is not None:
         machine = f"{machine[:-2]}, 1-minute load average {load:g} at the start._"
     return "\n".join([*rows, "", tail, "", machine])
+
+
+def _load_label(d: Doc) -> str:
+    return f"{_n(d['events'])}{' HNSW' if d.get('vector_optimize') else ''}"
 
 
 def _load_order(d: Doc) -> tuple[int, bool]:

@@ -101,6 +101,16 @@ def spans_at(query: str, anchor: date) -> list[tuple[int, str, date, date]]:
         return []
 
 
+def without_dates(query: str, anchor: date) -> str:
+    """``query`` with the date expressions :func:`spans_at` finds taken out, spaces closed
+    ("What did Noor cook on 9 May, 2029?" → "What did Noor cook on ?")."""
+    out = query
+    for pos, text, _start, _end in sorted(spans_at(query, anchor), reverse=True):
+        if query[pos : pos + len(text)].lower() == text.lower():  # found where it is written
+            out = f"{out[:pos]} {out[pos + len(text) :]}"
+    return " ".join(out.split())
+
+
 def in_ranges(days: Iterable[date], ranges: list[DayRange]) -> bool:
     """Does any of ``days`` fall in any of ``ranges``?"""
     return any(a <= d < b for d in days for a, b in ranges)

@@ -29,6 +29,7 @@ from memstream.checkout.plan.anchored import (
     named_ranges,
     offsets,
     spans_at,
+    without_dates,
 )
 from memstream.checkout.plan.focus import focus_words
 from memstream.checkout.retrieve.candidates import (
@@ -361,10 +362,21 @@ class _Run:
         for off in offsets(self.plan.query)[:MAX_OFFSETS]:
             ranges += [off.around(d) for d in self._offset_anchors(off, anchors)]
         self.ranges = list(dict.fromkeys(ranges))[:MAX_RANGES]
-        for start, end in self.ranges[:TIME_SEARCHES]:
-            for h in self._inside(start, end)[: self.r.pool]:
-                self.lanes.add_hit("time", h.payload)
+        if self.ranges:
+            text, vector = self._undated(anchors[-1] if anchors else None)
+            for start, end in self.ranges[:TIME_SEARCHES]:
+                for h in self._inside(start, end, text, vector)[: self.r.pool]:
+                    self.lanes.add_hit("time", h.payload)
         self.clock.lap("time")
+
+    def _undated(self, anchor: date | None) -> tuple[str, list[float]]:
+        """The question without its dates, for the searches inside the periods they name.
+        There every turn's key carries the same day: matched as words, the dates rank the
+        day's shortest turns ("Ok!", "Bye!") first, not the one that answers."""
+        bare = without_dates(self.plan.query, anchor) if anchor is not None else ""
+        if bare == self.plan.query or not any(ch.isalnum() for ch in bare):
+            return self.plan.query, self.vector
+        return bare, self.r.embedder.embed([bare])[0].tolist()
 
     def in_time(self, fused: list[Candidate]) -> list[Candidate]:
         """``fused`` with the items that happened in or speak of a named period scaled up by
@@ -393,14 +405,14 @@ class _Run:
         days = [ts.date() for h in hits if (ts := parse_ts(str(h.payload.get("occurred_at"))))]
         return list(dict.fromkeys(days))
 
-    def _inside(self, start: date, end: date) -> list[VectorHit]:
-        """The question's best turns that happened in ``[start, end)``: searched up to the
-        end, kept from the start (see ``TIME_OVERFETCH``)."""
+    def _inside(self, start: date, end: date, text: str, vector: list[float]) -> list[VectorHit]:
+        """The best turns for ``text`` (and its ``vector``) that happened in ``[start, end)``:
+        searched up to the end, kept from the start (see ``TIME_OVERFETCH``)."""
         last = datetime.combine(end, dt_time.min, tzinfo=UTC) - timedelta(microseconds=1)
         bound = min(last, self.as_of) if self.as_of is not None else last
         streams = [self.stream] if self.stream else None
         hits = self.r.index.query(
-            self.tenant, self.vector, self.plan.query, limit=TIME_OVERFETCH * self.r.pool,
+            self.tenant, vector, text, limit=TIME_OVERFETCH * self.r.pool,
             mode="hybrid", kinds=EVENTS, streams=streams, as_of=bound, related=self.related,
         )  # fmt: skip
         first = datetime.combine(start, dt_time.min, tzinfo=UTC)
