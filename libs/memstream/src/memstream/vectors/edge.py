@@ -23,8 +23,8 @@ from memstream.vectors.port import (
     SEQ_FIELD,
     TIME_FIELD,
     IndexUnavailable,
-    Mode,
     Search,
+    VectorIndex,
     VectorRefused,
     check_query,
     event_point_key,
@@ -151,7 +151,7 @@ def shared_payloads(limit: int) -> _Payloads | None:
     return _Payloads(limit) if limit > 0 else None
 
 
-class EdgeVectorIndex:
+class EdgeVectorIndex(VectorIndex):
     """Dense (cosine) + sparse BM25 (IDF) hybrid index on an ``EdgeShard`` at ``path``.
 
     Thread-safe. ``EdgeShard`` is a ``Sync`` PyO3 object that releases the GIL and
@@ -569,25 +569,6 @@ class EdgeVectorIndex:
         flt = qe.Filter(must=must) if must else None
         with self._reading() as held:
             return held.shard.count(qe.CountRequest(exact=True, filter=flt)) if held else 0
-
-    def query(
-        self,
-        tenant: str,
-        dense: list[float] | None,
-        text: str | None,
-        limit: int = 10,
-        mode: Mode = "hybrid",
-        kinds: list[str] | None = None,
-        streams: list[str] | None = None,
-        actors: list[str] | None = None,
-        entities: list[str] | None = None,
-        as_of: datetime | None = None,
-        altitudes: list[str] | None = None,
-        related: Mapping[str, float] | None = None,
-    ) -> list[VectorHit]:
-        """See :meth:`memstream.vectors.port.VectorIndex.query`."""
-        search = Search(limit, mode, kinds, streams, actors, entities, altitudes)
-        return self.query_batch(tenant, dense, text, [search], as_of, related)[0]
 
     def query_batch(
         self,

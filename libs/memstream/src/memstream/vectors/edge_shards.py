@@ -29,7 +29,7 @@ from pathlib import Path
 
 from memstream.projection.model import VectorHit, VectorPoint
 from memstream.vectors.edge import EdgeVectorIndex, shared_payloads
-from memstream.vectors.port import IndexUnavailable, Mode, Search, VectorRefused
+from memstream.vectors.port import IndexUnavailable, Search, VectorIndex, VectorRefused
 
 SHARDS_FILE = "SHARDS"  # the layout's mark: the shard count the collection was made with
 _SHARD_DIR = re.compile(r"^shard-(\d+)(?:\.old)?$")  # ``.old``: a compaction cut short
@@ -51,7 +51,7 @@ def shard_of(tenant: str, shards: int) -> int:
     return int.from_bytes(digest[:8], "big") % shards
 
 
-class EdgeTenantShards:
+class EdgeTenantShards(VectorIndex):
     """Points of each tenant in one of ``shards`` Edge shards, made when first written.
 
     The shard count is fixed when the collection is made (written to ``SHARDS``); an existing
@@ -194,25 +194,6 @@ class EdgeTenantShards:
         if tenant is not None:
             return self._for(tenant).count(tenant, kinds)
         return sum(index.count(None, kinds) for index in self._present())
-
-    def query(
-        self,
-        tenant: str,
-        dense: list[float] | None,
-        text: str | None,
-        limit: int = 10,
-        mode: Mode = "hybrid",
-        kinds: list[str] | None = None,
-        streams: list[str] | None = None,
-        actors: list[str] | None = None,
-        entities: list[str] | None = None,
-        as_of: datetime | None = None,
-        altitudes: list[str] | None = None,
-        related: Mapping[str, float] | None = None,
-    ) -> list[VectorHit]:
-        """See :meth:`memstream.vectors.port.VectorIndex.query`."""
-        search = Search(limit, mode, kinds, streams, actors, entities, altitudes)
-        return self.query_batch(tenant, dense, text, [search], as_of, related)[0]
 
     def query_batch(
         self,

@@ -155,7 +155,11 @@ class VectorIndex(Protocol):
         artifacts' points) filter the hits; an empty list matches nothing.
         ``as_of`` keeps points whose ``occurred_at`` is at or before it. ``related`` adds
         words to the sparse query at their own weights (see ``sparse.query_vector``).
+
+        An adapter that subclasses this protocol gets it as a batch of one search.
         """
+        search = Search(limit, mode, kinds, streams, actors, entities, altitudes)
+        return self.query_batch(tenant, dense, text, [search], as_of, related)[0]
 
     def query_batch(
         self,

@@ -21,6 +21,7 @@ from memstream.vectors.port import (
     TIME_FIELD,
     Mode,
     Search,
+    VectorIndex,
     VectorRefused,
     VectorUnavailable,
     check_query,
@@ -89,7 +90,7 @@ def _any(key: str, values: list[str]) -> models.FieldCondition:
     return models.FieldCondition(key=key, match=models.MatchAny(any=values))
 
 
-class QdrantVectorIndex:
+class QdrantVectorIndex(VectorIndex):
     """Dense (cosine) + sparse BM25 (IDF) hybrid index in one Qdrant collection.
 
     Same behaviour as ``EdgeVectorIndex`` (RRF k=60, IDF scoped to the querying tenant).
@@ -341,47 +342,6 @@ class QdrantVectorIndex:
             flt = models.Filter(must=must) if must else None
             return self.client.count(self.collection, count_filter=flt, exact=True).count
 
-    def query(
-        self,
-        tenant: str,
-        dense: list[float] | None,
-        text: str | None,
-        limit: int = 10,
-        mode: Mode = "hybrid",
-        kinds: list[str] | None = None,
-        streams: list[str] | None = None,
-        actors: list[str] | None = None,
-        entities: list[str] | None = None,
-        as_of: datetime | None = None,
-        altitudes: list[str] | None = None,
-        related: Mapping[str, float] | None = None,
-    ) -> list[VectorHit]:
-        """See :meth:`memstream.vectors.port.VectorIndex.query`."""
-        check_query(mode, dense, text, self.dim)
-        filters = keyword_filters(kinds, streams, actors, entities, altitudes)
-        if filters is None or limit <= 0 or not self._exists():
-            return []
-
-        must: list[models.Condition] = [_match("tenant", tenant)]
-        must += [
-            models.FieldCondition(key=k, match=models.MatchAny(any=v)) for k, v in filters.items()
-        ]
-        if (bound := time_bound(as_of)) is not None:
-            when = models.DatetimeRange(lte=bound)
-            must.append(models.FieldCondition(key=TIME_FIELD, range=when))
-        flt = models.Filter(must=must)
-        sparse_vec = query_vector(text, related) if text is not None else SparseVec([], [])
-        if mode == "sparse" and not sparse_vec:
-            return []
-        try:
-            return self._query(tenant, flt, dense, sparse_vec, limit, mode)
-        except UnexpectedResponse as exc:
-            if self._legacy or exc.status_code not in (400, 422):
-                raise
-            log.warning("qdrant server lacks Rrf(k)/IDF corpus (%s): legacy fusion", exc)
-            self._legacy = True
-            return self._query(tenant, flt, dense, sparse_vec, limit, mode)
-
     def query_batch(
         self,
         tenant: str,
@@ -392,25 +352,43 @@ class QdrantVectorIndex:
         related: Mapping[str, float] | None = None,
     ) -> list[list[VectorHit]]:
         """See :meth:`memstream.vectors.port.VectorIndex.query_batch`. One request per
-        search, one after another, each through ``query`` (and its fallback for servers
-        without ``Rrf(k)``): the server's batch endpoint is not used yet."""
-        return [
-            self.query(
-                tenant,
-                dense,
-                text,
-                limit=s.limit,
-                mode=s.mode,
-                kinds=s.kinds,
-                streams=s.streams,
-                actors=s.actors,
-                entities=s.entities,
-                as_of=as_of,
-                altitudes=s.altitudes,
-                related=related,
-            )
-            for s in searches
+        search, one after another (each with the fallback for servers without
+        ``Rrf(k)``): the server's batch endpoint is not used yet."""
+        for search in searches:
+            check_query(search.mode, dense, text, self.dim)
+        sparse_vec = query_vector(text, related) if text is not None else SparseVec([], [])
+        return [self._search(tenant, dense, sparse_vec, s, as_of) for s in searches]
+
+    def _search(
+        self,
+        tenant: str,
+        dense: list[float] | None,
+        sparse_vec: SparseVec,
+        search: Search,
+        as_of: datetime | None,
+    ) -> list[VectorHit]:
+        s = search
+        filters = keyword_filters(s.kinds, s.streams, s.actors, s.entities, s.altitudes)
+        if filters is None or s.limit <= 0 or not self._exists():
+            return []
+        must: list[models.Condition] = [_match("tenant", tenant)]
+        must += [
+            models.FieldCondition(key=k, match=models.MatchAny(any=v)) for k, v in filters.items()
         ]
+        if (bound := time_bound(as_of)) is not None:
+            when = models.DatetimeRange(lte=bound)
+            must.append(models.FieldCondition(key=TIME_FIELD, range=when))
+        flt = models.Filter(must=must)
+        if s.mode == "sparse" and not sparse_vec:
+            return []
+        try:
+            return self._query(tenant, flt, dense, sparse_vec, s.limit, s.mode)
+        except UnexpectedResponse as exc:
+            if self._legacy or exc.status_code not in (400, 422):
+                raise
+            log.warning("qdrant server lacks Rrf(k)/IDF corpus (%s): legacy fusion", exc)
+            self._legacy = True
+            return self._query(tenant, flt, dense, sparse_vec, s.limit, s.mode)
 
     def _query(
         self,
