@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from memstream.checkout.latents import MAX_LATENT_ITEMS, latent_item, relevant_artifacts
 from memstream.checkout.latents import MAX_REFS as ITEM_REFS
+from memstream.checkout.lexicons import Lexicons
 from memstream.checkout.metrics import ANSWERABILITY, CHECKOUT_SECONDS, PACKET_TOKENS
 from memstream.checkout.model import Candidate, CheckoutPacket, SynthesisPlan, SynthesisResult
 from memstream.checkout.packet import assemble_packet
@@ -216,8 +217,8 @@ class CheckoutService:
     clock: Callable[[], datetime] = lambda: datetime.now(UTC)
     packets: OrderedDict[str, RecentPacket] = field(default_factory=OrderedDict)
     packet_memory: int = 10_000
-    lexicon_ttl: float = 1.0  # seconds a tenant's entity lexicon is reused
-    lexicons: dict[tuple[str, str], tuple[float, Lexicon]] = field(default_factory=dict)
+    # seconds a tenant's entity lexicon is served before a refresh starts (see ``Lexicons``)
+    lexicons: Lexicons = field(default_factory=lambda: Lexicons(ttl=1.0))
     # seconds a parsed artifact is reused: its document lists up to hundreds of source refs
     artifact_ttl: float = 5.0
     artifacts: dict[tuple[str, str, str], tuple[float, LatentArtifact]] = field(
@@ -277,19 +278,14 @@ class CheckoutService:
         embedder = get_embedder(info.config.embedder)
         return Retriever(self.graph_for(info), index, embedder, pool=pool), embedder
 
-    def lexicon(self, info: VersionInfo, tenant: str) -> Lexicon:
-        """The tenant's entities as the planner resolves names against them (cached briefly:
-        a name learnt a second ago may not resolve yet, the rest of the packet still finds it)."""
-        key = (info.name, tenant)
-        now = time.monotonic()
-        cached = self.lexicons.get(key)
-        if cached is not None and now - cached[0] < self.lexicon_ttl:
-            return cached[1]
-        lexicon = Lexicon.build(self.graph_for(info).entities(tenant))
-        if len(self.lexicons) > 1000:
-            self.lexicons.clear()
-        self.lexicons[key] = (now, lexicon)
-        return lexicon
+    def lexicon(self, info: VersionInfo, tenant: str, fresh: bool = False) -> Lexicon:
+        """The tenant's entities as the planner resolves names against them (kept briefly and
+        refreshed in the background: a name learnt a second ago may not resolve yet, the rest
+        of the packet still finds it). ``fresh``: read now (a read after its own write)."""
+        graph = self.graph_for(info)
+        return self.lexicons.get(
+            (info.name, tenant), lambda: Lexicon.build(graph.entities(tenant)), fresh
+        )
 
     def checkout(self, tenant: str, req: CheckoutRequest) -> CheckoutPacket:
         """One packet from the live version: plan, retrieve, synthesize, assemble; then traced."""
@@ -298,7 +294,8 @@ class CheckoutService:
         now = iso_utc(self.clock().astimezone(UTC))
         as_of_ts = as_utc(req.as_of) if req.as_of is not None else None
         as_of = iso_utc(as_of_ts) if as_of_ts is not None else None
-        plan = plan_query(req.query, now, as_of, self.lexicon(info, tenant))
+        lexicon = self.lexicon(info, tenant, fresh=req.after is not None)
+        plan = plan_query(req.query, now, as_of, lexicon)
         t_plan = time.perf_counter()
         retriever, embedder = self._retriever(info, pool=max(40, 4 * req.k))
         levers = self._levers(req, retriever)
@@ -526,7 +523,8 @@ class CheckoutService:
             found = retriever.lane(tenant, req.query, req.mode, req.k, req.stream, as_of)
         else:
             now = iso_utc(self.clock().astimezone(UTC))
-            plan = plan_query(req.query, now, as_of_text, self.lexicon(info, tenant))
+            lexicon = self.lexicon(info, tenant, fresh=req.after is not None)
+            plan = plan_query(req.query, now, as_of_text, lexicon)
             found = retriever.retrieve(tenant, plan, stream=req.stream, as_of=as_of)[: req.k]
         return self._invalidated(info, tenant, found, as_of_text)
 

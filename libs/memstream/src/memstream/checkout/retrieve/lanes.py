@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from datetime import time as dt_time
@@ -88,6 +89,10 @@ TIME_BOOST = 2.0  # the fused score of an item in a period the question names
 OFFSET_ANCHORS = 3  # hits of "the trip" in "two weeks before the trip" whose days anchor it
 LATENT = "latent"  # the batch's search for latent artifacts (not a lane of the pool)
 
+
+# Graph reads a checkout starts before it needs them (see ``Retriever.retrieve``). A
+# checkout waits for its own reads, so the pool only bounds how many run at once.
+_GRAPH_READS = ThreadPoolExecutor(max_workers=8, thread_name_prefix="checkout-graph")
 
 # The lanes retrieve ledger events; latent artifacts' points share the index (DESIGN §3.3).
 EVENTS = ["event"]
@@ -201,10 +206,13 @@ class Retriever:
         anything later, so no section of a packet can quote it.
         """
         run = _Run(self, tenant, plan, stream, as_of, Lanes(), _LaneClock(timings))
+        # The facts lane reads the graph for the names the plan holds, nothing the searches
+        # find: its round trips run while the index searches.
+        facts = _GRAPH_READS.submit(run.read_facts) if plan.entity_keys() else None
         run.embed()
         found = run.vector_lanes(latents is not None or self.episodes)
-        if plan.entity_keys():
-            run.facts(plan.entity_keys())
+        if facts is not None:
+            run.facts(facts.result())
         if latents is not None:
             latents.extend(found)
         if self.episodes:
@@ -290,14 +298,19 @@ class _Run:
         self.clock.lap("vectors")
         return found
 
-    def facts(self, keys: list[str]) -> None:
-        """Facts and preferences of the named subjects, the question's predicates first."""
+    def read_facts(self) -> list[FactView]:
+        """The newest facts of each subject the question names (graph reads only: safe on
+        another thread while this run's lanes fill)."""
         as_of = iso_utc(self.as_of) if self.as_of is not None else None
         found: list[FactView] = []
-        for key in keys:
+        for key in self.plan.entity_keys():
             found += self.r.graph.recent_facts(
                 self.tenant, key, limit=FACTS_PER_SUBJECT, as_of=as_of
             )
+        return found
+
+    def facts(self, found: list[FactView]) -> None:
+        """The facts lane from :meth:`read_facts`: the question's predicates first."""
         if self.as_of is not None:
             found = known_at(found, self.as_of)
         ranker = PredicateRanker(self.r.embedder, focus_words(self.plan))
