@@ -10,6 +10,8 @@ from memstream.checkout.lexicons import Lexicons
 from memstream.checkout.plan.entities import Lexicon
 from memstream.projection.model import EntityView
 
+K = ("v1", "tenant-a")
+
 
 def lexicon_of(*keys: str) -> Lexicon:
     return Lexicon.build(EntityView(key=k, name=k, kind="person") for k in keys)
@@ -51,8 +53,8 @@ class Held:
 def aged(key: str) -> tuple[Clock, Lexicons]:
     """A cache (ttl 1 s) holding the lexicon of ``key``, built 2 s ago."""
     clock = Clock()
-    cache = Lexicons(ttl=1.0, clock=clock)
-    cache.get("k", lambda: lexicon_of(key))
+    cache = Lexicons(ttl=1.0, limit=10.0, clock=clock)
+    cache.get(K, lambda: lexicon_of(key))
     clock.now += 2.0
     return clock, cache
 
@@ -63,7 +65,7 @@ def names(lex: Lexicon) -> list[str]:
 
 def test_first_read_builds_then_reuses_within_ttl() -> None:
     clock = Clock()
-    cache = Lexicons(ttl=1.0, clock=clock)
+    cache = Lexicons(ttl=1.0, limit=10.0, clock=clock)
     build = Builds("zoë okafor", "bill price")
     assert names(cache.get(("v1", "t"), build)) == ["zoë okafor"]
     clock.now += 0.5
@@ -75,26 +77,26 @@ def test_an_old_lexicon_serves_while_the_refresh_runs() -> None:
     _, cache = aged("old name")
     slow = Held("new name")
     # the reader gets the old lexicon at once; the refresh is still blocked
-    assert names(cache.get("k", slow)) == ["old name"]
+    assert names(cache.get(K, slow)) == ["old name"]
     assert slow.started.wait(10)
-    assert names(cache.get("k", slow)) == ["old name"]  # one refresh at a time
+    assert names(cache.get(K, slow)) == ["old name"]  # one refresh at a time
     slow.release.set()
     cache.settle()
-    assert names(cache.get("k", slow)) == ["new name"]
+    assert names(cache.get(K, slow)) == ["new name"]
 
 
 def test_fresh_reads_now_whatever_the_age() -> None:
     clock = Clock()
-    cache = Lexicons(ttl=60.0, clock=clock)
+    cache = Lexicons(ttl=60.0, limit=600.0, clock=clock)
     build = Builds("a person", "the user")
-    cache.get("k", build)
-    assert names(cache.get("k", build, fresh=True)) == ["the user"]
-    assert names(cache.get("k", build)) == ["the user"]
+    cache.get(K, build)
+    assert names(cache.get(K, build, fresh=True)) == ["the user"]
+    assert names(cache.get(K, build)) == ["the user"]
     assert build.calls == 2
 
 
 def test_keys_do_not_share_lexicons() -> None:
-    cache = Lexicons(ttl=60.0, clock=Clock())
+    cache = Lexicons(ttl=60.0, limit=600.0, clock=Clock())
     cache.get(("v1", "tenant-a"), lambda: lexicon_of("ana"))
     assert names(cache.get(("v1", "tenant-b"), lambda: lexicon_of("ben"))) == ["ben"]
     assert names(cache.get(("v2", "tenant-a"), lambda: lexicon_of("cleo"))) == ["cleo"]
@@ -107,28 +109,50 @@ def test_a_failed_refresh_is_rebuilt_by_the_next_reader(caplog: pytest.LogCaptur
     def broken() -> Lexicon:
         raise ConnectionError("graph went away")
 
-    assert names(cache.get("k", broken)) == ["kept"]
+    assert names(cache.get(K, broken)) == ["kept"]
     cache.settle()
     # the next reader rebuilds in its own request: an error that persists reaches it
     with pytest.raises(ConnectionError, match="graph went away"):
-        cache.get("k", broken)
+        cache.get(K, broken)
     assert "lexicon refresh" in caplog.text
-    assert names(cache.get("k", lambda: lexicon_of("back"))) == ["kept"]  # refresh started
+    assert names(cache.get(K, lambda: lexicon_of("back"))) == ["kept"]  # refresh started
     cache.settle()
-    assert names(cache.get("k", _never)) == ["back"]
+    assert names(cache.get(K, _never)) == ["back"]
 
 
 def test_a_slow_refresh_never_replaces_a_newer_lexicon() -> None:
     clock, cache = aged("first")
     slow = Held("stale refresh")
-    cache.get("k", slow)
+    cache.get(K, slow)
     assert slow.started.wait(10)
     clock.now += 1.0
-    assert names(cache.get("k", lambda: lexicon_of("read fresh"), fresh=True)) == ["read fresh"]
+    assert names(cache.get(K, lambda: lexicon_of("read fresh"), fresh=True)) == ["read fresh"]
     slow.release.set()
     cache.settle()
-    assert names(cache.get("k", _never)) == ["read fresh"]
+    assert names(cache.get(K, _never)) == ["read fresh"]
 
 
 def _never() -> Lexicon:
     raise AssertionError("no build expected")
+
+
+def test_past_the_limit_the_reader_rebuilds() -> None:
+    clock, cache = aged("before the idle hour")
+    clock.now += 3600
+    assert names(cache.get(K, lambda: lexicon_of("learnt meanwhile"))) == ["learnt meanwhile"]
+
+
+def test_a_purge_forgets_the_tenant_and_a_refresh_read_before_it_stays_out() -> None:
+    clock, cache = aged("purged subject")
+    other = ("v1", "tenant-b")
+    cache.get(other, lambda: lexicon_of("other tenant"))
+    slow = Held("purged subject")  # a refresh that read before the purge
+    assert names(cache.get(K, slow)) == ["purged subject"]
+    assert slow.started.wait(10)
+    clock.now += 0.1
+    cache.forget("tenant-a")
+    slow.release.set()
+    cache.settle()
+    clock.now += 0.1
+    assert names(cache.get(K, lambda: lexicon_of("after purge"))) == ["after purge"]
+    assert names(cache.get(other, _never)) == ["other tenant"]

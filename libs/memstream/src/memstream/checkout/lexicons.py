@@ -3,9 +3,11 @@
 Building a lexicon reads every entity of the tenant from the graph: at a million events that
 read was the plan phase's p95. A lexicon older than ``ttl`` keeps serving while one refresh
 per key rebuilds it on another thread; only a tenant's first checkout (or one that asks for
-a fresh lexicon, e.g. a read after its own write) waits for the read. After a refresh that
-failed (logged), the next checkout of that key rebuilds it itself, so an error that persists
-reaches a request.
+a fresh lexicon, e.g. a read after its own write) waits for the read, and so does a
+checkout finding its lexicon older than ``limit`` (a tenant idle for a while gets the
+names it learnt meanwhile). After a refresh that failed (logged), the next checkout of that
+key rebuilds it itself, so an error that persists reaches a request. A purge forgets the
+tenant's lexicons, and a refresh that read before the purge does not bring one back.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Hashable
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 
@@ -22,6 +24,7 @@ from memstream.checkout.plan.entities import Lexicon
 log = logging.getLogger(__name__)
 
 MAX_KEYS = 1000  # lexicons kept (version x tenant); past it the cache starts again
+Key = tuple[str, str]  # (projection version, tenant)
 
 _REFRESH = ThreadPoolExecutor(max_workers=2, thread_name_prefix="lexicon-refresh")
 
@@ -33,18 +36,24 @@ class _Entry:
 
 
 class Lexicons:
-    """Lexicons by key, reused ``ttl`` seconds, then refreshed without making a reader wait."""
+    """Lexicons by key, reused ``ttl`` seconds, then refreshed without making a reader wait
+    (up to ``limit`` seconds old; older, the reader rebuilds it)."""
 
-    def __init__(self, ttl: float, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, ttl: float, limit: float, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.ttl = ttl
+        self.limit = limit
         self._clock = clock
         self._lock = threading.Lock()
-        self._entries: dict[Hashable, _Entry] = {}
-        self._refreshing: dict[Hashable, Future[None]] = {}
+        self._entries: dict[Key, _Entry] = {}
+        self._refreshing: dict[Key, Future[None]] = {}
+        self._forgotten: dict[str, float] = {}  # tenant -> when a purge forgot its lexicons
 
-    def get(self, key: Hashable, build: Callable[[], Lexicon], fresh: bool = False) -> Lexicon:
-        """The lexicon of ``key``: built now when there is none (or ``fresh``), else the one
-        kept, with a refresh started when it is older than ``ttl``."""
+    def get(self, key: Key, build: Callable[[], Lexicon], fresh: bool = False) -> Lexicon:
+        """The lexicon of ``key``: built now when there is none (or ``fresh``, or it is older
+        than ``limit``), else the one kept, with a refresh started when it is older than
+        ``ttl``."""
         with self._lock:
             failed = self._refreshing.get(key)
             if failed is not None and failed.done():
@@ -57,11 +66,19 @@ class Lexicons:
                 "lexicon refresh of %s failed; rebuilding in the request", key, exc_info=error
             )
             return self._built(key, build)
-        if entry is None or fresh:
+        age = self._clock() - entry.built_at if entry is not None else self.limit
+        if entry is None or fresh or age >= self.limit:
             return self._built(key, build)
-        if self._clock() - entry.built_at >= self.ttl:
+        if age >= self.ttl:
             self._refresh(key, build)
         return entry.lexicon
+
+    def forget(self, tenant: str) -> None:
+        """Drop the tenant's lexicons (a purge: its names may not resolve again)."""
+        with self._lock:
+            self._forgotten[tenant] = self._clock()
+            for key in [k for k in self._entries if k[1] == tenant]:
+                del self._entries[key]
 
     def settle(self) -> None:
         """Wait for the refreshes in flight (tests, shutdown)."""
@@ -69,25 +86,27 @@ class Lexicons:
             pending = list(self._refreshing.values())
         wait(pending)
 
-    def _built(self, key: Hashable, build: Callable[[], Lexicon]) -> Lexicon:
+    def _built(self, key: Key, build: Callable[[], Lexicon]) -> Lexicon:
         started = self._clock()
         lexicon = build()
         with self._lock:
             kept = self._entries.get(key)
-            if kept is None or kept.built_at <= started:  # never replace a newer one
+            before_purge = started <= self._forgotten.get(key[1], float("-inf"))
+            # never keep one read before a purge, nor replace a newer one
+            if not before_purge and (kept is None or kept.built_at <= started):
                 if len(self._entries) >= MAX_KEYS:
                     self._entries.clear()
                 self._entries[key] = _Entry(started, lexicon)
         return lexicon
 
-    def _refresh(self, key: Hashable, build: Callable[[], Lexicon]) -> None:
+    def _refresh(self, key: Key, build: Callable[[], Lexicon]) -> None:
         with self._lock:
             if key in self._refreshing:
                 return
             done: Future[None] = _REFRESH.submit(self._rebuild, key, build)
             self._refreshing[key] = done
 
-    def _rebuild(self, key: Hashable, build: Callable[[], Lexicon]) -> None:
+    def _rebuild(self, key: Key, build: Callable[[], Lexicon]) -> None:
         self._built(key, build)
         with self._lock:  # done without an error: nothing to report to a reader
             self._refreshing.pop(key, None)

@@ -217,8 +217,9 @@ class CheckoutService:
     clock: Callable[[], datetime] = lambda: datetime.now(UTC)
     packets: OrderedDict[str, RecentPacket] = field(default_factory=OrderedDict)
     packet_memory: int = 10_000
-    # seconds a tenant's entity lexicon is served before a refresh starts (see ``Lexicons``)
-    lexicons: Lexicons = field(default_factory=lambda: Lexicons(ttl=1.0))
+    # a tenant's entity lexicon: refreshed in the background after 1 s, rebuilt in the
+    # request past 10 s (see ``Lexicons``)
+    lexicons: Lexicons = field(default_factory=lambda: Lexicons(ttl=1.0, limit=10.0))
     # seconds a parsed artifact is reused: its document lists up to hundreds of source refs
     artifact_ttl: float = 5.0
     artifacts: dict[tuple[str, str, str], tuple[float, LatentArtifact]] = field(
@@ -367,9 +368,11 @@ class CheckoutService:
         return [known[i] for i in ids if i in known and known[i].stale_at is None]
 
     def forget_artifacts(self, tenant: str) -> None:
-        """Drop the tenant's parsed artifacts (a purge: none may be served again)."""
+        """Drop the tenant's parsed artifacts and lexicons (a purge: none may be served
+        again)."""
         for key in [k for k in self.artifacts if k[1] == tenant]:
             self.artifacts.pop(key, None)
+        self.lexicons.forget(tenant)
 
     def _assemble(
         self,
