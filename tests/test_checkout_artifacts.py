@@ -1,7 +1,10 @@
-"""Checkout reuses parsed latent artifacts briefly, and forgets them on demand (a purge)."""
+"""Checkout reuses parsed latent artifacts briefly, and forgets them on demand (a purge), also
+while checkouts on other threads add to them."""
 
 from __future__ import annotations
 
+import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -70,3 +73,32 @@ def test_artifacts_are_reused_within_the_ttl_and_forgotten_on_demand(
     svc._artifacts(info, T, [hit(kiln)])
     assert graph.asked[3:] == [[kiln.artifact_id]]
     assert svc._artifacts(info, "other", [hit(kiln)]) == []  # per tenant
+
+
+def test_a_purge_forgets_while_checkouts_on_other_threads_add_artifacts(tmp_path: Path) -> None:
+    svc, _ = service(tmp_path, Graph([]))
+    kiln = latentdata.episode(T, "s", "the kiln", [latentdata.ref(T, "e1")])
+    for i in range(3000):
+        svc.artifacts[("v1", f"tenant-{i % 7}", f"a{i}")] = (0.0, kiln)
+    stop = threading.Event()
+
+    def checkouts() -> None:
+        i = 0
+        while not stop.is_set():
+            svc.artifacts[("v1", "busy", f"b{i % 5000}")] = (0.0, kiln)
+            svc.artifacts.pop(("v1", "busy", f"b{(i - 100) % 5000}"), None)
+            i += 1
+
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as possible: the race shows at once
+    adding = threading.Thread(target=checkouts)
+    adding.start()
+    try:
+        for _ in range(2000):
+            svc.forget_artifacts("tenant-3")  # raised "dictionary changed size" before
+    finally:
+        stop.set()
+        adding.join()
+        sys.setswitchinterval(switch)
+    assert not [k for k in svc.artifacts if k[1] == "tenant-3"]
+    assert sum(1 for k in svc.artifacts if k[1] == "tenant-4") == 428

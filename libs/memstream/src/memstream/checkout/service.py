@@ -370,7 +370,8 @@ class CheckoutService:
     def forget_artifacts(self, tenant: str) -> None:
         """Drop the tenant's parsed artifacts and lexicons (a purge: none may be served
         again)."""
-        for key in [k for k in self.artifacts if k[1] == tenant]:
+        # list() copies the keys in one step: checkouts on other threads insert meanwhile
+        for key in [k for k in list(self.artifacts) if k[1] == tenant]:
             self.artifacts.pop(key, None)
         self.lexicons.forget(tenant)
 
