@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import select
 import socket
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -372,6 +373,37 @@ def test_half_sent_requests_are_closed_and_the_api_keeps_answering(stack: Runnin
     assert set(answers["body"]) == {408}
     assert set(answers["unread"]) == {200}  # answered, then closed when the body never came
     assert httpx.get(f"{stack.api_url}/healthz", timeout=60).status_code == 200
+
+
+def _answer(sock: socket.socket) -> bytes:
+    """One answer on a kept-alive connection (read by its Content-Length); b"" if closed."""
+    out = b""
+    while b"\r\n\r\n" not in out:
+        if not (chunk := sock.recv(65536)):
+            return out
+        out += chunk
+    head, body = out.split(b"\r\n\r\n", 1)
+    length = next(
+        int(line.split(b":", 1)[1])
+        for line in head.split(b"\r\n")
+        if line.lower().startswith(b"content-length:")
+    )
+    while len(body) < length:
+        body += sock.recv(65536)
+    return head + b"\r\n\r\n" + body
+
+
+def test_an_idle_connection_outlives_the_clients_own_keep_alive(stack: RunningStack) -> None:
+    # httpx drops an idle connection after 5 s. A server closing at that moment races the
+    # client's next request on it (the client reads a reset): the server waits longer.
+    with _connect(stack) as sock:
+        sock.sendall(_head("GET", "/healthz"))
+        assert _status(_answer(sock)) == 200
+        time.sleep(6.0)  # idle past the client's own keep-alive
+        sock.sendall(_head("GET", "/healthz"))
+        answer = _answer(sock)
+        assert answer, "the API closed the idle connection"
+        assert _status(answer) == 200
 
 
 def test_the_limits_are_documented_on_every_operation(stack: RunningStack) -> None:

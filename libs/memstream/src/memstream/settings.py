@@ -135,6 +135,11 @@ class Settings(BaseSettings):
     api_body_timeout_s: float = Field(
         default=30.0, gt=0, description="longest pause inside a request body before it is refused"
     )
+    # Longer than clients keep an idle connection (httpx: 5 s), so the client closes it first:
+    # a server closing at the client's own expiry races the client's next request (reset).
+    api_keepalive_s: int = Field(
+        default=65, ge=1, description="how long an idle keep-alive connection is kept open"
+    )
     consumer_session_timeout_ms: int = 6000
     # Fair share of the read routes between tenants (memstream.fairshare; 429 beyond it)
     read_limits: bool = Field(

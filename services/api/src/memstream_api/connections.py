@@ -7,7 +7,8 @@ to a route that answers without reading it. ``guarded_h11`` adds two deadlines:
 
 - headers: a request's headers must all arrive within ``header_timeout_s`` of the connection's
   opening (first request) or of the request's first byte (later ones; the silence between
-  requests is uvicorn's keep-alive timeout). Else: 408 and close.
+  requests is uvicorn's keep-alive timeout, ``MEMSTREAM_API_KEEPALIVE_S``). Else: 408 and
+  close.
 - linger: a body the client still sends after its answer (a 413 goes out without reading the
   body) is read and discarded for at most ``linger_s``, then the connection closes. Reading
   it lets the client finish sending and read the answer; the bound stops a trickle.

@@ -37,6 +37,7 @@ def main() -> None:
         access_log=False,
         # Half-sent requests are closed (the body limit and stall: memstream_api.limits).
         http=guarded_h11(settings.api_header_timeout_s, settings.api_body_timeout_s),
+        timeout_keep_alive=settings.api_keepalive_s,
     )
     # The embedded supervisor holds the listening socket: requests that arrive while this
     # process (re)starts wait in its backlog instead of being refused.
