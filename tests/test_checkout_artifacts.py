@@ -69,7 +69,7 @@ def test_artifacts_are_reused_within_the_ttl_and_forgotten_on_demand(
     clock[0] += 0.2
     svc._artifacts(info, T, [hit(kiln)])
     assert graph.asked[2:] == [[kiln.artifact_id]]  # past the TTL: read again
-    svc.forget_artifacts(T)
+    svc.forget_tenant(T)
     svc._artifacts(info, T, [hit(kiln)])
     assert graph.asked[3:] == [[kiln.artifact_id]]
     assert svc._artifacts(info, "other", [hit(kiln)]) == []  # per tenant
@@ -95,7 +95,7 @@ def test_a_purge_forgets_while_checkouts_on_other_threads_add_artifacts(tmp_path
     adding.start()
     try:
         for _ in range(2000):
-            svc.forget_artifacts("tenant-3")  # raised "dictionary changed size" before
+            svc.forget_tenant("tenant-3")  # raised "dictionary changed size" before
     finally:
         stop.set()
         adding.join()

@@ -195,7 +195,7 @@ def _in_memory(
 def _forget_packets(checkout: CheckoutService, tenant: str, ids: set[str], key: str) -> int:
     """Forget the recent packets naming the subject, and every parsed artifact of the tenant
     (cheap to read again); returns how many packets went."""
-    checkout.forget_artifacts(tenant)
+    checkout.forget_tenant(tenant)
     return checkout.forget_packets(tenant, ids, key)
 
 
@@ -275,7 +275,7 @@ async def purge_subject(
 
     def check() -> dict[str, bool]:
         done = converged(checks, f"purge {event.id}")
-        checkout.forget_artifacts(tenant)  # a checkout may have read one before it went
+        checkout.forget_tenant(tenant)  # a checkout may have read one before it went
         return done
 
     completed = await run_in_threadpool(watch, check, wait_s)

@@ -12,7 +12,6 @@ tenant's lexicons, and a refresh that read before the purge does not bring one b
 
 from __future__ import annotations
 
-import itertools
 import logging
 import threading
 import time
@@ -49,11 +48,9 @@ class Lexicons:
         self._lock = threading.Lock()
         self._entries: dict[Key, _Entry] = {}
         self._refreshing: dict[Key, Future[None]] = {}
-        # tenant -> when a purge forgot its lexicons; kept while a build that started before
-        # it is in flight (``_building``: build -> when it started)
-        self._forgotten: dict[str, float] = {}
-        self._building: dict[int, float] = {}
-        self._builds = itertools.count()
+        # purges so far: a build that saw a purge happen while it read is not kept (whoever
+        # was purged; purges are rare and the next reader builds again)
+        self._purges = 0
 
     def get(self, key: Key, build: Callable[[], Lexicon], fresh: bool = False) -> Lexicon:
         """The lexicon of ``key``: built now when there is none (or ``fresh``, or it is older
@@ -81,7 +78,7 @@ class Lexicons:
     def forget(self, tenant: str) -> None:
         """Drop the tenant's lexicons (a purge: its names may not resolve again)."""
         with self._lock:
-            self._forgotten[tenant] = self._clock()
+            self._purges += 1
             for key in [k for k in self._entries if k[1] == tenant]:
                 del self._entries[key]
 
@@ -93,32 +90,16 @@ class Lexicons:
 
     def _built(self, key: Key, build: Callable[[], Lexicon]) -> Lexicon:
         with self._lock:
-            started = self._clock()
-            build_id = next(self._builds)
-            self._building[build_id] = started
-        try:
-            lexicon = build()
-        except BaseException:
-            with self._lock:
-                self._ended(build_id)
-            raise
+            started, purges = self._clock(), self._purges
+        lexicon = build()
         with self._lock:
             kept = self._entries.get(key)
-            before_purge = started <= self._forgotten.get(key[1], float("-inf"))
-            self._ended(build_id)
             # never keep one read before a purge, nor replace a newer one
-            if not before_purge and (kept is None or kept.built_at <= started):
+            if self._purges == purges and (kept is None or kept.built_at <= started):
                 if len(self._entries) >= MAX_KEYS:
                     self._entries.clear()
                 self._entries[key] = _Entry(started, lexicon)
         return lexicon
-
-    def _ended(self, build_id: int) -> None:
-        """A build ended (under the lock): a purge's mark only matters to the builds in
-        flight that started before it, so the marks no such build needs go."""
-        del self._building[build_id]
-        oldest = min(self._building.values(), default=float("inf"))
-        self._forgotten = {t: at for t, at in self._forgotten.items() if at >= oldest}
 
     def _refresh(self, key: Key, build: Callable[[], Lexicon]) -> None:
         with self._lock:

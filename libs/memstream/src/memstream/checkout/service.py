@@ -367,7 +367,7 @@ class CheckoutService:
                 known[a.artifact_id] = a
         return [known[i] for i in ids if i in known and known[i].stale_at is None]
 
-    def forget_artifacts(self, tenant: str) -> None:
+    def forget_tenant(self, tenant: str) -> None:
         """Drop the tenant's parsed artifacts and lexicons (a purge: none may be served
         again)."""
         # list() copies the keys in one step: checkouts on other threads insert meanwhile
