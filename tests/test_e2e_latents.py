@@ -175,8 +175,10 @@ def test_a_checkout_with_a_purpose_carries_a_weave_citing_that_session(
     built: MemoryHttpClient, http: httpx.Client
 ) -> None:
     episode = kayak_episode(http)["artifact_id"]
+    # room for the episode and a cited turn: cites carry hash prefixes, whose token count
+    # differs from run to run
     packet = built.checkout(
-        "What did we plan for the kayak trip on the Loire?", purpose="planning", max_tokens=800
+        "What did we plan for the kayak trip on the Loire?", purpose="planning", max_tokens=1000
     )
     weave = packet["memory_weave"]
     assert weave["purpose_profile"] == "planning" and episode in weave["artifact_ids"]
@@ -186,7 +188,7 @@ def test_a_checkout_with_a_purpose_carries_a_weave_citing_that_session(
     assert cited & {t["id"] for t in KAYAK}, weave["accepted_evidence"]
     assert weave["prohibited_use"] and weave["expected_use"]
     assert weave["token_budget"]["used"] <= weave["token_budget"]["allowed"]
-    assert packet["budget"]["used"] <= 800
+    assert packet["budget"]["used"] <= 1000
     # no purpose, no weave; the latent context names the session, suggestive
     plain = built.checkout("What did we plan for the kayak trip on the Loire?", max_tokens=3000)
     assert plain.get("memory_weave") is None

@@ -104,6 +104,21 @@ def test_a_weave_fits_a_small_budget_by_dropping_from_the_end() -> None:
     assert small.artifact_ids == big.artifact_ids[: len(small.artifact_ids)]
 
 
+def test_a_tight_budget_drops_the_weaves_evidence_before_its_last_artifact() -> None:
+    # the packet already cites the evidence; the artifact is what only the weave carries
+    kwargs = dict(goal="plan", purpose="planning", packet=packet(), artifacts=[EPISODE],
+                  count_tokens=words_counter, created_at="x", version="v1")  # fmt: skip
+    full = build_weave(allowed=5000, **kwargs)  # type: ignore[arg-type]
+    assert full.artifact_ids == ["lat-ep"] and len(full.accepted_evidence) > 1
+    fitted = [
+        build_weave(allowed=n, **kwargs)  # type: ignore[arg-type]
+        for n in range(full.token_budget.used, 0, -1)
+    ]
+    assert all(w.artifact_ids == ["lat-ep"] for w in fitted if w.accepted_evidence)
+    assert any(w.artifact_ids == ["lat-ep"] and not w.accepted_evidence for w in fitted)
+    assert all(w.token_budget.used <= w.token_budget.allowed for w in fitted if w.artifact_ids)
+
+
 def test_stale_artifacts_never_enter_a_weave() -> None:
     stale = EPISODE.model_copy(update={"stale_at": T})
     w = build_weave(

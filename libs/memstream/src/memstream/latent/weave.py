@@ -125,7 +125,9 @@ def build_weave(
         used = count_tokens("\n".join(weave_lines(weave)))
         if used <= allowed or not (context or evidence):
             break
-        if len(evidence) > len(context):
+        # at a tie the evidence goes first: the packet cites it already, while the context
+        # is what only the weave carries
+        if evidence and len(evidence) >= len(context):
             evidence = evidence[:-1]
         else:
             chosen, context = chosen[:-1], context[:-1]
