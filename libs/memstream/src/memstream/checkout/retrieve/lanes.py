@@ -41,7 +41,15 @@ from memstream.checkout.retrieve.candidates import (
 )
 from memstream.checkout.retrieve.expand import related_terms
 from memstream.checkout.retrieve.facts import PredicateRanker
-from memstream.checkout.retrieve.reach import anchor_days, candidate_days, hop_keys, hop_terms
+from memstream.checkout.retrieve.reach import (
+    CHAIN_FROM,
+    CHAIN_RADIUS,
+    anchor_days,
+    around,
+    candidate_days,
+    hop_keys,
+    hop_terms,
+)
 from memstream.checkout.retrieve.rerank import rerank
 from memstream.embed.port import Embedder, TermNeighbours
 from memstream.graph.port import GraphStore
@@ -435,10 +443,14 @@ class _Run:
         ]  # fmt: skip
 
     def chain(self) -> None:
+        """The chain lane: the turns that belong with the best hits (``reach.around``)."""
         as_of = iso_utc(self.as_of) if self.as_of is not None else None
-        top = [c.item_id for c in self.best()[:3] if c.kind == "event"]
-        for chain in self.r.graph.chains(self.tenant, top, radius=1, as_of=as_of):
-            for e in chain:
+        top = [c for c in self.best()[:CHAIN_FROM] if c.kind == "event"]
+        chains = self.r.graph.chains(
+            self.tenant, [c.item_id for c in top], radius=CHAIN_RADIUS, as_of=as_of
+        )
+        for hit, chain in zip(top, chains, strict=True):
+            for e in around(hit.ref.seq, chain):
                 self.lanes.add("chain", event_candidate(e))
         self.clock.lap("chain")
 

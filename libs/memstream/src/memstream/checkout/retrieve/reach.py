@@ -1,8 +1,10 @@
-"""What the time lane and the second hop reach for, decided from the first hits (pure).
+"""What the time lane, the second hop and the chain lane reach for, decided from the first
+hits (pure).
 
 Time lane: the days a candidate belongs to (when it happened and the dates it speaks of)
 and the anchor days a question's relative dates resolve against. Second hop: the entities
-the best hits name that the question does not.
+the best hits name that the question does not. Chain lane: the turns around a hit that
+belong with it.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from collections import Counter
 from datetime import date
 
 from memstream.checkout.model import Candidate, SynthesisPlan
+from memstream.projection.model import EventRecord
 from memstream.text.words import GENERIC_STEMS, STOP_STEMS, stem, words
 from memstream.times import parse_ts
 
@@ -18,6 +21,8 @@ ANCHORS = 5  # the best hits whose days anchor relative dates
 HOP_FROM = 5  # the best hits the second hop reads entities from
 HOP_KEYS = 3  # entities the second hop searches
 HOP_TERMS = 5  # words of the best hits the second hop adds to the question
+CHAIN_FROM = 3  # the best hits whose turns around them the chain lane adds
+CHAIN_RADIUS = 2  # stream positions read around each (the answer to a question about it)
 _PLAIN = STOP_STEMS | GENERIC_STEMS
 
 
@@ -70,3 +75,23 @@ def hop_terms(plan: SynthesisPlan, best: list[Candidate]) -> list[str]:
             hits[st] += 1
     shared = sorted((st for st in first if hits[st] >= 2), key=lambda st: -hits[st])
     return [first[st] for st in shared[:HOP_TERMS]]
+
+
+def around(seq: int, chain: list[EventRecord]) -> list[EventRecord]:
+    """The turns of ``chain`` (the stream around the hit at ``seq``) that belong with the hit,
+    in stream order: the one before it, the hit, the one after it, and, when the one after it
+    is a question somebody else asks, the answer that follows. A reply such as "Super good,
+    rich and creamy!" names nothing the hit said, yet answers what was asked about it."""
+    by_seq = {e.seq: e for e in chain}
+    out = [by_seq[s] for s in (seq - 1, seq, seq + 1) if s in by_seq]
+    hit, asked, answer = by_seq.get(seq), by_seq.get(seq + 1), by_seq.get(seq + 2)
+    if (
+        hit is not None
+        and asked is not None
+        and answer is not None
+        and asked.text.rstrip().endswith("?")
+        and asked.agent != hit.agent
+        and answer.agent != asked.agent
+    ):
+        out.append(answer)
+    return out
