@@ -30,6 +30,18 @@ def sequenced(docs: list[dict[str, Any]], now: str) -> list[dict[str, Any]]:
     return out
 
 
+def chat_entries(tenant: str, talk: list[tuple[str, str]], prefix: str) -> list[dict[str, Any]]:
+    """The ledger entries of a chat in one stream: each (speaker, text) a message a minute
+    after the one before, ids ``<prefix><n>``."""
+    docs = [
+        {"id": f"{prefix}{i}", "tenant": tenant, "stream": "chat", "agent": agent,
+         "type": "message.user", "occurred_at": f"2031-05-01T10:{i:02d}:00Z",
+         "payload": {"text": text}}
+        for i, (agent, text) in enumerate(talk)
+    ]  # fmt: skip
+    return sequenced(docs, "2031-05-02T00:00:00Z")
+
+
 @contextmanager
 def projected(
     falkordb_server: Server, path: Path, name: str, docs: list[dict[str, Any]]

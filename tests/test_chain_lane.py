@@ -4,9 +4,8 @@ FalkorDB graph and a Qdrant Edge index."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
-from lanedata import projected, sequenced
+from lanedata import chat_entries, projected
 from memstream.checkout.plan import plan_query
 from memstream.checkout.retrieve.reach import around
 from memstream.projection.model import EventRecord
@@ -79,20 +78,11 @@ KITCHEN = [
 ]
 
 
-def kitchen() -> list[dict[str, Any]]:
-    docs = [
-        {"id": f"k{i}", "tenant": "cooks", "stream": "chat", "agent": agent,
-         "type": "message.user", "occurred_at": f"2031-05-01T10:{i:02d}:00Z",
-         "payload": {"text": text}}
-        for i, (agent, text) in enumerate(KITCHEN)
-    ]  # fmt: skip
-    return sequenced(docs, "2031-05-02T00:00:00Z")
-
-
 def test_the_chain_lane_adds_the_answer_to_the_question_asked_about_a_hit(
     falkordb_server: Server, tmp_path: Path
 ) -> None:
-    with projected(falkordb_server, tmp_path, "chain_lane_test", kitchen()) as r:
+    talk = chat_entries("cooks", KITCHEN, "k")
+    with projected(falkordb_server, tmp_path, "chain_lane_test", talk) as r:
         question = "What did Ben think of the coconut milk ice cream?"
         plan = plan_query(question, "2031-06-01T00:00:00Z")
         pool = {c.item_id: c for c in r.retrieve("cooks", plan)}

@@ -9,7 +9,7 @@ from typing import Any
 
 import orjson
 import pytest
-from lanedata import projected, sequenced
+from lanedata import chat_entries, projected
 from memstream.checkout.plan import plan_query
 from memstream.checkout.retrieve import Retriever
 from memstream.latent.builder import LatentBuilder, latent_input
@@ -35,13 +35,7 @@ TALK = [
 
 
 def entries() -> list[dict[str, Any]]:
-    docs = [
-        {"id": f"t{i}", "tenant": "pals", "stream": "chat", "agent": agent,
-         "type": "message.user", "occurred_at": f"2031-05-01T10:{i:02d}:00Z",
-         "payload": {"text": text}}
-        for i, (agent, text) in enumerate(TALK)
-    ]  # fmt: skip
-    return sequenced(docs, "2031-05-02T00:00:00Z")
+    return chat_entries("pals", TALK, "t")
 
 
 @pytest.fixture
