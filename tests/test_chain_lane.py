@@ -7,7 +7,7 @@ from pathlib import Path
 
 from lanedata import chat_entries, projected
 from memstream.checkout.plan import plan_query
-from memstream.checkout.retrieve.reach import around
+from memstream.checkout.retrieve.reach import around, asks
 from memstream.projection.model import EventRecord
 from memstream.stack.servers import Server
 
@@ -54,6 +54,31 @@ def test_a_question_the_speaker_asks_or_answers_alone_brings_no_answer() -> None
     asker = [turn(4, "Ben", "I made ice cream."), turn(5, "Ana", "Any good?"),
              turn(6, "Ana", "Mine never is.")]  # fmt: skip
     assert seqs(around(4, asker)) == [4, 5]
+
+
+def test_a_question_reads_past_what_trails_it_in_a_chat() -> None:
+    asking = ["Any good?\x00", "Any good? 😋", "Any good?❤️", "好吃吗？", "Any good?\u200b\t\n",
+              "هل كان جيدا؟", "¿Qué tal?", "Really?!", "Really?! 😮",
+              "x" * 200_000 + "?"]  # fmt: skip
+    for text in asking:
+        assert asks(text), repr(text[-12:])
+    telling = ["", "!!", "Wow!", 'Any good?" she asked', "\x00\x00", "It was good", "Why? It was."]
+    for text in telling:
+        assert not asks(text), repr(text[-12:])
+    chain = [turn(4, "Ben", "I made ice cream."), turn(5, "Ana", "Any good？\x00"),
+             turn(6, "Ben", "Rich and creamy.")]  # fmt: skip
+    assert seqs(around(4, chain)) == [4, 5, 6]
+
+
+def test_speakers_are_one_person_however_their_name_is_written() -> None:
+    # "Zoë" composed (U+00EB) and decomposed (e + U+0308), and in another case, is one person.
+    composed, decomposed = "Zo\u00eb", "Zoe\u0308"
+    asker = [turn(4, "Ben", "I made ice cream."), turn(5, composed, "Any good?"),
+             turn(6, decomposed.upper(), "Mine never is.")]  # fmt: skip
+    assert seqs(around(4, asker)) == [4, 5]
+    alone = [turn(4, composed, "I made ice cream."), turn(5, decomposed, "Guess what?"),
+             turn(6, "Ben", "What?")]  # fmt: skip
+    assert seqs(around(4, alone)) == [4, 5]
 
 
 def test_the_ends_of_a_stream_and_a_hit_missing_from_its_chain() -> None:

@@ -9,11 +9,13 @@ belong with it.
 
 from __future__ import annotations
 
+import unicodedata
 from collections import Counter
 from datetime import date
 
 from memstream.checkout.model import Candidate, SynthesisPlan
 from memstream.projection.model import EventRecord
+from memstream.projection.names import entity_key
 from memstream.text.words import GENERIC_STEMS, STOP_STEMS, stem, words
 from memstream.times import parse_ts
 
@@ -89,9 +91,24 @@ def around(seq: int, chain: list[EventRecord]) -> list[EventRecord]:
         hit is not None
         and asked is not None
         and answer is not None
-        and asked.text.rstrip().endswith("?")
-        and asked.agent != hit.agent
-        and answer.agent != asked.agent
+        and asks(asked.text)
+        and entity_key(asked.agent) != entity_key(hit.agent)
+        and entity_key(answer.agent) != entity_key(asked.agent)
     ):
         out.append(answer)
     return out
+
+
+def asks(text: str) -> bool:
+    """``text`` ends with a question mark, read past what may trail it in a chat message:
+    spaces, control and format characters, emoji and other symbols ("Any good? 😋"), and
+    the "!" of "Really?!". The full-width "？" counts (NFKC folds it), as does the Arabic "؟"."""
+    end = len(text)
+    while end and (_trails(text[end - 1]) or text[end - 1] in "!！"):
+        end -= 1
+    return end > 0 and unicodedata.normalize("NFKC", text[end - 1]) in ("?", "\u061f")
+
+
+def _trails(ch: str) -> bool:
+    # Mn covers the variation selector that ends many emoji ("❤️" is U+2764 U+FE0F).
+    return ch.isspace() or unicodedata.category(ch)[0] in "CZS" or unicodedata.category(ch) == "Mn"
