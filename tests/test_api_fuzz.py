@@ -32,7 +32,7 @@ MAX_EXAMPLES = 25
 # `negative_data_rejection`'s default list plus 413: a batch over `maxItems` is refused as
 # too large, which the document lists for POST /v1/events.
 REJECTIONS = ["400", "401", "403", "404", "405", "406", "409", "413", "415", "422", "428", "429"]
-READ_AFTER_ROUTES = r"^/v1/(checkout|recall|search|summarize_recall)$"
+READ_AFTER_ROUTES = r"^/v1/(checkout|recall|search|summarize_recall|invalidate)$"
 AFTER_ACCEPTANCE = ["2xx", "3xx", "401", "403", "404", "409", "422", "429", "5xx"]
 # Operations with inputs; the two without (healthz, metrics) have a handful of cases.
 FUZZED = {

@@ -387,3 +387,43 @@ def test_read_tools_take_after_remember_position(
     assert event_id in json.dumps(packet)
     recalled = recall_result.structured_content
     assert recalled["warnings"] == [] and event_id in [i["item_id"] for i in recalled["items"]]
+
+
+def invalidate_waits(stack: RunningStack) -> float:
+    """How many invalidations the API has waited on a position for."""
+    samples = scrape([f"{stack.api_url}/metrics"], {"memstream_read_after_wait_seconds_count"})
+    return sum(x.value for x in samples if x.labels["route"] == "invalidate")
+
+
+def test_invalidate_takes_after_remember_position(
+    stack: RunningStack, keys: dict[str, str]
+) -> None:
+    """A memory remembered a moment ago can be invalidated at once, given remember's position
+    (without it the graph may not hold it yet, and the target would be unknown)."""
+
+    async def remember_then_invalidate(session: ClientSession) -> list[CallToolResult]:
+        text = "The kiln's thermocouple reads Ørsted-12, says Séverine."
+        args = {"stream": "atelier", "type": "observation", "text": text}
+        written = await session.call_tool("remember", args)
+        assert not written.is_error, text_of(written)
+        content = written.structured_content
+        wrong = {"target_ids": [content["id"]], "reason": "misread"}
+        return [
+            written,
+            await session.call_tool("invalidate", {**wrong, "after": content["position"]}),
+        ]
+
+    waits_before = invalidate_waits(stack)
+    written, invalidated = run(lambda: stdio_session(stack, keys[TENANT]), remember_then_invalidate)
+    assert invalidate_waits(stack) == waits_before + 1  # the API waited on the position
+    assert not invalidated.is_error, text_of(invalidated)
+    invalidation = str(invalidated.structured_content["id"])
+
+    def entry() -> dict[str, Any] | None:
+        return next((e for e in stack.ledger() if e["id"] == invalidation), None)
+
+    wait_until(lambda: entry() is not None, 30, "the invalidation in the ledger")
+    found = entry()
+    assert found is not None and found["payload"]["target_ids"] == [
+        written.structured_content["id"]
+    ], found

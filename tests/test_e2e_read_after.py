@@ -143,6 +143,7 @@ def test_foreign_position_403(stack: RunningStack, keys: dict[str, str]) -> None
         ("/v1/recall", {"query": "anything"}),
         ("/v1/search", {"query": "anything"}),
         ("/v1/summarize_recall", {"query": "anything"}),
+        ("/v1/invalidate", {"target_ids": ["evt-anything"], "reason": "wrong"}),
     ):
         resp = post(stack, keys[TENANT], path, {**body, "after": token})
         assert resp.status_code == 403, (path, resp.text)
@@ -172,6 +173,10 @@ def test_malformed_position_422(
             doc = resp.json()
             assert doc["detail"].startswith("after:"), doc
             assert [e["field"] for e in doc["errors"]] == ["after"], doc
+        wrong = {"target_ids": ["evt-anything"], "reason": "wrong", "after": value}
+        resp = post(stack, keys[TENANT], "/v1/invalidate", wrong)
+        assert resp.status_code == 422, (value, resp.text)
+        assert [e["field"] for e in resp.json()["errors"]] == ["after"], resp.text
     unsigned = post(stack, keys[TENANT], "/v1/recall", {"query": "anything", "after": bad[-1]})
     assert unsigned.status_code == 200, unsigned.text  # unsigned: accepted for its tenant
 
@@ -201,6 +206,29 @@ def test_partition_the_topic_lacks_is_stale_at_once(
         client.recall("anything", after=signed(stack, nowhere))
     doc = client.checkout("anything?", after=signed(stack, nowhere))
     assert doc["meta"]["after"]["waited_ms"] < BOUND_S * 1000 / 2, doc["meta"]
+
+
+def test_invalidate_after_a_write_checks_its_targets_once_memory_applied_it(
+    stack: RunningStack, keys: dict[str, str], client: MemoryHttpClient
+) -> None:
+    word = f"obsidian{uuid.uuid4().hex[:6]}"
+    ids, token = client.emit_written([marker_event(f"Zoé's kiln fires at {word} degrees.")])
+    assert client.invalidate([ids[0]], "the kiln was recalibrated", after=token)
+    # After a write memory applied, an id it does not hold is simply not there.
+    nothing = f"evt-nothing-{uuid.uuid4().hex[:8]}"
+    body = {"target_ids": [nothing], "reason": "wrong", "after": token}
+    resp = post(stack, keys[TENANT], "/v1/invalidate", body)
+    assert resp.status_code == 404 and resp.json()["detail"] == f"not in memory: {nothing}"
+    # A position memory can never apply: the 404 says it may not be projected, and why.
+    nowhere = position.Position(TENANT, read_epoch(stack.data_dir), {999: 0})
+    resp = post(stack, keys[TENANT], "/v1/invalidate", {**body, "after": signed(stack, nowhere)})
+    detail = resp.json()["detail"]
+    assert resp.status_code == 404, resp.text
+    assert detail.startswith(f"not in memory (or not projected yet): {nothing}; after:"), detail
+    assert "partition the topic does not have" in detail, detail
+    samples = scrape([f"{stack.api_url}/metrics"], {"memstream_read_after_wait_seconds_count"})
+    waits = {x.labels["route"]: x.value for x in samples}
+    assert waits["invalidate"] >= 3, waits
 
 
 def test_sequencer_dead_letter_does_not_wait_for_bound(
@@ -251,3 +279,16 @@ def test_the_cli_emits_with_a_position_and_checks_out_after_it(
     assert packet["meta"]["after"]["applied"] is True, packet["meta"]
     refused = memstream(*args, "--after", "ms1.AAAA.BBBB", data_dir=stack.data_dir, check=False)
     assert refused.returncode != 0 and "after" in refused.stderr + refused.stdout
+
+
+def test_the_cli_invalidates_after_a_write(stack: RunningStack, keys: dict[str, str]) -> None:
+    text = f"The glaze of batch {uuid.uuid4().hex[:6]} is Œillet pink, says Ana-María."
+    out = memstream(
+        "emit", "--tenant", TENANT, "--stream", "kiln-room", "--type", "message.user",
+        "--agent", "Ana-María", "--text", text, "--json", data_dir=stack.data_dir,
+    )  # fmt: skip
+    written = orjson.loads(out.stdout)
+    args = ["invalidate", written["id"], "--tenant", TENANT, "--key", keys[TENANT]]
+    args += ["--reason", "the glaze came out grey", "--after", written["position"], "--json"]
+    done = orjson.loads(memstream(*args, data_dir=stack.data_dir).stdout)
+    assert done["target_ids"] == [written["id"]] and done["id"], done

@@ -169,11 +169,22 @@ class MemoryHttpClient:
         event_id: str = self._call("POST", "/v1/feedback", json=body).json()["id"]
         return event_id
 
-    def invalidate(self, target_ids: list[str], reason: str, *, stream: str | None = None) -> str:
-        """Invalidate memories (fact ids, or event ids with their facts); the event id."""
+    def invalidate(
+        self,
+        target_ids: list[str],
+        reason: str,
+        *,
+        stream: str | None = None,
+        after: str | None = None,
+    ) -> str:
+        """Invalidate memories (fact ids, or event ids with their facts); the event id.
+        ``after``: a write's position (of the targets, say), checked for once memory applied
+        it, so a memory written a moment ago can be invalidated at once."""
         body: dict[str, Any] = {"target_ids": target_ids, "reason": reason}
         if stream is not None:
             body["stream"] = stream
+        if after is not None:
+            body["after"] = after
         event_id: str = self._call("POST", "/v1/invalidate", json=body).json()["id"]
         return event_id
 

@@ -26,10 +26,16 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
 from memstream_api.auth import Tenant
-from memstream_api.checkout_routes import READ_RESPONSES, checkout_service, unavailable_error
+from memstream_api.checkout_routes import (
+    FOREIGN_POSITION,
+    READ_RESPONSES,
+    checkout_service,
+    unavailable_error,
+)
 from memstream_api.errors import BODY, INVALID, ErrorBody, unavailable
 from memstream_api.ingest import COMPONENT, DEFAULT_AGENT, DeliveryErrorBody, deliver
 from memstream_api.positions import POSITION_DESCRIPTION
+from memstream_api.read_after import Waited, wait_after
 
 router = APIRouter(tags=["learning"])
 
@@ -48,6 +54,13 @@ class InvalidateIn(BaseModel):
     target_ids: list[ItemId] = Field(min_length=1, max_length=200)
     reason: Reason = Field(description="why they are wrong")
     stream: StreamName = Field(default="invalidations", description="the ledger stream")
+    after: Position | None = Field(
+        default=None,
+        description="a write's position (say, of the event being invalidated): check the "
+        "targets once the projections have applied it (bounded by "
+        "MEMSTREAM_READ_AFTER_MAX_WAIT_S; past it, a target still missing is a 404 that says "
+        "what was not applied)",
+    )
 
 
 class DecisionIn(BaseModel):
@@ -109,6 +122,7 @@ async def _append(
     summary="Invalidate memories (an accepted memory.invalidate event)",
     responses={
         **BODY,
+        **FOREIGN_POSITION,
         **READ_RESPONSES,
         **DELIVERY,
         404: {"model": ErrorBody, "description": "a target is not in memory (yet)"},
@@ -118,19 +132,28 @@ async def post_invalidate(
     body: InvalidateIn, request: Request, tenant: Tenant
 ) -> Response | InvalidationAccepted:
     """Durable like ``POST /v1/events`` before 202; the projection applies it shortly after.
-    Every target must be in memory: a mistyped id would otherwise invalidate nothing."""
+    Every target must be in memory: a mistyped id would otherwise invalidate nothing. Given
+    ``after``, the targets are checked once memory applied that write."""
     try:
+        waited = await wait_after(request, tenant, body.after, "invalidate")
         graph = await run_in_threadpool(checkout_service(request).live_graph)
     except NoProjection as exc:
         raise unavailable_error(exc) from exc
     unknown = await run_in_threadpool(_unknown, graph, tenant, body.target_ids)
     if unknown:
-        raise HTTPException(
-            status.HTTP_404_NOT_FOUND,
-            detail=f"not in memory (or not projected yet): {', '.join(unknown)}",
-        )
+        raise HTTPException(status.HTTP_404_NOT_FOUND, detail=_not_found(unknown, waited))
     payload = MemoryInvalidatePayload(target_ids=body.target_ids, reason=body.reason)
     return await _append(request, tenant, body.stream, payload)
+
+
+def _not_found(unknown: list[str], waited: Waited | None) -> str:
+    """The 404's reason: after a wait that saw the write applied, the ids are simply not in
+    memory; otherwise they may not be projected yet, and a stale wait says what is missing."""
+    ids = ", ".join(unknown)
+    if waited is not None and not waited.missing:
+        return f"not in memory: {ids}"
+    stale = waited.warning() if waited is not None else None
+    return f"not in memory (or not projected yet): {ids}" + (f"; {stale}" if stale else "")
 
 
 def _unknown(graph: GraphStore, tenant: str, ids: list[str]) -> list[str]:

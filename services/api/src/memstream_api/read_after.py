@@ -43,7 +43,7 @@ log = logging.getLogger(__name__)
 
 POLL_S = 0.025  # how often a waiting read looks at the projections' progress
 KAFKA_POLL_S = 0.2  # how often the watch reads Kafka offsets while some read needs them
-ROUTES = ("checkout", "recall", "search", "summarize_recall")
+ROUTES = ("checkout", "recall", "search", "summarize_recall", "invalidate")
 
 WAIT_SECONDS = Histogram(
     "memstream_read_after_wait_seconds",

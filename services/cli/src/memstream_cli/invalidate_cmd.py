@@ -22,6 +22,10 @@ def invalidate(
     ids: Annotated[list[str], typer.Argument(help="fact ids, or event ids (with their facts)")],
     tenant: Tenant,
     reason: Annotated[str, typer.Option("--reason", help="why they are wrong")],
+    after: Annotated[
+        str | None,
+        typer.Option("--after", help="a write's position: check targets once memory applied it"),
+    ] = None,
     key: ApiKey = None,
     data_dir: DataDir = None,
     json_out: JsonFlag = False,
@@ -30,7 +34,7 @@ def invalidate(
     checkout leaves them out."""
     with http_client(settings_for(data_dir), tenant, key) as client:
         try:
-            event_id = client.invalidate(ids, reason)
+            event_id = client.invalidate(ids, reason, after=after)
         except MemstreamHttpError as exc:
             fail(str(exc))
     if json_out:

@@ -270,12 +270,19 @@ def _write_tools(server: MCPServer, backend_for: BackendFor) -> None:
         ],
         reason: Annotated[Reason, Field(description="why wrong")],
         ctx: Context,
+        after: Annotated[
+            str | None,
+            Field(
+                max_length=1024,
+                description="the position remember answered: check the targets once memory "
+                "has applied that write, so a memory just remembered can be invalidated",
+            ),
+        ] = None,
     ) -> dict[str, Any]:
         """Say memories are wrong (not merely unhelpful: use feedback for that). Facts are
         closed with the reason, never deleted; checkouts leave them out from then on.
         Returns the invalidation event's id."""
+        body = {"target_ids": target_ids, "reason": reason, "after": after}
         async with backend_for(ctx) as memory:
-            result: dict[str, Any] = await memory.post(
-                "/v1/invalidate", {"target_ids": target_ids, "reason": reason}
-            )
+            result: dict[str, Any] = await memory.post("/v1/invalidate", body)
             return result

@@ -159,8 +159,10 @@ class ProjectionManager:
             for name in [n for n in self.running if n not in versions]:
                 log.info("%s: version %s dropped", self.component, name)
                 self._stop(name, discard=True)
-            for name in [n for n in self.failures if n not in versions]:
-                del self.failures[name]
+            # list() copies the keys in one step: a loop thread's _failed may add one while
+            # this runs, and iterating the dict itself would then raise.
+            for name in [n for n in list(self.failures) if n not in versions]:
+                self.failures.pop(name, None)
             for name, info in versions.items():
                 if self.stopping.is_set() or not self._may_start(name):
                     continue  # a failed loop keeps its projector (and index) until then
