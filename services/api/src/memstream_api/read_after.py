@@ -238,10 +238,16 @@ class _Waiter:
             missing = await self._missing(position, info, settings)
             if not missing or all(m.final for m in missing) or time.monotonic() >= deadline:
                 return missing
-            if self.groups is None:
-                self.groups = self._groups(info)
-                self.watch.need(self.groups, True)
+            self._need(self._groups(info))
             await asyncio.sleep(POLL_S)
+
+    def _need(self, groups: list[str]) -> None:
+        """Have the watch read ``groups``' offsets; a promote during the wait changes the
+        live version, and its groups replace the old ones."""
+        if groups != self.groups:
+            self.release()
+            self.watch.need(groups, True)
+            self.groups = groups
 
     def release(self) -> None:
         if self.groups is not None:
