@@ -58,7 +58,7 @@ def test_sentence_initial_answers_as_the_stripping_rule() -> None:
     for text in _texts(2, 1500):
         for i in range(len(text) + 1):
             expected = reference_sentence_initial(text, i)
-            assert names._sentence_initial(text, i) == expected, (text, i)
+            assert names.sentence_initial(text, i) == expected, (text, i)
 
 
 def test_openers_found_only_where_they_end_the_text_before_the_name() -> None:
@@ -73,15 +73,15 @@ def test_openers_found_only_where_they_end_the_text_before_the_name() -> None:
 
 def test_name_candidates_unchanged_on_texts_with_names_openers_and_controls() -> None:
     def reference(text: str) -> list[str]:
-        saved = names.is_address, names._sentence_initial
-        names.is_address, names._sentence_initial = (
+        saved = names.is_address, names.sentence_initial
+        names.is_address, names.sentence_initial = (
             reference_is_address,
             reference_sentence_initial,
         )
         try:
             return name_candidates(text, limit=1000)
         finally:
-            names.is_address, names._sentence_initial = saved
+            names.is_address, names.sentence_initial = saved
 
     found = 0
     for text in _texts(3, 3000):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from memstream.checkout.plan.entities import Lexicon, resolve_entities
+from memstream.checkout.plan.planner import plan_query
 from memstream.projection.model import EntityView
 from memstream.projection.names import entity_key
 from memstream.text.words import STOPWORDS
@@ -145,3 +146,29 @@ def test_unknown_words_of_a_name_that_runs_into_a_known_one_stay_named() -> None
     # "Caroline's Atelier": memory knows Caroline, not the atelier; the question names both.
     assert keys("What does Caroline's Atelier sell?") == [["caroline"], ["atelier"]]
     assert keys("Where is Caroline Vance now?") == [["caroline"], ["vance"]]
+
+
+def test_a_person_whose_name_is_also_a_word_is_named_where_it_reads_as_a_name() -> None:
+    people = Lexicon.build(
+        [view(n, actor=True) for n in ("June", "Will", "Noor")] + [view("May", subject=True)]
+    )
+    assert keys("What did June buy for Noor?", people) == [["june"], ["noor"]]
+    assert keys("Did Noor ever meet Will?", people) == [["noor"], ["will"]]
+    assert keys("Where does May live these days?", people) == [["may"]]
+    # Opening a sentence, a capital says nothing: "Will" and "May" are the verbs there.
+    assert keys("Will Noor come? May she bring a cake?", people) == [["noor"]]
+    # Lower case, it is the word.
+    assert keys("what will june bring", people) == []
+    # Only someone memory knows: a month that is merely capitalised stays a month.
+    assert keys("What did Noor plant in April?", people) == [["noor"]]
+    assert keys("What did Noor say to April?", Lexicon.build([view("April")])) == [["noor"]]
+
+
+def test_a_date_wins_over_a_name_that_is_also_a_month() -> None:
+    people = Lexicon.build([view(n, actor=True) for n in ("June", "May", "Noor")])
+    plan = plan_query("What did Noor give June in May?", "2031-07-10T12:00:00Z", lexicon=people)
+    assert plan.entities == ["noor", "june"]
+    assert plan.time_window is not None and plan.time_window.text == "May"
+    plan = plan_query("What did June do last June?", "2031-07-10T12:00:00Z", lexicon=people)
+    assert plan.entities == ["june"]
+    assert plan.time_window is not None and plan.time_window.start == "2031-06-01"

@@ -11,6 +11,7 @@ import orjson
 import pytest
 from lanedata import chat_entries, projected
 from memstream.checkout.plan import plan_query
+from memstream.checkout.plan.entities import Lexicon
 from memstream.checkout.retrieve import Retriever
 from memstream.latent.builder import LatentBuilder, latent_input
 from memstream.ledger.sequencing import RawRecord, Sequenced, SequencerState, sequence
@@ -139,3 +140,31 @@ def test_the_episode_lane_searches_inside_the_best_episodes(retriever: Retriever
 
     retriever.episodes = False
     assert not any("episode" in c.lanes for c in retriever.retrieve("pals", plan))
+
+
+# Both bought something at the market; only one of them is June. "June" is also a month
+# (and a stopword), so the question names her only through what memory knows of her.
+MARKET = [
+    ("Idris", "I went to the market on Saturday and bought a bag of blood oranges."),
+    ("June", "Same here! At the market I bought a little clay teapot."),
+    ("Idris", "The market is always busy on Saturdays."),
+    ("Idris", "Next time at the market I want to buy some honey."),
+] + [
+    ("Idris" if i % 2 else "June", f"Filler chat number {i} about the weather and the bus.")
+    for i in range(30)
+]
+
+
+def test_a_person_named_like_a_month_is_the_one_asked_about(
+    falkordb_server: Server, tmp_path: Path
+) -> None:
+    talk = chat_entries("stalls", MARKET, "m")
+    with projected(falkordb_server, tmp_path, "june_lane_test", talk) as r:
+        lexicon = Lexicon.build(r.graph.entities("stalls"))
+        plan = plan_query(
+            "What did June buy at the market?", "2031-06-01T00:00:00Z", lexicon=lexicon
+        )
+        assert plan.entities == ["june"] and plan.time_window is None
+        pool = r.retrieve("stalls", plan)
+    assert pool[0].item_id == "m1", [(c.item_id, c.agent, c.lanes) for c in pool[:4]]
+    assert "speaker_sparse" in pool[0].lanes

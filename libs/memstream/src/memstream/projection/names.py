@@ -97,7 +97,8 @@ def _kept(ch: str) -> bool:
     return ch in _KEY_PUNCT or unicodedata.category(ch)[0] in "LNM" or ch == "_"
 
 
-def _sentence_initial(text: str, start: int) -> bool:
+def sentence_initial(text: str, start: int) -> bool:
+    """``text[start:]`` opens a sentence, where a capital letter says nothing."""
     stop = _before(text, start)
     return not stop or text[stop - 1] in '.!?\n"“:'
 
@@ -114,7 +115,7 @@ def name_candidates(text: str, limit: int = 12) -> list[str]:
     for m in _WORD.finditer(text):
         spans = [(w.start() + m.start(), w.end() + m.start()) for w in re.finditer(r"\S+", m[0])]
         words = m.group(0).split()
-        if len(words) == 1 and _sentence_initial(text, m.start()):
+        if len(words) == 1 and sentence_initial(text, m.start()):
             continue
         lead = 0
         while lead < len(words) and words[lead].lower().strip("'’") in _FUNCTION_WORDS:

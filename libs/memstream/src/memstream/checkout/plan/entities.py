@@ -16,14 +16,14 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from rapidfuzz import fuzz, process
 
 from memstream.checkout.model import EntityMention
 from memstream.projection.model import EntityView
-from memstream.projection.names import MARKS, entity_key, name_candidates
+from memstream.projection.names import MARKS, entity_key, name_candidates, sentence_initial
 from memstream.text.words import STOPWORDS
 
 MAX_NGRAM = 5
@@ -52,6 +52,7 @@ class _Token:
     key: str  # folded like an entity key
     start: int
     end: int
+    initial: bool  # opens a sentence of the query
 
     @property
     def capitalised(self) -> bool:
@@ -96,14 +97,24 @@ EMPTY = Lexicon()
 
 def _tokens(query: str) -> list[_Token]:
     return [
-        _Token(m.group(0), entity_key(m.group(0)), m.start(), m.end())
+        _Token(
+            m.group(0),
+            entity_key(m.group(0)),
+            m.start(),
+            m.end(),
+            sentence_initial(query, m.start()),
+        )
         for m in _TOKEN.finditer(query)
     ]
 
 
 def _eligible(lexicon: Lexicon, key: str, words: list[_Token]) -> bool:
     if all(t.key in STOPWORDS for t in words):
-        return False
+        # "June", "May", "Will": a name only of someone memory knows (an actor or a fact
+        # subject), written as a name: capitalised, and not where a sentence opens ("Will
+        # Noor come?"). Where the question writes a date ("in June"), the date wins
+        # (``locate_entities``).
+        return lexicon.structured(key) and words[0].capitalised and not words[0].initial
     return any(t.capitalised for t in words) or lexicon.structured(key)
 
 
@@ -230,11 +241,14 @@ class Located:
     mention: EntityMention
 
 
-def locate_entities(query: str, lexicon: Lexicon = EMPTY) -> list[Located]:
+def locate_entities(
+    query: str, lexicon: Lexicon = EMPTY, dated: Sequence[tuple[int, int]] = ()
+) -> list[Located]:
     """Every place ``query`` names an entity, in query order (a name twice is there twice).
 
     Pronouns of the asker count only when nothing else is named ("Where do I live?"), so
-    "Tell me what Noor bought" stays about Noor.
+    "Tell me what Noor bought" stays about Noor. ``dated``: the ``(start, end)`` of the
+    query's date expressions; a name that is also a word ("June") is no name inside one.
     """
     tokens = _tokens(query)
     found: list[Located] = []
@@ -245,13 +259,20 @@ def locate_entities(query: str, lexicon: Lexicon = EMPTY) -> list[Located]:
             i += 1
             continue
         n, mention = hit
-        found.append(Located(tokens[i].start, tokens[i + n - 1].end, mention))
+        if not _in_date(tokens[i : i + n], dated):
+            found.append(Located(tokens[i].start, tokens[i + n - 1].end, mention))
         i += n
     taken = [(f.start, f.end) for f in found]
     found += [Located(a, a + len(m.text), m) for a, m in _unknown_names(query, taken)]
     if not found and (asker := _asker(query, tokens, lexicon)) is not None:
         found.append(asker)
     return sorted(found, key=lambda f: f.start)
+
+
+def _in_date(words: list[_Token], dated: Sequence[tuple[int, int]]) -> bool:
+    """``words`` are only stopwords ("June", "May") and lie in a date expression."""
+    start, end = words[0].start, words[-1].end
+    return all(t.key in STOPWORDS for t in words) and any(a < end and start < b for a, b in dated)
 
 
 def resolve_entities(query: str, lexicon: Lexicon = EMPTY) -> list[EntityMention]:

@@ -26,19 +26,19 @@ def plan_query(
     unit are read with the names memory knows blanked out: a name is not a cue.
     """
     base = as_of or now
-    located = locate_entities(query, lexicon)
+    window, spans = find_window(query, base)
+    located = locate_entities(query, lexicon, [(pos, pos + len(text)) for pos, text, *_ in spans])
     mentions = distinct(located)
     cues = without_known_names(query, located)
     op = classify(cues)
     unit = query_unit(cues)
-    window, spans = find_window(query, base)
     return SynthesisPlan(
         query=query,
         operation=op,
         answer_type=answer_type(cues, op, unit),
         entities=[m.keys[0] for m in mentions if m.match != "asker"],
         mentions=mentions,
-        terms=query_terms(query, spans, unit),
+        terms=query_terms(query, [text for _pos, text, *_ in spans], unit),
         unit=unit,
         money=asks_money(cues, unit),
         time_window=window,

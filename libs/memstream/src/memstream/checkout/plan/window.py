@@ -108,7 +108,7 @@ def date_spans(query: str, base: date) -> list[Span]:
     return sorted(found)
 
 
-def find_window(query: str, base: str) -> tuple[TimeWindow | None, list[str]]:
+def find_window(query: str, base: str) -> tuple[TimeWindow | None, list[Span]]:
     """The window the query's dates describe, and the date spans found.
 
     One date names its period; ``since``/``after`` open the end, ``before``/``until`` open
@@ -134,4 +134,4 @@ def find_window(query: str, base: str) -> tuple[TimeWindow | None, list[str]]:
         end=end.isoformat() if end else None,
         text=", ".join(texts),
     )
-    return window, texts
+    return window, spans
