@@ -62,7 +62,17 @@ def test_a_question_reads_past_what_trails_it_in_a_chat() -> None:
               "x" * 200_000 + "?"]  # fmt: skip
     for text in asking:
         assert asks(text), repr(text[-12:])
-    telling = ["", "!!", "Wow!", 'Any good?" she asked', "\x00\x00", "It was good", "Why? It was."]
+    telling = [
+        "",
+        "!!",
+        "Wow!",
+        "Any good?" + "😋" * 100_000,  # past the tail that is read: no question
+        "Any good?" + "\x00 " * 300_000,
+        'Any good?" she asked',
+        "\x00\x00",
+        "It was good",
+        "Why? It was.",
+    ]
     for text in telling:
         assert not asks(text), repr(text[-12:])
     chain = [turn(4, "Ben", "I made ice cream."), turn(5, "Ana", "Any good？\x00"),

@@ -99,14 +99,20 @@ def around(seq: int, chain: list[EventRecord]) -> list[EventRecord]:
     return out
 
 
+ASK_TAIL = 64  # characters read back from a turn's end for its question mark
+
+
 def asks(text: str) -> bool:
     """``text`` ends with a question mark, read past what may trail it in a chat message:
     spaces, control and format characters, emoji and other symbols ("Any good? 😋"), and
-    the "!" of "Really?!". The full-width "？" counts (NFKC folds it), as does the Arabic "؟"."""
-    end = len(text)
-    while end and (_trails(text[end - 1]) or text[end - 1] in "!！"):
+    the "!" of "Really?!". The full-width "？" counts (NFKC folds it), as does the Arabic "؟".
+    Only the last :data:`ASK_TAIL` characters are read: a turn of a megabyte of emoji asks
+    nothing, and reading it all would cost every checkout that reaches it."""
+    tail = text.rstrip()[-ASK_TAIL:]
+    end = len(tail)
+    while end and (_trails(tail[end - 1]) or tail[end - 1] in "!！"):
         end -= 1
-    return end > 0 and unicodedata.normalize("NFKC", text[end - 1]) in ("?", "\u061f")
+    return end > 0 and unicodedata.normalize("NFKC", tail[end - 1]) in ("?", "\u061f")
 
 
 def _trails(ch: str) -> bool:
