@@ -30,6 +30,15 @@ def sequenced(docs: list[dict[str, Any]], now: str) -> list[dict[str, Any]]:
     return out
 
 
+def filler(first: str, second: str, n: int) -> list[tuple[str, str]]:
+    """``n`` turns of small talk between two people: a tenant large enough for ranks to
+    matter, saying nothing the tests ask about."""
+    return [
+        (second if i % 2 else first, f"Filler chat number {i} about groceries and the weather.")
+        for i in range(n)
+    ]
+
+
 def chat_entries(tenant: str, talk: list[tuple[str, str]], prefix: str) -> list[dict[str, Any]]:
     """The ledger entries of a chat in one stream: each (speaker, text) a message a minute
     after the one before, ids ``<prefix><n>``."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lanedata import chat_entries, projected
+from lanedata import chat_entries, filler, projected
 from memstream.checkout.plan import plan_query
 from memstream.checkout.retrieve.reach import around, asks
 from memstream.projection.model import EventRecord
@@ -107,9 +107,7 @@ KITCHEN = [
     ("Ben", "Coconut milk ice cream is easy, you only need a freezer."),
     ("Ana", "Nice, I will."),
     ("Ben", "Great, talk soon."),
-] + [
-    ("Ana" if i % 2 else "Ben", f"Filler chat number {i} about groceries and the weather.")
-    for i in range(30)
+    *filler("Ben", "Ana", 30),
 ]
 
 

@@ -259,16 +259,21 @@ def test_sequencer_dead_letter_does_not_wait_for_bound(
     assert after["waited_ms"] < BOUND_S * 1000 - 1000, after
 
 
-def test_the_cli_emits_with_a_position_and_checks_out_after_it(
-    stack: RunningStack, keys: dict[str, str]
-) -> None:
-    word = f"garnet{uuid.uuid4().hex[:6]}"
-    text = f"The kiln room of Ana-María Ñúñez opens with the word {word}."
+def cli_emit(stack: RunningStack, text: str) -> dict[str, Any]:
+    """``memstream emit --json`` of one message by Ana-María: its id and position."""
     out = memstream(
         "emit", "--tenant", TENANT, "--stream", "kiln-room", "--type", "message.user",
         "--agent", "Ana-María", "--text", text, "--json", data_dir=stack.data_dir,
     )  # fmt: skip
-    written = orjson.loads(out.stdout)
+    written: dict[str, Any] = orjson.loads(out.stdout)
+    return written
+
+
+def test_the_cli_emits_with_a_position_and_checks_out_after_it(
+    stack: RunningStack, keys: dict[str, str]
+) -> None:
+    word = f"garnet{uuid.uuid4().hex[:6]}"
+    written = cli_emit(stack, f"The kiln room of Ana-María Ñúñez opens with the word {word}.")
     assert position.read(written["position"]).position.tenant == TENANT
     question = f"Which word opens the kiln room? {word}"
     args = ["checkout", question, "--tenant", TENANT, "--key", keys[TENANT]]
@@ -282,12 +287,7 @@ def test_the_cli_emits_with_a_position_and_checks_out_after_it(
 
 
 def test_the_cli_invalidates_after_a_write(stack: RunningStack, keys: dict[str, str]) -> None:
-    text = f"The glaze of batch {uuid.uuid4().hex[:6]} is Œillet pink, says Ana-María."
-    out = memstream(
-        "emit", "--tenant", TENANT, "--stream", "kiln-room", "--type", "message.user",
-        "--agent", "Ana-María", "--text", text, "--json", data_dir=stack.data_dir,
-    )  # fmt: skip
-    written = orjson.loads(out.stdout)
+    written = cli_emit(stack, f"The glaze of batch {uuid.uuid4().hex[:6]} is Œillet pink.")
     args = ["invalidate", written["id"], "--tenant", TENANT, "--key", keys[TENANT]]
     args += ["--reason", "the glaze came out grey", "--after", written["position"], "--json"]
     done = orjson.loads(memstream(*args, data_dir=stack.data_dir).stdout)

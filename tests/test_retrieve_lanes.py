@@ -9,7 +9,7 @@ from typing import Any
 
 import orjson
 import pytest
-from lanedata import chat_entries, projected
+from lanedata import chat_entries, filler, projected
 from memstream.checkout.plan import plan_query
 from memstream.checkout.plan.entities import Lexicon
 from memstream.checkout.retrieve import Retriever
@@ -29,9 +29,7 @@ TALK = [
     ("Idris", "Summer plans sound great, Noor! My summer plans are mostly sleeping."),
     ("Idris", "Noor, did you ever finish those summer plans from last year?"),
     ("Idris", "Hey Noor, summer is nearly here, got plans?"),
-] + [
-    ("Idris" if i % 2 else "Noor", f"Filler chat number {i} about groceries and the weather.")
-    for i in range(40)
+    *filler("Noor", "Idris", 40),
 ]
 
 
@@ -149,9 +147,7 @@ MARKET = [
     ("June", "Same here! At the market I bought a little clay teapot."),
     ("Idris", "The market is always busy on Saturdays."),
     ("Idris", "Next time at the market I want to buy some honey."),
-] + [
-    ("Idris" if i % 2 else "June", f"Filler chat number {i} about the weather and the bus.")
-    for i in range(30)
+    *filler("June", "Idris", 30),
 ]
 
 
