@@ -237,3 +237,39 @@ def test_event_text_is_shown_as_text_never_as_markup(
     assert page.locator("img").count() == 0
     assert page.evaluate("window.__pwned === undefined")
     assert XSS in page.get_by_test_id("leaves").inner_text()
+
+
+HOSTILE_AGENT = '<img src=x onerror="window.__pwned = 2">'
+HOSTILE_LINK = "[the manual](javascript:window.__pwned=3)"
+HOSTILE = [
+    turn("wax-1", "cire:sud", "2026-04-20T10:00:00Z", HOSTILE_AGENT,
+         f"The beeswax candle order is 48 candles; see {HOSTILE_LINK} <script>window.__pwned=4"
+         "</script> for the moulds."),
+    turn("wax-2", "cire:sud", "2026-04-20T10:05:00Z", "the user",
+         "How many beeswax candles did we order? `<b>` ```"),
+]  # fmt: skip
+
+
+def test_hostile_values_in_a_packet_render_as_text_in_the_page(
+    stack: RunningStack, key: str, http: httpx.Client, episode: str, page: Page
+) -> None:
+    """Agent names, link syntax, script and backticks from memory: on the page as text."""
+    MemoryHttpClient(stack.api_url, key).emit(HOSTILE)
+    question = "How many beeswax candles were ordered?"
+
+    def retrieved() -> bool:
+        packet = http.post("/v1/checkout", json={"query": question}).json()
+        return "wax-1" in {s["item_id"] for s in packet.get("snippets", [])}
+
+    wait_until(retrieved, 90, "the hostile turn in a checkout's snippets")
+    open_with_key(page, stack, key)
+    page.get_by_label("Question").fill(question)
+    page.get_by_test_id("checkout-submit").click()
+    snippet = page.locator('[data-testid="snippet"]').filter(has_text="beeswax candle order")
+    expect(snippet).to_have_count(1)
+    shown = snippet.inner_text()
+    assert HOSTILE_AGENT in shown and HOSTILE_LINK in shown and "<script>" in shown
+    assert page.locator("img").count() == 0 and page.locator("script:not([src])").count() == 0
+    links = page.locator("a").evaluate_all("(as) => as.map((a) => a.getAttribute('href'))")
+    assert not [h for h in links if h and "javascript" in h.lower()], links
+    assert page.evaluate("window.__pwned === undefined")

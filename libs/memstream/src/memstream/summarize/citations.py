@@ -7,12 +7,12 @@ memories is dropped too and reported as a warning (it may be the model obeying a
 
 from __future__ import annotations
 
-import html
 import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 from memstream.summarize.model import SummaryWarning, Unsupported
+from memstream.text.inert import escape
 
 # An event id (memstream.events.envelope.ID_PATTERN), a fact id (``<event id>#n``), or several
 # separated by commas; a bracketed phrase with plain spaces ("[citation needed]") is not one.
@@ -118,11 +118,6 @@ def hold(text: str, known: Collection[str], suspect: Mapping[str, list[str]] | N
             kept[-1] = (kept[-1][0], "\n")
     summary = "".join(s + sep for s, sep in kept).strip()
     return Held(summary, list(dict.fromkeys(cited)), dropped, warnings)
-
-
-def escape(text: str) -> str:
-    """``text`` safe to show as HTML or Markdown: ``&``, ``<`` and ``>`` as entities."""
-    return html.escape(text, quote=False)
 
 
 def keep_only(text: str, known: Collection[str]) -> str:

@@ -11,11 +11,12 @@ from memstream.checkout.packet.snippets import shorten
 from memstream.checkout.service import RecallRequest
 from memstream.summarize import metrics
 from memstream.summarize.cache import SummaryCache, cache_key
-from memstream.summarize.citations import escape, hold, strip_markers
+from memstream.summarize.citations import hold, strip_markers
 from memstream.summarize.injection import instruction_signals
 from memstream.summarize.model import Citation, SummarizeRequest, SummarizeResult, Synthesis
 from memstream.summarize.prompt import SYSTEM, user_prompt
 from memstream.summarize.providers import LlmProvider, ProviderError
+from memstream.text.inert import escape
 
 SNIPPET_CHARS = 200
 NOTHING_RECALLED = "No memories match this query, so there is nothing to summarize."

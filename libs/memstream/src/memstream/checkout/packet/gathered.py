@@ -7,9 +7,9 @@ from dataclasses import dataclass
 
 from memstream.checkout.model import DEFAULT_CONFIDENCE, CheckoutPacket, Snippet
 from memstream.checkout.packet.prompt import cite
-from memstream.checkout.packet.prompt import flat as _flat
 from memstream.checkout.packet.prompt import show_value as _value
 from memstream.projection.model import SourceRef
+from memstream.text.inert import fence, inert
 from memstream.times import parse_ts
 
 CONFIDENCE_FLOOR = 0.30  # nodes below are EXPIRED and left out
@@ -64,16 +64,16 @@ def _nodes(packet: CheckoutPacket) -> list[_Node]:
     for f in packet.facts:
         c = None if f.fact_id in unknown else f.confidence
         conf[f.fact_id] = c
-        key = _flat(f.predicate.removeprefix("prefers:"))
-        subject = _flat(f.subject)
+        key = inert(f.predicate.removeprefix("prefers:"))
+        subject = inert(f.subject)
         pref = f.predicate.startswith("prefers:")
-        value = _flat(_value(f.value_text, f.unit))
+        value = inert(_value(f.value_text, f.unit))
         level = f"{_level(DEFAULT_CONFIDENCE if c is None else c)} confidence"
         line = (
             f"- {key.replace('_', ' ')}: {value} ({subject}; {level}) {cite(f.ref)}"
             if pref
-            else f"- {subject} {_flat(f.predicate).replace('_', ' ')}: {value} "
-            f"(valid from {f.valid_from}; {level}) {cite(f.ref)}"
+            else f"- {subject} {inert(f.predicate).replace('_', ' ')}: {value} "
+            f"(valid from {inert(f.valid_from)}; {level}) {cite(f.ref)}"
         )
         kind = "preference" if pref else "fact"
         nodes.append(_Node(f.fact_id, kind, c, f.valid_from, f.ref, line))
@@ -83,7 +83,8 @@ def _nodes(packet: CheckoutPacket) -> list[_Node]:
         conf[s.item_id] = c
         if s.item_id in fact_events:
             continue  # the fact stands for its source event
-        line = f"- {s.occurred_at} {s.agent} ({s.type}): {_flat(s.text)} {cite(s.ref)}"
+        who = f"{inert(s.occurred_at)} {inert(s.agent)} ({inert(s.type)})"
+        line = f"- {who}: {inert(s.text)} {cite(s.ref)}"
         nodes.append(_Node(s.item_id, _snippet_type(s), c, s.occurred_at, s.ref, line))
     facts = {f.fact_id for f in packet.facts}
     for r in packet.evidence:
@@ -91,9 +92,9 @@ def _nodes(packet: CheckoutPacket) -> list[_Node]:
             continue  # shown as the fact itself
         c = None if r.support_id in unknown else conf.get(r.support_id)
         value = _value(r.value, r.unit)
-        what = f"{_flat(r.label)}" + (f" = {_flat(value)}" if value else "")
-        entity = _flat(r.entity or "unknown")
-        line = f"- {entity}: {what} ({_flat(r.time or 'time unknown')}) {cite(r.ref)}"
+        what = f"{inert(r.label)}" + (f" = {inert(value)}" if value else "")
+        entity = inert(r.entity or "unknown")
+        line = f"- {entity}: {what} ({inert(r.time or 'time unknown')}) {cite(r.ref)}"
         nodes.append(_Node(r.support_id, "visit_record", c, r.time or "", r.ref, line))
     return nodes
 
@@ -112,12 +113,13 @@ def confidence_avg(nodes: list[_Node]) -> float:
 
 
 def _meta(source_type: str, ids: list[str], provenance: list[str], avg: float | None) -> list[str]:
-    lines = ["```yaml", "_meta:", f"  source_type: {source_type}"]
+    """A ``_meta`` block: YAML in a fence no id inside can close (ids are client-chosen)."""
+    lines = ["_meta:", f"  source_type: {source_type}"]
     lines.append(f"  node_ids: {json.dumps(list(dict.fromkeys(ids)), ensure_ascii=False)}")
     if avg is not None:
         lines.append(f"  confidence_avg: {avg:.2f}")
     prov = json.dumps(list(dict.fromkeys(provenance)), ensure_ascii=False)
-    return [*lines, f"  provenance: {prov}", "```"]
+    return fence("yaml", [*lines, f"  provenance: {prov}"])
 
 
 def _section(title: str, source_type: str, nodes: list[_Node]) -> list[str]:
@@ -127,7 +129,7 @@ def _section(title: str, source_type: str, nodes: list[_Node]) -> list[str]:
     missing = list(dict.fromkeys(n.node_id for n in nodes if n.confidence is None))
     if missing:
         out.append(
-            f"> warning: no confidence on {', '.join(missing)}; "
+            f"> warning: no confidence on {inert(', '.join(missing))}; "
             f"{DEFAULT_CONFIDENCE:.2f} (MEDIUM) assumed"
         )
     return out + list(dict.fromkeys(n.line for n in nodes))
@@ -136,25 +138,24 @@ def _section(title: str, source_type: str, nodes: list[_Node]) -> list[str]:
 def _constraints(packet: CheckoutPacket, shown: list[_Node], expired: int) -> list[str]:
     by_id = {n.node_id: n for n in shown}
     p = packet.synthesis_plan
-    lines = [f"- answerability: {packet.answerability}"]
+    lines = [f"- answerability: {inert(packet.answerability)}"]
     cited: list[str] = []
     for a in packet.answer_candidates:
-        lines.append(f"- memory answer: {_flat(a.answer)} ({_level(a.confidence)} confidence)")
+        lines.append(f"- memory answer: {inert(a.answer)} ({_level(a.confidence)} confidence)")
         cited += [i for i in a.support_ids if i in by_id]
     lines.append(
         f"- operation: {p.operation} → {p.answer_type}" + (f" in {p.unit}" if p.unit else "")
     )
     if p.entities:
-        lines.append(f"- about: {_flat(', '.join(p.entities))}")
+        lines.append(f"- about: {inert(', '.join(p.entities))}")
     if (tw := p.time_window) is not None:
-        lines.append(
-            f"- time window: {tw.start or '…'} – {tw.end or '…'} {_flat(tw.text)}".rstrip()
-        )
+        window = f"{inert(tw.start or '…')} – {inert(tw.end or '…')} {inert(tw.text)}"
+        lines.append(f"- time window: {window}".rstrip())
     if packet.as_of:
-        lines.append(f"- as of: {packet.as_of}")
+        lines.append(f"- as of: {inert(packet.as_of)}")
     for w in packet.warnings:
-        ids = f" ({', '.join(w.ids)})" if w.ids else ""
-        lines.append(f"- warning ({w.kind}): {_flat(w.message)}{ids}")
+        ids = f" ({inert(', '.join(w.ids))})" if w.ids else ""
+        lines.append(f"- warning ({inert(w.kind)}): {inert(w.message)}{ids}")
         cited += [i for i in w.ids if i in by_id]
     if expired:
         lines.append(f"- left out: {expired} node(s) under confidence {CONFIDENCE_FLOOR:.2f}")

@@ -7,14 +7,13 @@ whitespace, so the count of the whole equals the sum of the counts of its lines.
 each other by id (answers name their support ids; facts and snippets show their id and their
 ledger ref), so a line never depends on which other items made it into the packet.
 
-Memory text is data: every text that comes from memory goes through ``flat``, which escapes
-``&``, ``<`` and ``>``, so a ``<script>`` in a memory reaches a Markdown viewer as text, never
-as raw HTML. The escapes add no whitespace, so token counts per line are unchanged.
+Memory is data: every value that comes from memory (text, agent, type, stream, entity
+names, summaries, reasons, ids) goes through :mod:`memstream.text.inert`, so a ``<script>``
+or a ``[link](javascript:…)`` in a memory reaches a Markdown viewer as the text it was.
 """
 
 from __future__ import annotations
 
-import html
 import json
 from collections.abc import Sequence
 
@@ -33,6 +32,7 @@ from memstream.checkout.model import (
     SynthesisPlan,
 )
 from memstream.projection.model import SourceRef
+from memstream.text.inert import code, inert
 from memstream.text.units import fmt_amount
 
 SECTION_TITLES: dict[str, tuple[str, ...]] = {
@@ -52,16 +52,16 @@ NO_ANSWER = "- none from memory"
 
 def cite(ref: SourceRef) -> str:
     """``[tenant/stream#seq hash8]``."""
-    return f"[{ref.tenant}/{ref.stream}#{ref.seq} {ref.hash[:8]}]"
+    return f"[{inert(ref.tenant)}/{inert(ref.stream)}#{ref.seq} {inert(ref.hash[:8])}]"
 
 
-def flat(text: object) -> str:
-    """``text`` on one line, whitespace collapsed, HTML escaped (``&``, ``<``, ``>``)."""
-    return html.escape(" ".join(str(text).split()), quote=False)
+def _pipes(text: str) -> str:
+    """A table cell's text: a pipe inside would end the cell."""
+    return text.replace("|", "\\|")
 
 
 def _cell(text: object) -> str:
-    return flat(text).replace("|", "\\|")
+    return _pipes(inert(text))
 
 
 def show_value(value: object, unit: str | None) -> str:
@@ -75,7 +75,7 @@ def show_value(value: object, unit: str | None) -> str:
 
 
 def _ids(ids: Sequence[str]) -> str:
-    return ", ".join(f"`{i}`" for i in ids)
+    return ", ".join(code(i) for i in ids)
 
 
 def head_lines(answerability: str, plan: SynthesisPlan) -> list[str]:
@@ -85,17 +85,18 @@ def head_lines(answerability: str, plan: SynthesisPlan) -> list[str]:
     parts = [f"**Answerability:** {answerability}", f"**Plan:** {shape}"]
     if p.time_window is not None:
         w = p.time_window
-        parts.append(f"**Window:** {w.start or '…'} – {w.end or '…'} {flat(w.text)}".rstrip())
+        window = f"{inert(w.start or '…')} – {inert(w.end or '…')} {inert(w.text)}"
+        parts.append(f"**Window:** {window}".rstrip())
     if p.as_of:
-        parts.append(f"**As of:** {p.as_of}")
-    return [" · ".join(parts), f"**Query:** {flat(p.query)}"]
+        parts.append(f"**As of:** {inert(p.as_of)}")
+    return [" · ".join(parts), f"**Query:** {inert(p.query)}"]
 
 
 def _answer(a: AnswerCandidate) -> str:
-    line = f"- **{flat(a.answer)}** — confidence {a.confidence:.2f}"
+    line = f"- **{inert(a.answer)}** — confidence {a.confidence:.2f}"
     value = show_value(a.value, a.unit)
-    if value and not isinstance(a.value, str) and value != flat(a.answer):
-        line += f" · value {flat(value)}"
+    if value and not isinstance(a.value, str) and value != inert(a.answer):
+        line += f" · value {inert(value)}"
     if a.support_ids:
         line += f" · support: {_ids(a.support_ids)}"
     if a.excluded_ids:
@@ -105,38 +106,37 @@ def _answer(a: AnswerCandidate) -> str:
 
 def exclusion_text(e: Exclusion) -> str:
     """An excluded id in backticks, its reason in brackets."""
-    return f"`{e.item_id}` ({flat(e.reason)})"
+    return f"{code(e.item_id)} ({inert(e.reason)})"
 
 
 def _fact(f: FactItem) -> str:
-    until = f", until {f.valid_to}" if f.valid_to else ""
+    until = f", until {inert(f.valid_to)}" if f.valid_to else ""
     value = show_value(f.value_text, f.unit)
-    predicate = flat(f.predicate.replace("_", " "))
+    predicate = inert(f.predicate.replace("_", " "))
     return (
-        f"- `{f.fact_id}` {cite(f.ref)} {flat(f.subject)} · {predicate} · "
-        f"{flat(value)} (from {f.valid_from}{until}, confidence {f.confidence:.2f})"
+        f"- {code(f.fact_id)} {cite(f.ref)} {inert(f.subject)} · {predicate} · "
+        f"{inert(value)} (from {inert(f.valid_from)}{until}, confidence {f.confidence:.2f})"
     )
 
 
 def _evidence(r: EvidenceRow) -> str:
     return (
         f"| {_cell(r.label)} | {_cell(show_value(r.value, r.unit))} | {_cell(r.entity or '')} "
-        f"| {_cell(r.time or '')} | `{r.support_id}` {cite(r.ref)} |"
+        f"| {_cell(r.time or '')} | {_pipes(code(r.support_id))} {cite(r.ref)} |"
     )
 
 
 def _snippet(s: Snippet) -> str:
     caption = s.metadata.get("image_caption")
-    shown = f" [image: {flat(caption)}]" if isinstance(caption, str) and caption else ""
-    return (
-        f"- `{s.item_id}` {cite(s.ref)} {s.occurred_at} {s.agent} ({s.type}): {flat(s.text)}{shown}"
-    )
+    shown = f" [image: {inert(caption)}]" if isinstance(caption, str) and caption else ""
+    who = f"{inert(s.occurred_at)} {inert(s.agent)} ({inert(s.type)})"
+    return f"- {code(s.item_id)} {cite(s.ref)} {who}: {inert(s.text)}{shown}"
 
 
 def _latent(x: LatentItem) -> str:
     sources = ", ".join(cite(r) for r in x.source_event_refs)
     return (
-        f"- {x.artifact_type}: {flat(x.summary)} "
+        f"- {inert(x.artifact_type)}: {inert(x.summary)} "
         f"(confidence {x.confidence:.2f}; derived from {sources or 'nothing'})"
     )
 
@@ -146,7 +146,8 @@ def item_line(obj: BaseModel) -> str:
     if isinstance(obj, AnswerCandidate):
         return _answer(obj)
     if isinstance(obj, PacketWarning):
-        return f"- **{obj.kind}**: {flat(obj.message)}" + (f" ({_ids(obj.ids)})" if obj.ids else "")
+        ids = f" ({_ids(obj.ids)})" if obj.ids else ""
+        return f"- **{inert(obj.kind)}**: {inert(obj.message)}{ids}"
     if isinstance(obj, FactItem):
         return _fact(obj)
     if isinstance(obj, EvidenceRow):
@@ -178,21 +179,23 @@ def weave_lines(w: MemoryWeave) -> list[str]:
     """The weave as the prompt shows it: what to use it for, then its parts."""
     lines = [
         "",
-        f"## Memory weave ({w.purpose_profile}, phase {w.reasoning_phase}): {flat(w.goal)}",
-        "Use for: " + "; ".join(w.expected_use),
-        "Never: " + "; ".join(w.prohibited_use),
+        f"## Memory weave ({inert(w.purpose_profile)}, phase {inert(w.reasoning_phase)}): "
+        f"{inert(w.goal)}",
+        "Use for: " + "; ".join(map(inert, w.expected_use)),
+        "Never: " + "; ".join(map(inert, w.prohibited_use)),
     ]
     for c in w.inferred_context:
-        flags = f"; {', '.join(c.flags)}" if c.flags else ""
+        flags = f"; {', '.join(map(inert, c.flags))}" if c.flags else ""
         lines.append(
-            f"- suggestive `{c.artifact_id}` {c.artifact_type}: {flat(c.summary)} "
-            f"(confidence {c.confidence:.2f}, {c.review_status}{flags})"
+            f"- suggestive {code(c.artifact_id)} {inert(c.artifact_type)}: {inert(c.summary)} "
+            f"(confidence {c.confidence:.2f}, {inert(c.review_status)}{flags})"
         )
     if w.accepted_evidence:
         lines.append(
-            "- evidence: " + ", ".join(f"`{e.item_id}` {cite(e.ref)}" for e in w.accepted_evidence)
+            "- evidence: "
+            + ", ".join(f"{code(e.item_id)} {cite(e.ref)}" for e in w.accepted_evidence)
         )
-    lines += [f"- warning: {flat(x)}" for x in w.warnings]
+    lines += [f"- warning: {inert(x)}" for x in w.warnings]
     return lines
 
 
