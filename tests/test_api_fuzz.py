@@ -15,9 +15,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import httpx
 import orjson
 import pytest
 import schemathesis
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from memstream.kafka.topics import LEDGER, RAW
 from schemathesis import BaseSchema, Case, CheckContext, Response
 from schemathesis.config import SchemathesisConfig
@@ -252,3 +255,93 @@ def test_fuzz_without_a_key_finds_nothing_and_every_v1_call_is_401(stack: Runnin
             assert 401 in statuses and statuses <= {400, 401, 405, 422}, (label, statuses)
     assert run.events_accepted == 0 and not run.accepted_ids
     assert len([v for v in _values(stack, RAW) if not _derived(v)]) == raw_before
+
+
+# -- hostile shapes: lone surrogates in keys at any depth, nesting past any parser's limit ----
+
+HOSTILE_TENANT = "fuzz-hostile"
+SURROGATES = ["\\ud800", "\\udfff", "\\udbff\\udbff", "a\\udc00b"]  # as JSON escapes
+DETAIL_CHARS = 1200  # a refusal names the place and the fault, never the value whole
+
+
+@st.composite
+def hostile_json(draw: st.DrawFn) -> bytes:
+    """A JSON text (bytes, as sent) nesting up to 400 levels, whose keys and strings may hold
+    lone surrogates, NUL and control characters, and a long value somewhere."""
+    depth = draw(st.sampled_from([0, 3, 33, 47, 49, 60, 260, 400]))
+    key = draw(st.sampled_from(["k", "text", "query", "payload", "metadata", "x\\u0000"]))
+    bad = draw(st.sampled_from([*SURROGATES, "\\u0000", "\\u001b", "ok"]))
+    long_value = draw(st.booleans())
+    leaf = f'"{bad}{"y" * 200_000 if long_value else ""}"'
+    for level in range(depth):
+        leaf = f'{{"{bad if level % 7 == 0 else key}": {leaf}}}' if level % 2 else f"[{leaf}]"
+    return f'{{"{key}{bad}": {leaf}, "query": "q", "stream": "s"}}'.encode()
+
+
+def hostile_events() -> list[bytes]:
+    """Events with a surrogate key in metadata and in tool output at depth, and tool output
+    nesting past the value limit (32), the body limit (48) and every parser's (~255, ~1000)."""
+
+    def tool(output: str) -> bytes:
+        return ('{"stream": "s", "type": "tool.result", '
+                f'"payload": {{"tool": "t", "output": {output}}}}}').encode()  # fmt: skip
+
+    def deep(n: int) -> str:
+        return "[" * n + "1" + "]" * n
+
+    return [
+        b'{"stream": "s", "type": "message.user", "payload": {"text": "hi"}, '
+        b'"metadata": {"k\\ud800": "v"}}',
+        b'{"events": [{"stream": "s", "type": "message.user", "payload": {"text": "hi"}, '
+        b'"metadata": {"\\udfff": 1}}]}',
+        tool('{"a": [{"b": {"c\\udbff": 1}}]}'),
+        tool(deep(40)),
+        tool(deep(300)),
+        tool(deep(5_000)),
+        tool(deep(200_000)),
+        tool('"' + "\\ud800" * 1000 + '"'),
+    ]
+
+
+def json_routes(stack: RunningStack) -> list[tuple[str, str]]:
+    """(method, path) of every operation that takes a JSON body, path ids filled."""
+    doc = httpx.get(f"{stack.api_url}/openapi.json", timeout=30).json()
+    out = []
+    for path, ops in doc["paths"].items():
+        for method, op in ops.items():
+            if "application/json" in op.get("requestBody", {}).get("content", {}):
+                out.append((method.upper(), path.replace("{proposal_id}", "p-1")))
+    return out
+
+
+def hold_to_the_rule(http: httpx.Client, method: str, path: str, body: bytes) -> None:
+    headers = {"content-type": "application/json"}
+    resp = http.request(method, path, content=body, headers=headers)
+    assert 400 <= resp.status_code < 500, (method, path, resp.status_code, resp.text[:300])
+    detail = _reason(resp.content)
+    assert detail is not None and len(resp.text) < 4 * DETAIL_CHARS, (path, resp.text[:300])
+    assert len(detail) < DETAIL_CHARS, (path, len(detail), detail[:300])
+    # The connection answers its next request.
+    assert http.get("/healthz").status_code == 200
+
+
+@pytest.mark.timeout(600)
+def test_hostile_shapes_get_a_4xx_on_every_route(stack: RunningStack) -> None:
+    routes = json_routes(stack)
+    assert ("POST", "/v1/events") in routes and len(routes) >= 9, routes
+    key = memstream("keys", "create", "--tenant", HOSTILE_TENANT, data_dir=stack.data_dir)
+    auth = {"Authorization": f"Bearer {key.stdout.strip()}"}
+    with httpx.Client(base_url=stack.api_url, headers=auth, timeout=60) as http:
+        for body in hostile_events():
+            hold_to_the_rule(http, "POST", "/v1/events", body)
+
+        @settings(max_examples=40, derandomize=True, deadline=None, database=None,
+                  suppress_health_check=list(HealthCheck))  # fmt: skip
+        @given(body=hostile_json(), route=st.sampled_from(routes))
+        def each(body: bytes, route: tuple[str, str]) -> None:
+            hold_to_the_rule(http, *route, body)
+
+        each()
+    # Nothing of it was produced: every write was refused.
+    values = [orjson.loads(m.value() or b"{}") for m in read_topic(stack.bootstrap, RAW)]
+    assert not [v for v in values if v.get("tenant") == HOSTILE_TENANT]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -229,6 +230,23 @@ def test_a_tool_error_carries_the_api_reason(
     assert remembered not in text_of(wrong).split("yet):", 1)[-1]
     # This stack runs without a model key: summarize_recall says so, never a silent fallback.
     assert summary.is_error and "ANTHROPIC_API_KEY" in text_of(summary)
+
+
+def test_remember_past_the_record_limit_is_refused_naming_the_limit(
+    stack: RunningStack, keys: dict[str, str]
+) -> None:
+    """The largest text remember takes (200,000 characters), of four-byte emoji: sealed, its
+    ledger record could pass the broker's 1 MiB record limit, so nothing is written."""
+    before = {e["id"] for e in stack.ledger() if e["tenant"] == TENANT}
+
+    async def remember(session: ClientSession) -> CallToolResult:
+        return await session.call_tool("remember", {"text": "🐝" * 200_000, "stream": "big"})
+
+    result = run(lambda: http_session(stack, keys[TENANT]), remember)
+    assert result.is_error and "413" in text_of(result), text_of(result)
+    assert "over the broker's record limit of 1048576 bytes" in text_of(result)
+    time.sleep(2)  # a write that was accepted would be ledgered by now
+    assert {e["id"] for e in stack.ledger() if e["tenant"] == TENANT} == before
 
 
 def test_stdio_without_a_key_exits_with_the_reason(stack: RunningStack) -> None:

@@ -112,3 +112,44 @@ def test_the_size_holds_while_the_tracker_deletes_a_segment(
     monkeypatch.setattr(Path, "exists", lambda self: self == ghost or real_exists(self))
     assert spool.size_bytes() == sum(p.stat().st_size for p in listed) > 0
     spool.close()
+
+
+def test_a_record_refused_for_good_waits_for_the_dlq_not_its_neighbours() -> None:
+    t = Tracker()
+    t.sent(1, 3)
+    t.close(1)
+    t.delivered(1, 0, 10)
+    t.refused(1, "big", "Broker: Message size too large")
+    t.delivered(1, 0, 11)
+    assert t.undeliverable() == 1 and t.poisoned() == {1: {"big": "Broker: Message size too large"}}
+    assert t.settled() == set()  # held until the DLQ has it: status is unhealthy meanwhile
+    actions = t.step(obs({0: 12}, {0: 2}, {0: 2}), t.settled())
+    assert actions.resend == [] and actions.delete == []  # never re-sent for it
+    t.dead_lettered(1, "big")
+    assert t.undeliverable() == 0 and t.skipped(1) == {"big"}
+    settled = t.settled()
+    assert t.step(obs({0: 12}, {0: 2}, {0: 1}), settled).delete == []  # ledger mark taken
+    assert t.step(obs({0: 12}, {0: 2}, {0: 2}), settled).delete == [1]
+
+
+def test_a_broker_restart_sends_a_dead_lettered_record_again_to_the_new_dlq() -> None:
+    t = Tracker()
+    t.sent(1, 2)
+    t.close(1)
+    t.delivered(1, 0, 3)
+    t.refused(1, "big", "too large")
+    t.dead_lettered(1, "big")
+    t.broker_restarted()  # the old broker's DLQ died with it
+    assert t.skipped(1) == set()
+    assert t.step(obs({}, {}, {}), t.settled()).resend == [1]
+
+
+def test_a_transient_failure_resends_the_segment() -> None:
+    t = Tracker()
+    t.sent(1, 2)
+    t.close(1)
+    t.delivered(1, 0, 3)
+    t.delivered(1, None, None)  # a timeout: no fault of the record
+    assert t.undeliverable() == 0
+    t.step(obs({}, {}, {}), t.settled())
+    assert t.step(obs({}, {}, {}), t.settled()).resend == [1]

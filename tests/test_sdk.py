@@ -17,6 +17,7 @@ from memstream.metrics import EVENTS_PRODUCED
 from memstream.sdk import (
     BrokerUnavailableError,
     DeliveryError,
+    EventTooLargeError,
     MemoryClient,
     TopicMissingError,
     emit_by_tenant,
@@ -187,3 +188,29 @@ def test_delivery_failure_is_reported_by_flush(own_broker: tuple[str, object]) -
     assert info.value.failures[0].key == "acme/s"
     assert client.failed == 1 and client.delivered == 0
     client.close()  # failures were already reported; nothing left to raise
+
+
+def test_an_event_past_the_topics_record_limit_is_refused_before_anything_is_produced(
+    own_broker: tuple[str, object],
+) -> None:
+    """The limit is read from the topics the stack created (here 100,000 bytes, under the
+    client's own 1 MiB): a batch holding one event that could pass it produces nothing."""
+    bootstrap, _ = own_broker
+    ensure_topics(bootstrap, Settings(max_record_bytes=100_000))
+    with MemoryClient(bootstrap, "acme") as client:
+        assert (client.limit.bytes, client.limit.source) == (
+            100_000, "max.message.bytes of memory.events.raw"
+        )  # fmt: skip
+        small = EventIn(stream="s", type="observation", payload={"text": "ok"})
+        big = EventIn(stream="s", type="tool.result",
+                      payload={"tool": "fetch", "output": "ø" * 40_000}, id="big-1")  # fmt: skip
+        with pytest.raises(EventTooLargeError) as info:
+            client.emit_many([small, big, small])
+        assert [(o.index, o.event_id) for o in info.value.oversized] == [(1, "big-1")]
+        assert "record limit of 100000 bytes" in str(info.value)
+        with pytest.raises(EventTooLargeError):
+            client.emit("s", "tool.result", {"tool": "fetch", "output": "x" * 80_000})
+        kept = client.emit("s", "tool.result", {"tool": "fetch", "output": "x" * 60_000})
+        client.flush()
+    assert [k for k, _ in _raw_for(bootstrap, "acme")] == ["acme/s"]  # only the one that fits
+    assert kept

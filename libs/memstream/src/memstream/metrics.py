@@ -183,9 +183,30 @@ def scrape(urls: list[str], names: Collection[str], timeout: float = 3.0) -> lis
     return found
 
 
+API_REFUSED = Counter(
+    "memstream_api_refused_total",
+    "Requests the API refused on how they arrived: headers late, a body stalled, too slow or "
+    "past its deadline (408), a tenant's ingest requests all open (429)",
+    ["component", "reason"],
+)
 OUTBOX_EVENTS = Gauge(
     "memstream_outbox_events",
     "Accepted events spooled in the outbox and not yet proved archived",
+    ["component"],
+)
+OUTBOX_UNDELIVERABLE = Gauge(
+    "memstream_outbox_undeliverable",
+    "Accepted events the broker refused for good (too large for it) not yet in the DLQ",
+    ["component"],
+)
+OUTBOX_OLDEST_AGE = Gauge(
+    "memstream_outbox_oldest_age_seconds",
+    "Age of the oldest accepted event still in the outbox (not yet proved archived); 0 empty",
+    ["component"],
+)
+OUTBOX_DEAD_LETTERED = Counter(
+    "memstream_outbox_dead_lettered_total",
+    "Accepted events the broker refused for good, moved from the outbox to the DLQ",
     ["component"],
 )
 OUTBOX_RESENT = Counter(

@@ -19,13 +19,16 @@ from memstream.events import Event, EventIn, Security
 from memstream.events.envelope import TENANT_PATTERN
 from memstream.kafka.clients import producer_config
 from memstream.kafka.produce import DeliveryFailed, produce_with_backpressure
-from memstream.kafka.topics import RAW
+from memstream.kafka.topics import RAW, RecordLimit, record_limit
+from memstream.ledger.size import Oversized, oversized, refusal
 from memstream.metrics import EVENTS_PRODUCED, EVENTS_RECEIVED, EVENTS_REJECTED
 from memstream.position import Acknowledged, Position, encode_write
+from memstream.settings import Settings
 from memstream.shred.port import DataKeys
 from memstream.shred.sealer import EventSealer
 
 COMPONENT = "sdk"
+DEFAULT_MAX_RECORD_BYTES: int = Settings.model_fields["max_record_bytes"].default
 log = logging.getLogger(__name__)
 
 
@@ -39,6 +42,17 @@ class BrokerUnavailableError(MemstreamSdkError):
 
 class TopicMissingError(MemstreamSdkError):
     """The broker answers but ``memory.events.raw`` does not exist (the stack is not set up)."""
+
+
+class EventTooLargeError(MemstreamSdkError, ValueError):
+    """An event whose ledger record could pass the broker's record limit: nothing of its
+    batch was produced. ``oversized`` names each such event with its bound; ``limit`` is
+    the limit in bytes."""
+
+    def __init__(self, message: str, oversized: Sequence[Oversized], limit: int) -> None:
+        super().__init__(message)
+        self.oversized = list(oversized)
+        self.limit = limit
 
 
 @dataclass(frozen=True)
@@ -79,6 +93,7 @@ class MemoryClient:
         max_block: float = 30.0,
         keys: DataKeys | None = None,
         epoch: str = "",
+        max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
         **producer_overrides: Any,
     ) -> None:
         if not re.match(TENANT_PATTERN, tenant):
@@ -109,6 +124,7 @@ class MemoryClient:
             "allow.auto.create.topics": False,
             # Route librdkafka's logs through logging instead of raw lines on stderr.
             "logger": logging.getLogger("memstream.sdk.kafka"),
+            "message.max.bytes": max_record_bytes,
         }
         overrides.update(producer_overrides)
         self._producer = Producer(producer_config(bootstrap, **overrides))
@@ -117,6 +133,14 @@ class MemoryClient:
         except MemstreamSdkError:
             self._producer.close()
             raise
+        # Accepted means producible: every event is held to the topics' record limit (read
+        # from the broker) before anything of its batch is queued.
+        ceiling = int(overrides["message.max.bytes"])
+        self.limit = (
+            record_limit(bootstrap, ceiling, connect_timeout)
+            if check_topic
+            else RecordLimit(ceiling, "message.max.bytes")
+        )
 
     def _check_broker(self, timeout: float, check_topic: bool) -> None:
         try:
@@ -168,6 +192,15 @@ class MemoryClient:
             raise
         return self._produce(event)
 
+    def check_sizes(self, events: Sequence[Event], values: Sequence[bytes]) -> None:
+        """Raise EventTooLargeError when any event's ledger record could pass the limit."""
+        found = oversized(events, values, self.limit.bytes, sealed=self.keys is not None)
+        if found:
+            EVENTS_REJECTED.labels(component=COMPONENT, reason="too_large").inc(len(events))
+            raise EventTooLargeError(
+                refusal(found, self.limit.bytes, len(events) > 1), found, self.limit.bytes
+            )
+
     def emit_event(self, event: Event | EventIn) -> str:
         """Queue a prebuilt envelope (or an ``EventIn`` to complete); returns its id."""
         return self._produce(self._complete(event))
@@ -176,6 +209,7 @@ class MemoryClient:
         """Validate every event first, then queue them all; nothing is produced on a bad one."""
         completed = [self._complete(e) for e in events]
         values = self.sealer.encode(completed)
+        self.check_sizes(completed, values)
         return [self._produce(e, v) for e, v in zip(completed, values, strict=True)]
 
     def _complete(self, event: Event | EventIn) -> Event:
@@ -202,6 +236,7 @@ class MemoryClient:
         key = event.key
         if value is None:
             value = self.sealer.encode([event])[0]
+            self.check_sizes([event], [value])
         self._m_received.inc()
         try:
             produce_with_backpressure(

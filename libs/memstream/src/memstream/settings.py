@@ -10,6 +10,8 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 LOG_FORMAT = "%(asctime)s %(name)s %(levelname)s %(message)s"
 # The FalkorDB password the embedded stack generates, in the data dir (0600).
 FALKORDB_PASSWORD_FILE = "falkordb-password"
+# The most MEMSTREAM_MAX_RECORD_BYTES may be: what a consumer fetches whole by default.
+RECORD_BYTES_CEILING = 32 << 20
 
 
 def read_secret(path: Path) -> SecretStr | None:
@@ -64,6 +66,15 @@ class Settings(BaseSettings):
         "sequencer must have read them by then (the API's outbox re-sends its own until archived)",
     )
     dlq_retention_ms: int = 30 * 24 * 3600 * 1000
+    max_record_bytes: int = Field(
+        default=1 << 20,
+        ge=16 << 10,
+        le=RECORD_BYTES_CEILING,
+        description="the largest Kafka record memstream writes: the max.message.bytes of the "
+        "topics the stack creates and every producer's message.max.bytes. The edge refuses "
+        "(413) an event whose ledger record could pass it, reading the topics' own limit when "
+        "the broker reports one",
+    )
 
     sequencer_processes: int = Field(default=1, ge=1, description="embedded stack workers")
     heavy_nice: int = Field(
@@ -119,6 +130,19 @@ class Settings(BaseSettings):
         description="POST /v1/events spools events (fsync) in <data_dir>/outbox before 2xx",
     )
     outbox_max_bytes: int = Field(default=1 << 30, ge=1, description="beyond: 503, retry later")
+    outbox_tenant_share: float = Field(
+        default=0.25,
+        gt=0,
+        le=1,
+        description="the share of outbox_max_bytes one tenant's backlog may hold; beyond it "
+        "that tenant alone gets 429 with Retry-After",
+    )
+    outbox_max_age_s: float = Field(
+        default=300.0,
+        gt=0,
+        description="an accepted event older than this still in the outbox (not proved "
+        "archived) makes `memstream status` unhealthy",
+    )
     outbox_ack_wait_s: float = Field(
         default=5.0, gt=0, description="how long a request waits for Kafka once spooled"
     )
@@ -134,6 +158,23 @@ class Settings(BaseSettings):
     )
     api_body_timeout_s: float = Field(
         default=30.0, gt=0, description="longest pause inside a request body before it is refused"
+    )
+    api_body_deadline_s: float = Field(
+        default=300.0, gt=0, description="the longest a whole request body may take to arrive"
+    )
+    api_body_min_rate: int = Field(
+        default=16 << 10,
+        ge=1,
+        description="bytes per second a request body must average once its grace has passed",
+    )
+    api_body_grace_s: float = Field(
+        default=10.0, gt=0, description="how long a body may arrive slower than the minimum rate"
+    )
+    api_tenant_ingest_concurrency: int = Field(
+        default=8,
+        ge=1,
+        description="ingest requests (POST /v1/events) one tenant may have open at once; "
+        "beyond: 429 with Retry-After",
     )
     # Longer than clients keep an idle connection (httpx: 5 s), so the client closes it first:
     # a server closing at the client's own expiry races the client's next request (reset).

@@ -7,6 +7,7 @@ HTTP API validates strictly and these types put back what the schema allows.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -132,7 +133,7 @@ class Refused:
                     "string_refused_character",
                     "{which}holds U+{code} at index {index}: {why}",
                     {
-                        "which": "" if key is None else f"key {key} ",
+                        "which": "" if key is None else f"key {echo(key)} ",
                         "code": f"{ord(text[at]):04X}",
                         "index": at,
                         "why": self.why,
@@ -230,11 +231,19 @@ def lone_surrogate(text: str) -> str | None:
 
 def storable_json(value: Any) -> Any:
     """A free-form JSON value (tool arguments and output) whose strings and keys a store can
-    hold; other values pass as they are. The message names the offending place."""
+    hold, nested at most ``MAX_DEPTH`` levels; other values pass as they are. The message
+    names the offending place."""
+    deep = too_deep(value, MAX_DEPTH)
+    if deep is not None:
+        raise PydanticCustomError(
+            "json_too_deep",
+            "{where} nests deeper than {limit} levels",
+            {"where": index_path(deep) or "the value", "limit": MAX_DEPTH},
+        )
     for loc, text, is_key in strings(value):
         problem = unstorable(text)
         if problem is not None:
-            where = "".join(f"[{_short(part)}]" for part in loc)
+            where = index_path(loc)
             where = f"the key of {where}" if is_key else where
             raise PydanticCustomError(
                 "json_refused_character",
@@ -244,9 +253,131 @@ def storable_json(value: Any) -> Any:
     return value
 
 
+# -- what an error message may show of a client's value -----------------------------------
+#
+# A refusal names the place and the fault, never the client's value whole: a detail that
+# echoed a megabyte key, or a key holding a lone surrogate (which no JSON encoder writes),
+# would cost more than the request or fail to be written at all.
+
+ECHO_CHARS = 40
+LOC_PARTS = 12  # a path deeper than this is shown by its first and last parts
+
+
+def echo(value: object, limit: int = ECHO_CHARS) -> str:
+    """``value`` as a message may show it: at most ``limit`` characters, every unprintable
+    one (control characters, lone surrogates) escaped, its length if cut."""
+    text = value if isinstance(value, str) else str(value)
+    shown = "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text[:limit])
+    return shown if len(text) <= limit else f"{shown}… ({len(text)} characters)"
+
+
+def shorten(message: str) -> str:
+    """An error message as an answer shows it (see :func:`echo`)."""
+    return echo(message, MESSAGE_CHARS)
+
+
+class _Elided:
+    """The parts of a long location left out of its message."""
+
+
+_ELIDED = _Elided()
+
+
+def _parts(loc: Loc) -> list[str | int | _Elided]:
+    parts: list[str | int | _Elided] = list(loc)
+    if len(parts) > LOC_PARTS:
+        parts = [*parts[: LOC_PARTS // 2], _ELIDED, *parts[-LOC_PARTS // 2 :]]
+    return parts
+
+
+def dotted(loc: Loc) -> str:
+    """A location as a field path: ``events[3].payload.text`` (keys shown by :func:`echo`)."""
+    out = ""
+    for part in _parts(loc):
+        if isinstance(part, _Elided):
+            out += "…"
+        elif isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{echo(part)}" if out else echo(part)
+    return out
+
+
+def index_path(loc: Loc) -> str:
+    """A location inside a free-form value: ``['rows'][1]['name']``."""
+    return "".join("…" if isinstance(p, _Elided) else f"[{_short(p)}]" for p in _parts(loc))
+
+
 def _short(part: str | int) -> str:
-    text = repr(part)
-    return text if len(text) <= 40 else text[:37] + "..."
+    """A key or index as Python writes it (unprintable characters escaped), cut short."""
+    if isinstance(part, int) or len(part) <= ECHO_CHARS:
+        return repr(part)
+    return f"{part[:ECHO_CHARS]!r}… ({len(part)} characters)"
+
+
+# -- nesting -----------------------------------------------------------------------------
+#
+# JSON parsers recurse: pydantic's refuses past 254 levels, orjson writes at most 254, the
+# standard library raises RecursionError (a 500) near 1,000. So nesting is bounded where the
+# client sends it: a free-form value (tool arguments and output) at MAX_DEPTH levels, a
+# request body at BODY_MAX_DEPTH. ``deepest`` finds the place in the raw bytes, without
+# building the document.
+
+MAX_DEPTH = 32
+BODY_MAX_DEPTH = 48
+MESSAGE_CHARS = 300  # the longest error message shown for one field
+# A JSON string (escapes included) or one structural character.
+_TOKENS = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{},:]', re.DOTALL)
+
+
+def too_deep(value: Any, limit: int) -> Loc | None:
+    """Where a parsed JSON value first nests deeper than ``limit`` containers, or None."""
+    pending: list[tuple[Loc, Any]] = [((), value)]
+    while pending:
+        loc, item = pending.pop()
+        if isinstance(item, dict | list | tuple):
+            if len(loc) >= limit:
+                return loc
+            pairs = item.items() if isinstance(item, dict) else enumerate(item)
+            pending += [((*loc, k), v) for k, v in pairs if isinstance(v, dict | list | tuple)]
+    return None
+
+
+def deepest(body: bytes, limit: int) -> Loc | None:
+    """Where the JSON text ``body`` first opens a container deeper than ``limit`` levels (the
+    path to it), or None. Reads tokens only, so any depth is safe to scan."""
+    stack: list[list[Any]] = []  # per open container: [is object, key or index, wants key]
+    for match in _TOKENS.finditer(body):
+        token = match.group()
+        first = token[:1]
+        if first in (b"{", b"["):
+            if len(stack) >= limit:
+                return tuple(frame[1] for frame in stack)
+            stack.append([first == b"{", None if first == b"{" else 0, first == b"{"])
+        elif first in (b"}", b"]"):
+            if stack:
+                stack.pop()
+        elif not stack:
+            continue
+        elif first == b",":
+            top = stack[-1]
+            if top[0]:
+                top[2] = True
+            else:
+                top[1] += 1
+        elif first == b":":
+            stack[-1][2] = False
+        elif stack[-1][0] and stack[-1][2]:
+            stack[-1][1] = _key(token)
+    return None
+
+
+def _key(token: bytes) -> str:
+    try:
+        key = json.loads(token)
+    except ValueError:
+        return token[1:-1].decode(errors="replace")
+    return key if isinstance(key, str) else str(key)
 
 
 if TYPE_CHECKING:  # mypy reads no recursive TypeAliasType; pydantic needs one

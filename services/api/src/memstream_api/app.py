@@ -15,7 +15,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from memstream.forget.metrics import PendingPurges
 from memstream.graph.port import GraphUnavailable
 from memstream.keys import KeyStore
-from memstream.metrics import UP
+from memstream.metrics import API_REFUSED, UP
 from memstream.ops.health import DependencyProbe, dependency_checks
 from memstream.projection.embedded import vector_manager
 from memstream.settings import Settings
@@ -43,7 +43,7 @@ from memstream_api import (
 )
 from memstream_api.broker import BrokerFollower
 from memstream_api.http_metrics import HttpMetrics
-from memstream_api.limits import BodyGuard
+from memstream_api.limits import BodyGuard, Pace
 from memstream_api.mcp_endpoint import PATH as MCP_PATH
 from memstream_api.mcp_endpoint import mount_mcp
 from memstream_api.outbox import Outbox
@@ -84,13 +84,17 @@ def create_app(
         app.state.data_keys = reading_keys(settings)
         app.state.positions = WritePositions(app.state.data_keys, settings.data_dir)
         sealer = EventSealer(app.state.data_keys if settings.seal else None)
-        producer = BatchProducer(bootstrap, COMPONENT, sealer, **(producer_overrides or {}))
+        producer = BatchProducer(
+            bootstrap, COMPONENT, sealer, settings.max_record_bytes, **(producer_overrides or {})
+        )
+        await run_in_threadpool(producer.refresh_limit)
         app.state.producer = producer
         outbox = None
         if settings.outbox:
             outbox = Outbox(
-                settings.outbox_dir, bootstrap, producer, settings.outbox_max_bytes
-            ).start()
+                settings.outbox_dir, bootstrap, producer, settings.outbox_max_bytes,
+                tenant_share=settings.outbox_tenant_share,
+            ).start()  # fmt: skip
         app.state.outbox = outbox
         manager, thread = None, None
         if project_vectors:
@@ -140,12 +144,19 @@ def create_app(
     app.state.bootstrap = bootstrap
     app.state.keys = KeyStore.from_settings(settings)
     app.state.max_batch = max_batch
+    app.state.ingest_slots = ingest.IngestSlots(settings.api_tenant_ingest_concurrency)
     ingest_limit = settings.api_max_ingest_body_bytes
     app.add_middleware(
         BodyGuard,
         default=settings.api_max_body_bytes,
         limits={ingest.PATH: ingest_limit, MCP_PATH: ingest_limit},
-        stall_s=settings.api_body_timeout_s,
+        pace=Pace(
+            stall_s=settings.api_body_timeout_s,
+            deadline_s=settings.api_body_deadline_s,
+            min_rate=settings.api_body_min_rate,
+            grace_s=settings.api_body_grace_s,
+        ),
+        on_refused=lambda reason: API_REFUSED.labels(COMPONENT, reason).inc(),
         on_too_large=ingest.count_too_large,
     )
     app.add_middleware(HttpMetrics, component=COMPONENT)  # outermost: it times refusals too

@@ -21,6 +21,7 @@ This subclasses uvicorn's ``H11Protocol`` and reads its ``conn`` (the h11 connec
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any, Literal
 
 import h11
@@ -30,8 +31,14 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 Deadline = Literal["headers", "linger"]
 
 
-def guarded_h11(header_timeout_s: float, linger_s: float) -> type[H11Protocol]:
-    """uvicorn's h11 protocol with the deadlines above (pass as ``uvicorn.run(http=...)``)."""
+def guarded_h11(
+    header_timeout_s: float,
+    linger_s: float,
+    on_refused: Callable[[str], None] = lambda _reason: None,
+) -> type[H11Protocol]:
+    """uvicorn's h11 protocol with the deadlines above (pass as ``uvicorn.run(http=...)``);
+    ``on_refused`` hears of each connection closed by one (``headers_late``,
+    ``body_unread``)."""
 
     class GuardedH11Protocol(H11Protocol):
         def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -86,6 +93,9 @@ def guarded_h11(header_timeout_s: float, linger_s: float) -> type[H11Protocol]:
             if self._watching == "headers" and self.conn.our_state is h11.IDLE:
                 # h11 answers only a request it has read: the 408 is written as it is.
                 self.transport.write(_timeout_response(header_timeout_s))
+                on_refused("headers_late")
+            elif self._watching == "linger":
+                on_refused("body_unread")
             self._watching = None
             self.transport.close()
 

@@ -11,6 +11,7 @@ from typing import Any
 from fastapi import Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from memstream.wire import dotted, shorten
 from pydantic import BaseModel, Field
 
 RETRY_AFTER_S = 5
@@ -72,14 +73,40 @@ LIMITS: dict[int | str, dict[str, Any]] = {
     408: {"model": ErrorBody, "description": "the request's headers or body came too slowly"},
     413: {"model": ErrorBody, "description": "the request body exceeds the route's limit"},
 }
-# What the fair share of the read routes answers (see `fair_share`).
+# What a tenant over one of its shares is answered: the fair share of the read routes (see
+# `fair_share`), its share of the outbox, its open ingest requests.
 THROTTLED: dict[int | str, dict[str, Any]] = {
     429: {
         "model": ErrorBody,
-        "description": "this tenant is over its fair share of reads (too many in flight, or "
-        "its budget of read time is spent), or every read slot is taken; the detail says which",
+        "description": "this tenant is over a share of its own: reads (too many in flight, or "
+        "its budget of read time is spent, or every read slot is taken), its backlog in the "
+        "outbox, or its open ingest requests; the detail says which",
         "headers": _RETRY_AFTER_DOC,
     },
+}
+
+
+class TooLargeEvent(BaseModel):
+    index: int = Field(description="position of the event in the batch")
+    id: str
+    bytes: int = Field(description="the most bytes its ledger record could take")
+
+
+class TooLargeBody(BaseModel):
+    detail: str
+    limit: int = Field(description="the broker's record limit in bytes")
+    too_large: list[TooLargeEvent] = Field(description="the events that can never fit")
+
+
+# What a write answers when an event can never fit (its ledger record could pass the
+# broker's record limit) or the tenant's share of the outbox is full.
+WRITE_REFUSALS: dict[int | str, dict[str, Any]] = {
+    413: {
+        "model": TooLargeBody | ErrorBody,
+        "description": "the body exceeds the route's limit, or an event can never fit the "
+        "broker's record limit (named with the limit); nothing was accepted",
+    },
+    **THROTTLED,
 }
 
 # FastAPI's validation of parameters and body models (see `request_invalid`).
@@ -93,19 +120,12 @@ BODY: dict[int | str, dict[str, Any]] = {
 }
 
 
-def _where(loc: tuple[int | str, ...]) -> str:
-    out = ""
-    for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out
-
-
 def _problem(error: dict[str, Any]) -> Problem:
     loc = tuple(error["loc"])
-    message, kind = str(error["msg"]), str(error["type"])
+    message, kind = shorten(str(error["msg"])), str(error["type"])
     if kind == "json_invalid":  # the location is a character offset, not a field
         return Problem(field="", message=f"body is not valid JSON ({message})", type=kind)
-    where = _where(loc[1:] if loc[:1] == ("body",) else loc)  # query and path stay named
+    where = dotted(loc[1:] if loc[:1] == ("body",) else loc)  # query and path stay named
     return Problem(field=where, message=message, type=kind)
 
 

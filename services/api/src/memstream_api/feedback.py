@@ -16,7 +16,7 @@ from memstream.wire import STORABLE, ItemId, Position
 from pydantic import BaseModel, ConfigDict, Field
 
 from memstream_api.auth import Tenant
-from memstream_api.errors import AUTH, BODY, ErrorBody, unavailable
+from memstream_api.errors import AUTH, BODY, WRITE_REFUSALS, ErrorBody, unavailable
 from memstream_api.ingest import COMPONENT, DEFAULT_AGENT, DeliveryErrorBody, deliver
 from memstream_api.positions import POSITION_DESCRIPTION
 
@@ -56,6 +56,7 @@ def init_metrics() -> None:
     responses={
         **BODY,
         **AUTH,
+        **WRITE_REFUSALS,
         **unavailable(
             "not accepted (spool full, Kafka did not acknowledge, or the key store is "
             "unreadable); send it again",

@@ -12,13 +12,31 @@ from fastapi import APIRouter, Request, status
 from fastapi.responses import JSONResponse, Response
 from memstream.events import EVENT_TYPES, Event, InboundEvent, parse_inbound
 from memstream.kafka.produce import DeliveryFailed
-from memstream.metrics import EVENTS_RECEIVED, EVENTS_REJECTED
-from memstream.wire import Position, lone_surrogate, strings
+from memstream.ledger.size import oversized, refusal
+from memstream.metrics import API_REFUSED, EVENTS_RECEIVED, EVENTS_REJECTED
+from memstream.wire import (
+    BODY_MAX_DEPTH,
+    Position,
+    deepest,
+    dotted,
+    lone_surrogate,
+    shorten,
+    strings,
+    too_deep,
+)
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from starlette.concurrency import run_in_threadpool
 
 from memstream_api.auth import Tenant
-from memstream_api.errors import AUTH, ErrorBody, retry_after, unavailable
-from memstream_api.outbox import Outbox, OutboxFull
+from memstream_api.errors import (
+    AUTH,
+    RETRY_AFTER_S,
+    WRITE_REFUSALS,
+    ErrorBody,
+    retry_after,
+    unavailable,
+)
+from memstream_api.outbox import Outbox, OutboxFull, TenantBacklog
 from memstream_api.positions import POSITION_DESCRIPTION, WritePositions, Writing
 from memstream_api.producing import BatchProducer
 
@@ -86,7 +104,7 @@ REQUEST_BODY: dict[str, Any] = {
 }
 
 
-REJECT_REASONS = ("too_large", "malformed", "tenant", "invalid", "delivery")
+REJECT_REASONS = ("too_large", "malformed", "tenant", "invalid", "delivery", "backlog")
 
 
 def init_metrics() -> None:
@@ -96,20 +114,38 @@ def init_metrics() -> None:
         EVENTS_REJECTED.labels(component=COMPONENT, reason=reason)
 
 
+class IngestSlots:
+    """Ingest requests each tenant has open (on the event loop: no lock). A tenant holding
+    ``per_tenant`` of them, slow bodies say, is refused more until one ends; others are not
+    touched."""
+
+    def __init__(self, per_tenant: int) -> None:
+        self.per_tenant = per_tenant
+        self.open: dict[str, int] = {}
+
+    def take(self, tenant: str) -> bool:
+        if self.open.get(tenant, 0) >= self.per_tenant:
+            return False
+        self.open[tenant] = self.open.get(tenant, 0) + 1
+        return True
+
+    def give(self, tenant: str) -> None:
+        left = self.open.get(tenant, 0) - 1
+        if left > 0:
+            self.open[tenant] = left
+        else:
+            self.open.pop(tenant, None)
+
+
 class _Rejected(Exception):
     def __init__(self, response: Response, reason: str, count: int) -> None:
         self.response, self.reason, self.count = response, reason, count
 
 
-def _error(code: int, detail: str, **extra: Any) -> JSONResponse:
-    return JSONResponse({"detail": detail, **extra}, status_code=code)
-
-
-def _field(loc: tuple[int | str, ...]) -> str:
-    out = ""
-    for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out
+def _error(
+    code: int, detail: str, headers: dict[str, str] | None = None, **extra: Any
+) -> JSONResponse:
+    return JSONResponse({"detail": detail, **extra}, status_code=code, headers=headers)
 
 
 def _field_errors(exc: ValidationError, batch: bool) -> Iterator[FieldError]:
@@ -127,7 +163,7 @@ def _located(loc: tuple[int | str, ...], message: str, kind: str, batch: bool) -
         index, loc = loc[1], loc[2:]
     if loc and loc[0] in EVENT_TYPES:
         loc = loc[1:]  # the discriminator tag pydantic puts first is not a field
-    return FieldError(index=index, field=_field(loc), message=message, type=kind)
+    return FieldError(index=index, field=dotted(loc), message=shorten(message), type=kind)
 
 
 def count_too_large(path: str) -> None:
@@ -142,6 +178,9 @@ def _items(body: bytes, max_batch: int) -> tuple[list[Any], bool]:
         doc = pydantic_core.from_json(body)
     except ValueError as exc:
         raise _Rejected(_undecodable(body, exc), "malformed", 1) from exc
+    deep = too_deep(doc, BODY_MAX_DEPTH)
+    if deep is not None:
+        raise _Rejected(_too_deep(deep, isinstance(doc, dict) and "events" in doc), "malformed", 1)
     if isinstance(doc, dict) and "events" in doc:
         extra = sorted(set(doc) - {"events"})
         if extra:
@@ -167,12 +206,25 @@ def _items(body: bytes, max_batch: int) -> tuple[list[Any], bool]:
     raise _Rejected(_error(UNPROCESSABLE, reason, errors=[]), "malformed", 1)
 
 
+def _too_deep(loc: tuple[int | str, ...], batch: bool) -> JSONResponse:
+    error = _located(loc, f"nests deeper than {BODY_MAX_DEPTH} levels", "json_too_deep", batch)
+    where = (f"events[{error.index}]" if batch else "event") + (
+        f".{error.field}" * bool(error.field)
+    )
+    reason = f"{where}: a request body nests at most {BODY_MAX_DEPTH} levels; nothing was accepted"
+    return _error(UNPROCESSABLE, reason, errors=[error.model_dump()])
+
+
 def _undecodable(body: bytes, exc: ValueError) -> JSONResponse:
-    """The 422 for a body pydantic cannot parse. A lone surrogate (``"\\ud800"``) is valid JSON
-    but not valid Unicode, so no store can hold it: the answer names the field that holds one."""
+    """The 422 for a body pydantic cannot parse. Nesting past its limit is named by its place;
+    a lone surrogate (``"\\ud800"``) is valid JSON but not valid Unicode, so no store can hold
+    it: the answer names the field that holds one."""
+    deep = deepest(body, BODY_MAX_DEPTH)
+    if deep is not None:
+        return _too_deep(deep, deep[:1] == ("events",))
     try:
         doc = json.loads(body)  # the standard library reads lone surrogates
-    except ValueError:
+    except (ValueError, RecursionError):
         doc = None
     for loc, text, _is_key in strings(doc):
         problem = lone_surrogate(text)
@@ -182,7 +234,7 @@ def _undecodable(body: bytes, exc: ValueError) -> JSONResponse:
             where = f"events[{error.index}]" if batch else "event"
             reason = f"{where}.{error.field}: {problem}; nothing was accepted"
             return _error(UNPROCESSABLE, reason, errors=[error.model_dump()])
-    return _error(UNPROCESSABLE, f"body is not valid JSON: {exc}", errors=[])
+    return _error(UNPROCESSABLE, f"body is not valid JSON: {shorten(str(exc))}", errors=[])
 
 
 def _foreign(items: list[Any], tenant: str) -> list[tuple[int, str]]:
@@ -252,7 +304,7 @@ def _complete(body: bytes, items: list[Any], batch: bool, tenant: str) -> list[E
     responses={
         **AUTH,
         403: {"model": ErrorBody, "description": "an event names another tenant"},
-        413: {"model": ErrorBody, "description": "batch or body too large"},
+        **WRITE_REFUSALS,
         422: {"model": ValidationErrorBody, "description": "invalid event; nothing accepted"},
         **unavailable(
             "not accepted (spool full, Kafka did not acknowledge, or the key store is "
@@ -268,6 +320,21 @@ async def post_events(request: Request, tenant: Tenant) -> Response | Accepted:
     reach the ledger whatever single process dies; without an outbox, once Kafka has
     acknowledged every event (acks=all).
     """
+    slots: IngestSlots = request.app.state.ingest_slots
+    if not slots.take(tenant):
+        API_REFUSED.labels(COMPONENT, "tenant_ingest_open").inc()
+        detail = (
+            f"tenant {tenant} already has {slots.per_tenant} ingest requests open, the most "
+            f"allowed at once; retry after {RETRY_AFTER_S} s"
+        )
+        return _error(status.HTTP_429_TOO_MANY_REQUESTS, detail, headers=retry_after())
+    try:
+        return await _ingest(request, tenant)
+    finally:
+        slots.give(tenant)
+
+
+async def _ingest(request: Request, tenant: str) -> Response | Accepted:
     try:
         # Within the route's limit: memstream_api.limits refused a larger body unread.
         body = await request.body()
@@ -276,16 +343,30 @@ async def post_events(request: Request, tenant: Tenant) -> Response | Accepted:
     except _Rejected as rejected:
         EVENTS_REJECTED.labels(component=COMPONENT, reason=rejected.reason).inc(rejected.count)
         return rejected.response
-    written = await deliver(request, events)
+    written = await deliver(request, events, batch)
     if isinstance(written, Response):
         return written
     return Accepted(accepted=len(events), ids=[e.id for e in events], position=written)
 
 
-async def deliver(request: Request, events: list[Event]) -> Response | str:
+async def deliver(request: Request, events: list[Event], batch: bool = False) -> Response | str:
     """Make validated events (of one tenant) durable, the one way every route does: their
     position once they are (spooled in the outbox, or acknowledged by Kafka without one),
-    else the 503 to answer."""
+    else the 413 (an event can never fit the broker's record limit), 429 (the tenant's
+    outbox share is full) or 503 to answer. Nothing of a refused batch is produced."""
+    producer: BatchProducer = request.app.state.producer
+    values = await run_in_threadpool(producer.encode, events)
+    limit = producer.limit.bytes
+    found = oversized(events, values, limit, sealed=producer.seals)
+    if found:
+        EVENTS_REJECTED.labels(component=COMPONENT, reason="too_large").inc(len(events))
+        too_large = [{"index": o.index, "id": o.event_id, "bytes": o.bound} for o in found]
+        return _error(
+            status.HTTP_413_CONTENT_TOO_LARGE,
+            refusal(found, limit, batch),
+            limit=limit,
+            too_large=too_large[:MAX_REPORTED_ERRORS],
+        )
     EVENTS_RECEIVED.labels(component=COMPONENT).inc(len(events))
     ids = [e.id for e in events]
     positions: WritePositions = request.app.state.positions
@@ -293,13 +374,12 @@ async def deliver(request: Request, events: list[Event]) -> Response | str:
     outbox: Outbox | None = request.app.state.outbox
     if outbox is not None:
         wait_s = request.app.state.settings.outbox_ack_wait_s
-        spooled = await _spool(outbox, events, ids, wait_s, writing)
+        spooled = await _spool(outbox, events, values, wait_s, writing)
         if isinstance(spooled, Response):
             return spooled
         return writing.token(len(events), spooled)
-    producer: BatchProducer = request.app.state.producer
     try:
-        await producer.produce(events, on_report=writing.report)
+        await producer.produce(events, on_report=writing.report, values=values)
     except DeliveryFailed as exc:
         EVENTS_REJECTED.labels(component=COMPONENT, reason="delivery").inc(len(exc.failed_ids))
         response = _error(
@@ -311,16 +391,19 @@ async def deliver(request: Request, events: list[Event]) -> Response | str:
 
 
 async def _spool(
-    outbox: Outbox, events: list[Event], ids: list[str], ack_wait_s: float, writing: Writing
+    outbox: Outbox, events: list[Event], values: list[bytes], ack_wait_s: float, writing: Writing
 ) -> Response | int:
     """Durable in the spool = accepted (the segment id is answered); Kafka's acknowledgement
     is awaited only briefly (a broker that is down or restarting gets the events from the
     outbox later)."""
+    ids = [e.id for e in events]
     try:
-        spooled = await outbox.accept(events, ack_wait_s, on_report=writing.report)
-    except OutboxFull as exc:
-        EVENTS_REJECTED.labels(component=COMPONENT, reason="delivery").inc(len(events))
-        response = _error(status.HTTP_503_SERVICE_UNAVAILABLE, str(exc), ids=ids, failed_ids=ids)
+        spooled = await outbox.accept(events, values, ack_wait_s, on_report=writing.report)
+    except (OutboxFull, TenantBacklog) as exc:
+        mine = isinstance(exc, TenantBacklog)
+        EVENTS_REJECTED.labels(COMPONENT, "backlog" if mine else "delivery").inc(len(events))
+        code = status.HTTP_429_TOO_MANY_REQUESTS if mine else status.HTTP_503_SERVICE_UNAVAILABLE
+        response = _error(code, str(exc), ids=ids, failed_ids=ids)
         response.headers.update(retry_after())
         return response
     if spooled.pending is not None:

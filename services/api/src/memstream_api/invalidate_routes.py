@@ -32,7 +32,7 @@ from memstream_api.checkout_routes import (
     checkout_service,
     unavailable_error,
 )
-from memstream_api.errors import BODY, INVALID, ErrorBody, unavailable
+from memstream_api.errors import BODY, INVALID, WRITE_REFUSALS, ErrorBody, unavailable
 from memstream_api.ingest import COMPONENT, DEFAULT_AGENT, DeliveryErrorBody, deliver
 from memstream_api.positions import POSITION_DESCRIPTION
 from memstream_api.read_after import Waited, wait_after
@@ -125,6 +125,7 @@ async def _append(
         **FOREIGN_POSITION,
         **READ_RESPONSES,
         **DELIVERY,
+        **WRITE_REFUSALS,
         404: {"model": ErrorBody, "description": "a target is not in memory (yet)"},
     },
 )

@@ -7,6 +7,7 @@ import socket
 import sys
 
 import uvicorn
+from memstream.metrics import API_REFUSED
 from memstream.settings import LOG_FORMAT, Settings
 
 from memstream_api.app import create_app
@@ -36,7 +37,11 @@ def main() -> None:
         # Our own histogram covers requests; per-request access lines drown the logs.
         access_log=False,
         # Half-sent requests are closed (the body limit and stall: memstream_api.limits).
-        http=guarded_h11(settings.api_header_timeout_s, settings.api_body_timeout_s),
+        http=guarded_h11(
+            settings.api_header_timeout_s,
+            settings.api_body_timeout_s,
+            lambda reason: API_REFUSED.labels("api", reason).inc(),
+        ),
         timeout_keep_alive=settings.api_keepalive_s,
     )
     # The embedded supervisor holds the listening socket: requests that arrive while this

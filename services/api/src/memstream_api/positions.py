@@ -17,6 +17,8 @@ from memstream.shred.port import DataKeys
 from memstream.stack.epoch import read_epoch
 from starlette.concurrency import run_in_threadpool
 
+from memstream_api.producing import Refused
+
 POSITION_DESCRIPTION = (
     "the write's position: an opaque token a read can wait for with after=, so that it "
     "sees this write; do not parse it"
@@ -66,9 +68,9 @@ class Writing:
         pos = Position(self.tenant, self.epoch, raw, segment, acknowledged < count)
         return encode_write(pos, self._secret)
 
-    def report(self, _event_id: str, msg: Message | None) -> None:
-        """A delivery report (the poll thread); None: not delivered."""
-        if msg is not None:
+    def report(self, _event_id: str, msg: Message | Refused) -> None:
+        """A delivery report (the poll thread)."""
+        if not isinstance(msg, Refused):
             partition, offset = msg.partition(), msg.offset()
             if partition is not None and offset is not None and offset >= 0:
                 self.acks.add(partition, offset)

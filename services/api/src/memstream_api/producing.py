@@ -14,14 +14,21 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from memstream.events import Event
 from memstream.kafka.clients import producer_config
-from memstream.kafka.produce import DeliveryFailed, produce_with_backpressure
-from memstream.kafka.topics import CHECKOUTS, RAW
+from memstream.kafka.produce import (
+    DeliveryFailed,
+    produce_with_backpressure,
+    refusal_error,
+    refused_for_good,
+)
+from memstream.kafka.topics import CHECKOUTS, RAW, RecordLimit, record_limit
 from memstream.metrics import EVENTS_PRODUCED
+from memstream.settings import Settings
 from memstream.shred.sealer import EventSealer
 from prometheus_client import Counter
 from starlette.concurrency import run_in_threadpool
@@ -36,9 +43,29 @@ TRACES_DROPPED = Counter(
 )
 
 
-# Told of every event's fate: its delivered message, or None when the broker did not take it.
-Report = Callable[[str, Message | None], None]
+@dataclass(frozen=True)
+class Refused:
+    """A record Kafka did not take: why, and whether it is the record's own fault (its size,
+    say), which no retry mends."""
+
+    reason: str
+    for_good: bool = False
+
+    @classmethod
+    def of(cls, error: KafkaError) -> Refused:
+        return cls(error.str(), refused_for_good(error))
+
+    @classmethod
+    def failed(cls, exc: DeliveryFailed) -> Refused:
+        """A produce that raised: for good when the producer refused the record itself."""
+        error = refusal_error(exc)
+        return cls(exc.reason, error is not None and refused_for_good(error))
+
+
+# Told of every event's fate: its delivered message, or why the broker did not take it.
+Report = Callable[[str, Message | Refused], None]
 RETIRED_S = 10.0  # a replaced client is let go this long after its last purge
+DEFAULT_MAX_RECORD_BYTES = Settings.model_fields["max_record_bytes"].default
 
 
 class _Batch:
@@ -61,20 +88,21 @@ class _Batch:
 
     def callback(self, event_id: str) -> Callable[[KafkaError | None, Message], None]:
         def on_delivery(err: KafkaError | None, msg: Message) -> None:
-            self.settle(event_id, None if err is None else err.str(), msg)
+            self.settle(event_id, msg if err is None else Refused.of(err))
 
         return on_delivery
 
-    def settle(self, event_id: str, error: str | None, msg: Message | None = None) -> None:
+    def settle(self, event_id: str, outcome: Message | Refused) -> None:
         if self.on_report is not None:
-            self.on_report(event_id, msg if error is None else None)
-        if error is None and self.on_delivered is not None:
+            self.on_report(event_id, outcome)
+        refused = outcome if isinstance(outcome, Refused) else None
+        if refused is None and self.on_delivered is not None:
             self.on_delivered()
         with self._lock:
-            if error is None:
+            if refused is None:
                 EVENTS_PRODUCED.labels(component=self.component, topic=RAW).inc()
             else:
-                self.failures[event_id] = error
+                self.failures[event_id] = refused.reason
             self.left -= 1
             done = self.left == 0
         if done:
@@ -95,6 +123,7 @@ class BatchProducer:
         bootstrap: str,
         component: str = "api",
         sealer: EventSealer | None = None,
+        max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
         **overrides: Any,
     ) -> None:
         conf: dict[str, Any] = {
@@ -102,12 +131,17 @@ class BatchProducer:
             "allow.auto.create.topics": False,
             "logger": logging.getLogger("memstream_api.kafka"),
             "error_cb": self._on_error,
+            "message.max.bytes": max_record_bytes,
         }
         conf.update(overrides)
         self.config = producer_config(bootstrap, **conf)
         self.bootstrap = bootstrap
         self.component = component
         self.sealer = sealer or EventSealer(None)
+        self.max_record_bytes = int(self.config["message.max.bytes"])
+        # What the edge holds events to: this producer's limit until the broker's topics
+        # are read (refresh_limit), which may only lower it.
+        self.limit = RecordLimit(self.max_record_bytes, "MEMSTREAM_MAX_RECORD_BYTES")
         # Wait a little longer than librdkafka's own retry budget before giving up.
         self.wait_s = int(self.config["message.timeout.ms"]) / 1000 + 5
         self._producer = Producer(self.config)
@@ -168,6 +202,18 @@ class BatchProducer:
             return f"topic {RAW} does not exist on {self.bootstrap}"
         return None
 
+    def refresh_limit(self, timeout: float = 5.0) -> RecordLimit:
+        """Read the topics' record limit from the broker (blocking); never above this
+        producer's own."""
+        self.limit = record_limit(self.bootstrap, self.max_record_bytes, timeout)
+        log.info("record limit: %d bytes (%s)", self.limit.bytes, self.limit.source)
+        return self.limit
+
+    @property
+    def seals(self) -> bool:
+        """Are the values :meth:`encode` makes sealed?"""
+        return self.sealer.keys is not None
+
     def encode(self, events: Sequence[Event]) -> list[bytes]:
         """The events as written to the raw topic (and the outbox): sealed when the API
         seals (blocking: the key store is on disk)."""
@@ -222,7 +268,7 @@ class BatchProducer:
             except DeliveryFailed as exc:
                 # Not queued (refused, or the queue stayed full to the deadline): no report
                 # will come for it.
-                batch.settle(event.id, exc.reason)
+                batch.settle(event.id, Refused.failed(exc))
 
     def send_tracked(
         self, topic: str, key: str, value: bytes, event_id: str, report: Report
@@ -233,15 +279,15 @@ class BatchProducer:
         def on_delivery(err: KafkaError | None, msg: Message) -> None:
             if err is None:
                 self._delivered()
-            report(event_id, msg if err is None else None)
+            report(event_id, msg if err is None else Refused.of(err))
 
         try:
             produce_with_backpressure(
                 self._producer, topic, value, key=key, on_delivery=on_delivery,
                 max_block=self.wait_s, record_id=event_id,
             )  # fmt: skip
-        except DeliveryFailed:
-            report(event_id, None)  # not queued: no report will come
+        except DeliveryFailed as exc:
+            report(event_id, Refused.failed(exc))  # not queued: no report will come
 
     def send(self, topic: str, key: str, value: bytes) -> None:
         """Fire-and-forget record (checkout traces); delivery is served by the poll thread."""

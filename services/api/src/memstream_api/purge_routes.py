@@ -40,7 +40,7 @@ from memstream_api.checkout_routes import (
     checkout_service,
     unavailable_error,
 )
-from memstream_api.errors import INVALID, ErrorBody, retry_after, unavailable
+from memstream_api.errors import INVALID, WRITE_REFUSALS, ErrorBody, retry_after, unavailable
 from memstream_api.ingest import COMPONENT, DeliveryErrorBody, deliver
 from memstream_api.shredding import Reach, TopicsOutcome, purge_topics
 
@@ -221,6 +221,7 @@ def _follow_up(pending: PendingPurges, tombstone_id: str, check: Check) -> None:
         **INVALID,
         **READ_RESPONSES,
         404: {"model": ErrorBody, "description": "the subject names no entity (no letter)"},
+        **WRITE_REFUSALS,
         **unavailable(
             "memory is briefly unavailable, or the tombstone was not accepted (spool full, "
             "Kafka did not acknowledge); send it again",

@@ -59,7 +59,8 @@ def up(
 
 def status(data_dir: DataDir = None, json_out: JsonFlag = False) -> None:
     """Health of each component and consumer lag per group."""
-    doc = collect_status(endpoints(settings_for(data_dir)))
+    settings = settings_for(data_dir)
+    doc = collect_status(endpoints(settings), settings.outbox_max_age_s)
     if json_out:
         print_json(doc)
     else:

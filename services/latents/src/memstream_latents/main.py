@@ -310,7 +310,10 @@ def live_embedder(settings: Settings) -> Embedder:
 
 def main() -> None:
     settings, bootstrap = start_worker(COMPONENT)
-    producer = make_producer(bootstrap, **{"delivery.report.only.error": True})
+    producer = make_producer(
+        bootstrap,
+        **{"delivery.report.only.error": True, "message.max.bytes": settings.max_record_bytes},
+    )
     keys = reading_keys(settings)  # artifacts sealed earlier open and shred with sealing off
     sealer = ArtifactSealer(keys if settings.seal else None)
     worker = LatentWorker(

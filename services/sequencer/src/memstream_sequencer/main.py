@@ -209,7 +209,10 @@ def main() -> None:
         sys.exit(f"memstream-sequencer: {RAW} has {raw_n} partitions but {LEDGER} {ledger_n}")
     # A Python callback per delivered record costs more than producing it; flush() still
     # waits for every acknowledgement, and failures are reported.
-    producer = make_producer(bootstrap, **{"delivery.report.only.error": True})
+    producer = make_producer(
+        bootstrap,
+        **{"delivery.report.only.error": True, "message.max.bytes": settings.max_record_bytes},
+    )
     epoch = read_epoch(settings.data_dir)
     seq = Sequencer(bootstrap, producer, reading_keys(settings), seal=settings.seal, epoch=epoch)
     loop = BatchLoop(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 from collections import Counter
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -34,14 +35,28 @@ def dead_letter(
 ) -> bytes:
     """One DLQ value; the raw bytes travel base64-encoded so nothing is lost (up to
     ``MAX_RAW_BYTES``: beyond, ``raw_bytes`` gives the size and ``raw_truncated`` is true)."""
+    source = {"topic": topic, "partition": partition, "offset": offset}
+    return letter(reason, raw, source, component, now)
+
+
+def letter(
+    reason: str,
+    raw: bytes | None,
+    source: Mapping[str, Any],
+    component: str,
+    now: datetime,
+    max_raw: int = MAX_RAW_BYTES,
+) -> bytes:
+    """A DLQ value naming any ``source`` (a topic's coordinates, an outbox segment's line),
+    with at most ``max_raw`` bytes of the record (a head; ``raw_bytes`` gives the size)."""
     doc: dict[str, Any] = {
         "reason": reason,
-        "raw_b64": base64.b64encode(raw[:MAX_RAW_BYTES]).decode() if raw is not None else None,
-        "source": {"topic": topic, "partition": partition, "offset": offset},
+        "raw_b64": base64.b64encode(raw[:max_raw]).decode() if raw is not None else None,
+        "source": dict(source),
         "component": component,
         "at": now.isoformat(),
     }
-    if raw is not None and len(raw) > MAX_RAW_BYTES:
+    if raw is not None and len(raw) > max_raw:
         doc |= {"raw_bytes": len(raw), "raw_truncated": True}
     return orjson.dumps(doc)
 

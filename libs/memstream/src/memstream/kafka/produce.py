@@ -158,8 +158,32 @@ def flush_or_raise(
 def refused_as_too_large(exc: DeliveryFailed) -> bool:
     """True when the producer refused the record for its size (above ``message.max.bytes``):
     the record's own fault, which no retry mends."""
+    error = refusal_error(exc)
+    return error is not None and error.code() == KafkaError.MSG_SIZE_TOO_LARGE
+
+
+def refusal_error(exc: DeliveryFailed) -> KafkaError | None:
+    """The KafkaError behind a record the producer refused outright, if that was the cause."""
     cause = exc.__cause__
     if not isinstance(cause, KafkaException) or not cause.args:
-        return False
+        return None
     error = cause.args[0]
-    return isinstance(error, KafkaError) and error.code() == KafkaError.MSG_SIZE_TOO_LARGE
+    return error if isinstance(error, KafkaError) else None
+
+
+# Errors that are the record's own fault: sending it again can only fail again. Every other
+# error (timeouts, a broker down, a leader moving, an unknown topic) may pass on a retry.
+RECORD_FAULTS = frozenset(
+    {
+        KafkaError.MSG_SIZE_TOO_LARGE,
+        KafkaError.INVALID_MSG_SIZE,
+        KafkaError.RECORD_LIST_TOO_LARGE,
+        KafkaError.INVALID_RECORD,
+        KafkaError.INVALID_MSG,
+    }
+)
+
+
+def refused_for_good(error: KafkaError) -> bool:
+    """Is ``error`` (a delivery report's, or a refused produce's) the record's own fault?"""
+    return error.code() in RECORD_FAULTS

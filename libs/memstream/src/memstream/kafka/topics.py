@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 from confluent_kafka import KafkaException
-from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+from confluent_kafka.admin import (  # type: ignore[attr-defined]
+    AdminClient,
+    ConfigResource,
+    NewTopic,
+    ResourceType,
+)
 
 from memstream.settings import Settings
 
@@ -15,6 +21,9 @@ DLQ = "memory.dlq"
 FACTS = "memory.facts"
 LATENTS = "memory.latents"
 CHECKOUTS = "memory.checkouts"
+
+log = logging.getLogger(__name__)
+MAX_MESSAGE_BYTES = "max.message.bytes"
 
 # Consumer groups, named once so status/lag and the workers agree.
 SEQUENCER_GROUP = "memstream-sequencer"
@@ -56,7 +65,10 @@ def ensure_topics(bootstrap: str, settings: Settings, timeout: float = 15.0) -> 
                 s.name,
                 s.partitions,
                 settings.topic_replication,
-                config={"retention.ms": str(s.retention_ms)},
+                config={
+                    "retention.ms": str(s.retention_ms),
+                    MAX_MESSAGE_BYTES: str(settings.max_record_bytes),
+                },
             )
             for s in wanted
         ],
@@ -71,3 +83,31 @@ def ensure_topics(bootstrap: str, settings: Settings, timeout: float = 15.0) -> 
             if "TOPIC_ALREADY_EXISTS" not in str(exc):
                 raise
     return created
+
+
+@dataclass(frozen=True)
+class RecordLimit:
+    """The largest record the raw and ledger topics take, and where that was read."""
+
+    bytes: int
+    source: str
+
+
+def record_limit(bootstrap: str, ceiling: int, timeout: float = 5.0) -> RecordLimit:
+    """The smaller of ``ceiling`` (the producer's own limit: ``MEMSTREAM_MAX_RECORD_BYTES``)
+    and the ``max.message.bytes`` the broker reports for the raw and ledger topics. A broker
+    that does not answer, or reports no limit, leaves the ceiling."""
+    limit = RecordLimit(ceiling, "MEMSTREAM_MAX_RECORD_BYTES")
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    resources = [ConfigResource(ResourceType.TOPIC, t) for t in (RAW, LEDGER)]
+    try:
+        futures = admin.describe_configs(resources, request_timeout=timeout)
+        for resource, future in futures.items():
+            entry = future.result(timeout).get(MAX_MESSAGE_BYTES)
+            value = entry.value if entry is not None else None
+            if value is not None and value.isdigit() and int(value) < limit.bytes:
+                limit = RecordLimit(int(value), f"{MAX_MESSAGE_BYTES} of {resource.name}")
+    except Exception as exc:  # KafkaException, a timeout: the setting stands
+        log.warning("topic record limits not read from %s (%s); using %s", bootstrap, exc,
+                    limit.source)  # fmt: skip
+    return limit

@@ -222,7 +222,8 @@ def ingestion() -> Dashboard:
             Panel(
                 "Events refused",
                 "Events refused at ingest by reason: invalid (422), tenant (403), malformed, "
-                "too_large (413), delivery (Kafka did not acknowledge, 503).",
+                "too_large (413: over the body limit or the broker's record limit), backlog "
+                "(429: the tenant's share of the outbox is full), delivery (503).",
                 (
                     Query(
                         rate("memstream_events_rejected_total", "component, reason"),
@@ -332,6 +333,45 @@ def ingestion() -> Dashboard:
                     ),
                 ),
                 unit="s",
+            ),
+            Panel(
+                "Outbox backlog",
+                "Accepted events spooled in the API's outbox and not yet proved archived, and "
+                "those the broker refused for good that the DLQ does not have yet (status is "
+                "unhealthy while any are).",
+                (
+                    Query("sum by (component) (memstream_outbox_events)", "{{component}} held"),
+                    Query(
+                        "sum by (component) (memstream_outbox_undeliverable)",
+                        "{{component}} undeliverable",
+                    ),
+                ),
+            ),
+            Panel(
+                "Outbox oldest event",
+                "Age of the oldest accepted event the outbox still holds; past "
+                "MEMSTREAM_OUTBOX_MAX_AGE_S status is unhealthy.",
+                (
+                    Query(
+                        "max by (component) (memstream_outbox_oldest_age_seconds)", "{{component}}"
+                    ),
+                ),
+                unit="s",
+            ),
+            Panel(
+                "Outbox re-sends and dead letters",
+                "Events sent again from the outbox (a broker restart, a failed delivery) and "
+                "events moved to the DLQ because the broker refused them for good.",
+                (
+                    Query(
+                        rate("memstream_outbox_resent_total", "component"), "{{component}} re-sent"
+                    ),
+                    Query(
+                        rate("memstream_outbox_dead_lettered_total", "component"),
+                        "{{component}} dead-lettered",
+                    ),
+                ),
+                unit="ops",
             ),
             Panel(
                 "Records too large for Kafka",

@@ -36,6 +36,9 @@ WAITING = "memstream_consumer_waiting"
 LAG = "memstream_consumer_lag"
 CHILD_RESTARTS = "memstream_child_restarts_total"
 LOOP_SERIES = (RUNNING, STARTED, RESTARTS, LAST_COMMIT, WAITING, LAG)
+UNDELIVERABLE = "memstream_outbox_undeliverable"
+OLDEST_AGE = "memstream_outbox_oldest_age_seconds"
+OUTBOX_SERIES = (UNDELIVERABLE, OLDEST_AGE)
 
 
 @dataclass
@@ -113,6 +116,29 @@ def loops_of(samples: Iterable[Sample]) -> dict[str, Loop]:
 def read_loops(metrics_url: str) -> dict[str, Loop]:
     """The loops of the process serving ``metrics_url`` (none if it does not answer)."""
     return loops_of(scrape([metrics_url], LOOP_SERIES))
+
+
+def outbox_problems(samples: Iterable[Sample], max_age_s: float) -> list[str]:
+    """Why a process's outbox is unhealthy: accepted events the broker refused for good and
+    the DLQ does not have yet, or a record older than ``max_age_s`` not proved archived."""
+    out: list[str] = []
+    for s in samples:
+        if s.name == UNDELIVERABLE and s.value > 0:
+            out.append(
+                f"outbox: {int(s.value)} accepted event(s) refused by the broker for good and "
+                "not yet in the DLQ"
+            )
+        elif s.name == OLDEST_AGE and s.value > max_age_s:
+            out.append(
+                f"outbox: its oldest accepted event has waited {s.value:.0f}s to be ledgered "
+                f"and archived (bound {max_age_s:g}s)"
+            )
+    return out
+
+
+def read_outbox(metrics_url: str, max_age_s: float) -> list[str]:
+    """:func:`outbox_problems` of the process serving ``metrics_url``."""
+    return outbox_problems(scrape([metrics_url], OUTBOX_SERIES), max_age_s)
 
 
 def child_restarts(supervisor_metrics_url: str) -> dict[str, int]:

@@ -12,6 +12,10 @@ A closed segment is deleted only when every event in it is archived, proved by o
 A broker that lost its memory (restarted, or ledger end offsets below a recorded mark) voids
 every mark: each segment is re-sent whole. Re-sending is safe because the sequencer drops event
 ids it has ledgered already.
+
+A record the broker refuses for good (its own fault: too large, say) is poison: it leaves its
+segment for the dead-letter queue, and the segment goes on without it once the dead letter is
+acknowledged. Its neighbours are never held or re-sent for it.
 """
 
 from __future__ import annotations
@@ -40,6 +44,8 @@ class SegmentState:
     resend: bool = False
     raw_mark: dict[int, int] = field(default_factory=dict)  # one past each acked offset
     ledger_mark: Offsets | None = None
+    poison: dict[str, str] = field(default_factory=dict)  # event id -> reason, not in the DLQ yet
+    dead: set[str] = field(default_factory=set)  # event ids the DLQ acknowledged
 
 
 @dataclass(frozen=True)
@@ -85,6 +91,31 @@ class Tracker:
         else:
             s.raw_mark[partition] = max(s.raw_mark.get(partition, 0), offset + 1)
 
+    def refused(self, seg_id: int, event_id: str, reason: str) -> None:
+        """A delivery report of a record refused for good: it waits for the DLQ."""
+        s = self.state(seg_id)
+        s.outstanding -= 1
+        s.poison[event_id] = reason
+
+    def dead_lettered(self, seg_id: int, event_id: str) -> None:
+        """The DLQ acknowledged the dead letter of a poison record."""
+        s = self.segments.get(seg_id)
+        if s is not None and s.poison.pop(event_id, None) is not None:
+            s.dead.add(event_id)
+
+    def poisoned(self) -> dict[int, dict[str, str]]:
+        """Per segment, the records refused for good whose dead letter is not acknowledged."""
+        return {i: dict(s.poison) for i, s in self.segments.items() if s.poison}
+
+    def undeliverable(self) -> int:
+        """Accepted events refused for good and not yet in the DLQ."""
+        return sum(len(s.poison) for s in self.segments.values())
+
+    def skipped(self, seg_id: int) -> set[str]:
+        """The ids a re-send of the segment leaves out: they go (or went) to the DLQ."""
+        s = self.segments.get(seg_id)
+        return set() if s is None else s.dead | set(s.poison)
+
     def close(self, seg_id: int) -> None:
         self.state(seg_id).closed = True
 
@@ -99,10 +130,13 @@ class Tracker:
         for s in self.segments.values():
             s.resend = True
             s.raw_mark, s.ledger_mark = {}, None
+            s.dead.clear()  # the DLQ of the old broker is gone too: they go to the new one
 
     def settled(self) -> set[int]:
         """Closed segments with every delivery report in: the ones a step may mark."""
-        return {i for i, s in self.segments.items() if s.closed and s.outstanding == 0}
+        return {
+            i for i, s in self.segments.items() if s.closed and s.outstanding == 0 and not s.poison
+        }
 
     def step(self, obs: Observation, settled: set[int]) -> Actions:
         """Advance each segment one stage. ``settled`` = :meth:`settled` read *before*
@@ -115,7 +149,7 @@ class Tracker:
             if s.resend and s.closed and s.outstanding == 0:
                 s.resend, s.failed, s.raw_mark, s.ledger_mark = False, False, {}, None
                 resend.append(s.seg_id)
-            elif s.seg_id not in settled or s.outstanding or s.resend:
+            elif s.seg_id not in settled or s.outstanding or s.resend or s.poison:
                 continue
             elif s.failed:
                 s.resend = True

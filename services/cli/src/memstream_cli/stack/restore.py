@@ -12,6 +12,7 @@ from memstream.kafka.produce import DeliveryReports, flush_or_raise, produce_wit
 from memstream.kafka.reading import high_watermarks
 from memstream.kafka.topics import LEDGER
 from memstream.ledger.purge import is_purged, purged_form
+from memstream.settings import RECORD_BYTES_CEILING
 
 
 def ledger_is_empty(bootstrap: str) -> bool:
@@ -27,7 +28,11 @@ def restore_ledger(bootstrap: str, archive: Path) -> int:
     a crash left unrewritten is restored purged all the same (the archiver finishes the
     rewrite when it starts). Raises DeliveryFailed naming the entries Kafka did not acknowledge.
     """
-    producer = make_producer(bootstrap, **{"linger.ms": 20})
+    # The archive is the authority: an entry ledgered under a larger record limit than
+    # today's is restored all the same.
+    producer = make_producer(
+        bootstrap, **{"linger.ms": 20, "message.max.bytes": RECORD_BYTES_CEILING + 4096}
+    )
     reports = DeliveryReports()
     count = 0
     purged = {t.name: load_purged(t) for t in tenant_dirs(archive)}

@@ -24,7 +24,13 @@ from memstream.kafka.topics import (
     RETROSPECTIVE_GROUP,
     SEQUENCER_GROUP,
 )
-from memstream.ops.loops import child_restarts, process_started, read_loops, restarting
+from memstream.ops.loops import (
+    child_restarts,
+    process_started,
+    read_loops,
+    read_outbox,
+    restarting,
+)
 
 from memstream_cli.stack.locate import Endpoints
 
@@ -73,8 +79,11 @@ def _lag(bootstrap: str, group: str, topics: tuple[str, ...]) -> dict[str, Any]:
     return {"topic": name, "total": sum(parts.values()), "partitions": parts}
 
 
-def _judge(name: str, c: dict[str, Any], pid: int | None, restarts: int, now: float) -> None:
-    """Add the consumers of the component's metrics endpoint and its problems to ``c``."""
+def _judge(
+    name: str, c: dict[str, Any], pid: int | None, restarts: int, now: float, max_age_s: float
+) -> None:
+    """Add the consumers of the component's metrics endpoint and its problems to ``c``
+    (its outbox's too: ``max_age_s`` bounds the age of its oldest record)."""
     problems: list[str] = []
     if pid is not None and (why := restarting(restarts, process_started(pid), now)):
         problems.append(f"{name} {why}")
@@ -83,14 +92,16 @@ def _judge(name: str, c: dict[str, Any], pid: int | None, restarts: int, now: fl
         loops = read_loops(url)
         c["consumers"] = {g: loop.summary(now) for g, loop in sorted(loops.items())}
         problems += [p for loop in loops.values() for p in loop.problems(now)]
+        problems += read_outbox(url, max_age_s)
     if restarts:
         c["restarts"] = restarts
     c["problems"] = problems
     c["healthy"] = c["healthy"] and not problems
 
 
-def collect_status(ep: Endpoints) -> dict[str, Any]:
-    """``{"kafka": {...}, "metrics_endpoints": [...], "components": {...}, "lag": {...}}``."""
+def collect_status(ep: Endpoints, outbox_max_age_s: float = 300.0) -> dict[str, Any]:
+    """``{"kafka": {...}, "metrics_endpoints": [...], "components": {...}, "lag": {...}}``;
+    an outbox holding an event longer than ``outbox_max_age_s`` is a problem."""
     components: dict[str, Any] = {}
     try:
         md = AdminClient({"bootstrap.servers": ep.kafka_bootstrap}).list_topics(timeout=3)
@@ -109,7 +120,7 @@ def collect_status(ep: Endpoints) -> dict[str, Any]:
     now = time.time()
     if ep.stack is not None:
         metrics = list(ep.stack.metrics_endpoints)
-        _embedded(ep, components, now)
+        _embedded(ep, components, now, outbox_max_age_s)
         kafka_key = "tansu"
     else:
         kafka_key = "kafka"
@@ -119,7 +130,7 @@ def collect_status(ep: Endpoints) -> dict[str, Any]:
         api["url"] = ep.api_url
         if ep.stack is None:  # a stack of services: the API's own consumers (vector projection)
             api["metrics_url"] = f"{ep.api_url}/metrics"
-            _judge("api", api, None, 0, now)
+            _judge("api", api, None, 0, now, outbox_max_age_s)
     problems = [p for c in components.values() for p in c.get("problems", [])]
     return {
         "kafka": {"bootstrap": ep.kafka_bootstrap, "healthy": components[kafka_key]["healthy"]},
@@ -131,7 +142,7 @@ def collect_status(ep: Endpoints) -> dict[str, Any]:
     }
 
 
-def _embedded(ep: Endpoints, components: dict[str, Any], now: float) -> None:
+def _embedded(ep: Endpoints, components: dict[str, Any], now: float, max_age_s: float) -> None:
     """The supervised children of an embedded stack: alive, answering, not in trouble."""
     assert ep.stack is not None
     secret = ep.graph_password
@@ -153,4 +164,4 @@ def _embedded(ep: Endpoints, components: dict[str, Any], now: float) -> None:
         components[name] = {"healthy": healthy, "pid": c.pid, "metrics_url": c.metrics_url}
     components["tansu"] = components.pop("kafka") | components.get("tansu", {})
     for name, c in components.items():
-        _judge(name, c, c.get("pid"), restarts.get(name, 0), now)
+        _judge(name, c, c.get("pid"), restarts.get(name, 0), now, max_age_s)
