@@ -1,17 +1,25 @@
 """Searching everything a stack wrote for a purged subject's text: every record of every topic
-(keys, values, headers), every file of a directory, a log; in the encodings a copy may take."""
+(keys, values, headers), every file of a directory, a log; in the encodings a copy may take.
+
+The one scanner of the purge, shred and store tests. A poll that waits for a rewrite scans the
+same directory again and again: a file unchanged since the last scan (same inode, size, mtime
+and ctime) is not read again.
+"""
 
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import os
 import unicodedata
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
+import orjson
 from confluent_kafka import Consumer, Message
 from topicread import read_topic
 
@@ -30,6 +38,11 @@ def _b64_fragments(raw: bytes) -> set[bytes]:
             if len(frag) >= MIN_B64:
                 out.add(frag)
     return out
+
+
+@functools.cache
+def _forms(marker: str) -> frozenset[bytes]:
+    return frozenset(forms(marker))
 
 
 def forms(marker: str) -> set[bytes]:
@@ -51,7 +64,13 @@ def _upper_escapes(escaped: str) -> str:
 
 def found_in(data: bytes, markers: tuple[str, ...]) -> list[str]:
     """The markers of which some form is in ``data``."""
-    return [m for m in markers if any(f in data for f in forms(m))]
+    return [m for m in markers if any(f in data for f in _forms(m))]
+
+
+def memory_of(packet: dict[str, Any]) -> bytes:
+    """What a checkout packet holds from memory: all of it but the plan, which restates the
+    query (a query naming the subject is not a leak)."""
+    return orjson.dumps({k: v for k, v in packet.items() if k != "synthesis_plan"})
 
 
 def topics_holding(
@@ -83,18 +102,37 @@ def topics_holding(
     return hits
 
 
+Signature = tuple[int, int, int, int]
+# (path, markers) -> the file's signature when last read, and the markers it held then
+_SEEN: dict[tuple[Path, tuple[str, ...]], tuple[Signature, list[str]]] = {}
+
+
 def files_holding(root: Path, markers: tuple[str, ...]) -> dict[str, list[str]]:
-    """Every file under ``root`` (or ``root`` itself): marker -> paths holding it."""
+    """Every file under ``root`` (or ``root`` itself): marker -> paths holding it. Files
+    unchanged since an earlier scan for the same markers are not read again."""
     paths = [root] if root.is_file() else []
     # os.walk, not rglob: a store swapping a folder (a compaction) removes paths meanwhile
     for dirpath, _dirs, names in os.walk(root):
         paths += [Path(dirpath) / n for n in names]
     hits: dict[str, list[str]] = {}
     for path in paths:
-        try:
-            data = path.read_bytes()
-        except OSError:  # gone since it was listed
-            continue
-        for marker in found_in(data, markers):
+        found = _scan(path, markers)
+        for marker in found or []:
             hits.setdefault(marker, []).append(str(path))
     return hits
+
+
+def _scan(path: Path, markers: tuple[str, ...]) -> list[str] | None:
+    """The markers ``path`` holds (None: gone since it was listed)."""
+    try:
+        st = path.stat()
+        sig = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+        seen = _SEEN.get((path, markers))
+        if seen is not None and seen[0] == sig:
+            return seen[1]
+        data = path.read_bytes()
+    except OSError:
+        return None
+    found = found_in(data, markers)
+    _SEEN[(path, markers)] = (sig, found)
+    return found

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -17,6 +16,7 @@ from typing import Any
 import httpx
 import orjson
 import pytest
+from leakscan import files_holding, found_in, memory_of
 from memstream.client import MemoryHttpClient, MemstreamHttpError
 from memstream.events.payloads import QuestionFamily
 from memstream.kafka.clients import make_producer
@@ -97,23 +97,6 @@ def remembered(client: MemoryHttpClient) -> None:
     wait_until(ready, 90, "the events recalled and an episode built")
 
 
-def files_holding(data_dir: Path, needles: tuple[str, ...]) -> dict[str, list[str]]:
-    """Every file under ``data_dir`` holding one of ``needles`` (UTF-8 bytes), by needle."""
-    found: dict[str, list[str]] = {}
-    # os.walk, not rglob: a store swapping a folder (a compaction) removes paths meanwhile
-    for root, _dirs, files in os.walk(data_dir):
-        for name in files:
-            path = Path(root) / name
-            try:
-                data = path.read_bytes()
-            except OSError:  # gone since it was listed
-                continue
-            for needle in needles:
-                if needle.encode() in data:
-                    found.setdefault(needle, []).append(str(path.relative_to(data_dir)))
-    return found
-
-
 def no_file_holds_hers(data_dir: Path, timeout: float = 60) -> None:
     """Wait for the stores' rewrites; on timeout, name the files still holding her text."""
     try:
@@ -134,14 +117,13 @@ def leaks(client: MemoryHttpClient) -> list[str]:
     found: list[str] = []
     for q in ("Ines Øverland-Quist", "where does ines live?", "passport number", "window seats"):
         found += [i["item_id"] for i in client.recall(q, k=20) if i["item_id"][:5] == "her-"]
-        packet = json.dumps(client.checkout(q))
-        found += [s for s in HERS if s in packet]
+        found += found_in(memory_of(client.checkout(q)), HERS)
         for altitude in ("event", "fact", "episode", "latent"):
             for hit in client.search(q, altitude=altitude, k=20):
                 found += [s for s in hit["sources"] if s in HER_IDS]
-                found += [s for s in HERS if s in hit["text"]]
+                found += found_in(orjson.dumps(hit), HERS)
     for artifact in client.latents(include_stale=True):
-        found += [s for s in HERS if s in json.dumps(artifact)]
+        found += found_in(orjson.dumps(artifact), HERS)
     for event_id in HER_IDS:
         try:
             client.lineage(event_id)

@@ -22,7 +22,7 @@ from typing import Any
 import orjson
 import pytest
 from confluent_kafka import Message
-from leakscan import files_holding, forms, found_in, topics_holding
+from leakscan import files_holding, forms, found_in, memory_of, topics_holding
 from memstream.client import MemoryHttpClient, MemstreamHttpError
 from memstream.kafka.topics import CHECKOUTS, LEDGER
 from memstream.ledger.purge import subject_digest
@@ -153,7 +153,7 @@ def remembered(live: Live) -> None:
                 return False
 
         wait_until(ready, 180, "every event recalled and latents built")
-        assert found_in(_memory_of(c.checkout(QUESTION)), HERS)  # the packet shows her
+        assert found_in(memory_of(c.checkout(QUESTION)), HERS)  # the packet shows her
     wait_until(
         lambda: any(
             m.key() == TENANT.encode() for m in read_topic(live.stack.bootstrap, CHECKOUTS)
@@ -179,7 +179,7 @@ def leaks(live: Live, c: MemoryHttpClient) -> list[str]:
         found += [f"recall {q!r}: {i}" for i in _recalled(c, q) if i in HER_IDS]
         packet = c.checkout(q)
         live.asked_after_purge.add(packet["packet_id"])
-        found += [f"checkout {q!r}: {m}" for m in found_in(_memory_of(packet), HERS)]
+        found += [f"checkout {q!r}: {m}" for m in found_in(memory_of(packet), HERS)]
         for altitude in ("event", "fact", "episode", "latent"):
             for hit in c.search(q, altitude=altitude, k=20):
                 where = f"search {altitude} {q!r} {hit.get('id')}"
@@ -195,11 +195,6 @@ def leaks(live: Live, c: MemoryHttpClient) -> list[str]:
         except MemstreamHttpError as exc:
             assert exc.status == 404, exc
     return found
-
-
-def _memory_of(packet: dict[str, Any]) -> bytes:
-    """What a packet holds from memory: all of it but the plan, which restates the query."""
-    return orjson.dumps({k: v for k, v in packet.items() if k != "synthesis_plan"})
 
 
 def his_memory_answers(c: MemoryHttpClient) -> None:

@@ -130,9 +130,13 @@ def test_a_replaced_shard_closes_only_after_the_read_on_it_ends(tmp_path: Path) 
             time.sleep(0.01)
         assert index._held is not held, "the fresh shard was not published"
         assert index.count("acme") == PER_TENANT  # a new read takes the fresh shard
-        compaction.join(0.5)
-        assert compaction.is_alive(), "the old shard closed under a read"
+        # The compaction has retired the old shard and now waits for this read: then, not
+        # after some pause that a slow machine could outlast, the shard must still be open.
+        while not held.retired and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert held.retired, "the compaction never retired the replaced shard"
         assert held.shard.count(_all()) == PER_TENANT * len(TENANTS)  # still open, whole
+        assert compaction.is_alive(), "the compaction ended with a read on its old shard"
     compaction.join(120)
     assert not compaction.is_alive()
     with pytest.raises(Exception, match="not initialized"):

@@ -96,10 +96,15 @@ def test_dependency_probe_thread_runs_until_stopped() -> None:
 
     p = DependencyProbe("unit-thread", {"x": check}, every=0.01).start()
     try:
-        while len(calls) < 3:
+        deadline = time.monotonic() + 30
+        while len(calls) < 3 and time.monotonic() < deadline:
             time.sleep(0.005)
+        assert len(calls) >= 3, f"the probe ran {len(calls)} checks in 30 s"
     finally:
         p.stop()
+    stopped_at = len(calls)
+    time.sleep(0.05)  # five periods: a probe still running would check again
+    assert len(calls) == stopped_at
     assert not p.thread.is_alive() and dep_up("unit-thread", "x") == 1
 
 
