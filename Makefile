@@ -25,9 +25,15 @@ system-deps:
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus chromium >/dev/null; \
 	  else echo "prometheus, promtool or chromium missing: run 'sudo apt-get install prometheus chromium'" >&2; exit 1; fi; }
 
-## test: lint, type-check and the whole suite against real servers
-test: install system-deps lint typecheck
-	.venv/bin/pytest
+## test: lint, type-check and the whole suite against real servers (two workers); the type
+## check runs beside the suite, its verdict read at the end
+test: install system-deps
+	.venv/bin/ruff check .
+	.venv/bin/ruff format --check .
+	@rm -f .typecheck.log; (.venv/bin/mypy > .typecheck.log 2>&1; echo $$? >> .typecheck.log) & \
+	  .venv/bin/pytest -n 2 --dist loadfile; status=$$?; wait; \
+	  echo "--- mypy"; cat .typecheck.log; \
+	  test "$$(tail -n 1 .typecheck.log)" = 0 && exit $$status; exit 1
 
 lint: install
 	.venv/bin/ruff check .

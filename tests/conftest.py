@@ -1,4 +1,15 @@
-"""Shared fixtures: real servers started by the test suite."""
+"""Shared fixtures: real servers started by the test suite.
+
+Stacks (``memstream up`` as a process) take seconds to start and stop, so modules share them:
+
+- ``stack``: one plain stack per session (per xdist worker), for modules that only add data
+  under tenants of their own and read it back;
+- ``llm_stack``: one stack per session with summarize_recall on, its model the session's
+  Messages API stand-in (``shared_standin``);
+- a module that must own a stack (it kills or restarts processes, replays and promotes a
+  projection version, needs settings of its own, or asserts on the whole stack's contents)
+  defines its own ``stack`` fixture with :func:`owned_stack`, and its docstring says why.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +20,7 @@ import pytest
 from memstream.stack.net import free_port
 from memstream.stack.servers import Server, falkordb_password, start_falkordb, start_tansu
 from messages_standin import MessagesStandin, llm_env, running_standin
-from stackproc import RunningStack, start_stack
+from stackproc import RunningStack, owned_stack
 
 
 @pytest.fixture(scope="session")
@@ -35,16 +46,15 @@ def falkordb_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server
         server.stop()
 
 
+@pytest.fixture(scope="session")
+def shared_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
+    yield from owned_stack(tmp_path_factory, "shared")
+
+
 @pytest.fixture(scope="module")
-def stack(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[RunningStack]:
-    """``memstream up`` as a real process, one per test module, stopped after it."""
-    s = start_stack(tmp_path_factory.mktemp(request.module.__name__) / "data")
-    try:
-        yield s
-    finally:
-        s.stop()
+def stack(shared_stack: RunningStack) -> RunningStack:
+    """The session's plain stack (see the module docstring)."""
+    return shared_stack
 
 
 @pytest.fixture(scope="module")
@@ -54,16 +64,21 @@ def standin() -> Iterator[MessagesStandin]:
         yield s
 
 
-@pytest.fixture(scope="module")
-def llm_stack(
-    request: pytest.FixtureRequest,
-    standin: MessagesStandin,
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[RunningStack]:
-    """``memstream up`` with summarize_recall on, its model being ``standin``."""
-    data = tmp_path_factory.mktemp(f"{request.module.__name__}-llm") / "data"
-    s = start_stack(data, env=llm_env(standin))
-    try:
+@pytest.fixture(scope="session")
+def shared_standin() -> Iterator[MessagesStandin]:
+    """The stand-in the session's ``llm_stack`` asks."""
+    with running_standin() as s:
         yield s
-    finally:
-        s.stop()
+
+
+@pytest.fixture(scope="session")
+def shared_llm_stack(
+    shared_standin: MessagesStandin, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[RunningStack]:
+    yield from owned_stack(tmp_path_factory, "shared-llm", llm_env(shared_standin))
+
+
+@pytest.fixture(scope="module")
+def llm_stack(shared_llm_stack: RunningStack) -> RunningStack:
+    """``memstream up`` with summarize_recall on, its model being ``shared_standin``."""
+    return shared_llm_stack

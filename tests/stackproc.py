@@ -8,7 +8,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,27 +19,49 @@ from memstream.kafka.topics import LEDGER
 from memstream.shred.opening import EntryOpener
 from memstream.shred.sqlite import SqliteDataKeys
 from memstream.stack.net import free_port
+from memstream_cli.main import app as cli_app
+from typer.testing import CliRunner
 
 BIN = Path(sys.executable).parent
 LLM_ENV = ("ANTHROPIC_API_KEY", "MEMSTREAM_ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL")
 
 
+# Commands that serve, start stacks or install signal handlers: always a process of their own.
+OWN_PROCESS = frozenset({"up", "mcp", "bench"})
+
+
 def memstream(*args: str, data_dir: Path, check: bool = True) -> subprocess.CompletedProcess[str]:
+    """``memstream ARGS --data-dir DATA_DIR``, run in this process (the CLI's own code, its
+    exit code and output; what a process would cost is the interpreter's start, ~1 s of CPU a
+    call, which polls paid every 0.1 s), but for the commands of ``OWN_PROCESS``."""
+    argv = [*args, "--data-dir", str(data_dir)]
+    if args and args[0] in OWN_PROCESS:
+        return memstream_process(*argv, check=check)
+    result = CliRunner().invoke(cli_app, argv, catch_exceptions=False)
+    done = subprocess.CompletedProcess(
+        ["memstream", *argv], result.exit_code, result.stdout, result.stderr
+    )
+    if check:
+        done.check_returncode()
+    return done
+
+
+def memstream_process(*argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    """``memstream ARGV`` as a process of its own."""
     return subprocess.run(
-        [str(BIN / "memstream"), *args, "--data-dir", str(data_dir)],
-        capture_output=True,
-        text=True,
-        check=check,
-        timeout=120,
+        [str(BIN / "memstream"), *argv], capture_output=True, text=True, check=check, timeout=120
     )
 
 
 def wait_until(cond: Callable[[], bool], timeout: float, what: str) -> None:
+    """Poll ``cond`` until true, at 50 ms first and backing off to 1 s between tries."""
     deadline = time.monotonic() + timeout
+    pause = 0.05
     while not cond():
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.1)
+        time.sleep(pause)
+        pause = min(pause * 1.5, 1.0)
 
 
 def healthy_status(data_dir: Path, timeout: float = 120) -> dict[str, Any]:
@@ -167,3 +189,15 @@ def pid_alive(pid: int) -> bool:
     except FileNotFoundError:
         return False
     return True
+
+
+def owned_stack(
+    tmp_path_factory: Any, name: str, env: dict[str, str | None] | None = None
+) -> Iterator[RunningStack]:
+    """A stack of one module's own, stopped after it (``yield from`` it in the module's
+    ``stack`` fixture; ``tmp_path_factory`` is pytest's)."""
+    s = start_stack(tmp_path_factory.mktemp(name) / "data", env=env)
+    try:
+        yield s
+    finally:
+        s.stop()

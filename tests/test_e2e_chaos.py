@@ -11,11 +11,20 @@ import os
 import signal
 import threading
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import httpx
+import pytest
 from memstream.projection.status import caught_up
-from stackproc import RunningStack, memstream, wait_until
+from stackproc import RunningStack, memstream, owned_stack, wait_until
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
+    """This module owns its stack: it kills the broker, the graph server and the sequencer, and
+    asserts on every event of the stack."""
+    yield from owned_stack(tmp_path_factory, "chaos")
 
 
 @dataclass

@@ -3,10 +3,20 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any
 
+import pytest
 from memstream.client import MemoryHttpClient
-from stackproc import RunningStack, memstream, wait_until
+from stackproc import RunningStack, memstream, owned_stack, wait_until
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
+    """This module owns its stack: it replays a version without feedback and promotes it for
+    every tenant."""
+    yield from owned_stack(tmp_path_factory, "rollback")
+
 
 TENANT = "rollback"
 QUESTION = "where does the build cache of zoë's runner live?"

@@ -25,8 +25,16 @@ from memstream.kafka.clients import make_producer
 from memstream.kafka.topics import DLQ, LEDGER
 from memstream.ledger.canonical import GENESIS_HASH
 from memstream.ledger.entry import build_entry
-from stackproc import RunningStack, memstream, pid_alive, wait_until
+from stackproc import RunningStack, memstream, owned_stack, pid_alive, wait_until
 from topicread import read_topic
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
+    """This module owns its stack: it kills a worker again and again and judges the health of
+    the whole stack."""
+    yield from owned_stack(tmp_path_factory, "isolation")
+
 
 POISON_TENANT = "alpha"
 NOW = "2025-10-01T00:00:00Z"

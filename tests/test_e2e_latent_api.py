@@ -30,8 +30,16 @@ from memstream.projection.model import SourceRef
 from memstream.projection.status import caught_up
 from memstream.settings import Settings
 from memstream_api.app import create_app
-from stackproc import RunningStack, memstream, wait_until
+from stackproc import RunningStack, memstream, owned_stack, wait_until
 from topicread import read_topic
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
+    """This module owns its stack: it replays and promotes a projection version ("v2") for
+    every tenant."""
+    yield from owned_stack(tmp_path_factory, "latent-api")
+
 
 TENANT = "ines"
 STREAM = "atelier-du-lundi"  # streams allow no spaces: words joined by dashes

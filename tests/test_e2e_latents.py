@@ -27,9 +27,17 @@ from memstream.projection.latents import decode_artifacts
 from memstream.projection.status import caught_up
 from memstream.shred.opening import EntryOpener
 from memstream.shred.sqlite import SqliteDataKeys
-from stackproc import RunningStack, memstream, wait_until
+from stackproc import RunningStack, memstream, owned_stack, wait_until
 from test_e2e_learning import settled
 from topicread import read_topic
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
+    """This module owns its stack: it kills the latent builder and replays and promotes a
+    version for every tenant."""
+    yield from owned_stack(tmp_path_factory, "latents")
+
 
 TENANT = "carnet"
 STREAM = "journal-de-bord"

@@ -28,8 +28,15 @@ from memstream.metrics import scrape
 from memstream.projection.status import caught_up
 from memstream.shred.opening import EntryOpener
 from memstream.shred.sqlite import SqliteDataKeys
-from stackproc import RunningStack, memstream, pid_alive, wait_until
+from stackproc import RunningStack, memstream, owned_stack, pid_alive, wait_until
 from topicread import read_topic
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
+    """This module owns its stack: it kills the retrospective pass mid-way."""
+    yield from owned_stack(tmp_path_factory, "learning")
+
 
 TENANT = "atelier"
 QUESTION = "What is the door code of the atelier on rue Dupré?"

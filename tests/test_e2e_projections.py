@@ -3,11 +3,21 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any
 
+import pytest
 from memstream.projection.status import caught_up
 from memstream.sdk import MemoryClient
-from stackproc import RunningStack, memstream, wait_until
+from stackproc import RunningStack, memstream, owned_stack, wait_until
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
+    """This module owns its stack: it counts the live version against the whole ledger, then
+    replays, promotes and drops versions."""
+    yield from owned_stack(tmp_path_factory, "projections")
+
 
 N = 2000
 

@@ -32,8 +32,16 @@ from memstream.settings import Settings
 from memstream.shred.opening import EntryOpener
 from memstream.shred.sqlite import SqliteDataKeys
 from memstream.shred.traces import TraceOpener, TraceSealer
-from stackproc import RunningStack, memstream, start_stack, wait_until
+from stackproc import RunningStack, memstream, owned_stack, start_stack, wait_until
 from topicread import read_topic
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
+    """This module owns its stack: it scans every file of the data dir, replays and promotes a
+    version, and restarts a stack."""
+    yield from owned_stack(tmp_path_factory, "purge")
+
 
 TENANT = "registre"
 SUBJECT = "Ines Øverland-Quist"  # asked for as written; her events also say it in lower case

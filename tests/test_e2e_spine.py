@@ -10,11 +10,13 @@ import signal
 import subprocess
 import threading
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import orjson
+import pytest
 from confluent_kafka import Producer
 from memstream.kafka.reading import read_to_end
 from memstream.kafka.topics import DLQ, RAW
@@ -24,10 +26,18 @@ from stackproc import (
     RunningStack,
     healthy_status,
     memstream,
+    owned_stack,
     pid_alive,
     start_stack,
     wait_until,
 )
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
+    """This module owns its stack: it kills workers, counts the whole ledger and the DLQ, and
+    stops the stack."""
+    yield from owned_stack(tmp_path_factory, "spine")
 
 
 def batch(tenant_prefix: str, n: int, streams: int) -> list[dict[str, Any]]:

@@ -42,6 +42,12 @@ EVENTS = [
 
 
 @pytest.fixture(scope="module")
+def standin(shared_standin: MessagesStandin) -> MessagesStandin:
+    """The stand-in the session's llm_stack asks (its requests are read here)."""
+    return shared_standin
+
+
+@pytest.fixture(scope="module")
 def client(llm_stack: RunningStack) -> Iterator[MemoryHttpClient]:
     """The dev tenant with the events recalled."""
     with MemoryHttpClient(llm_stack.api_url, llm_stack.dev_key, timeout=60) as c:

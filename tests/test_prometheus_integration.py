@@ -30,7 +30,8 @@ from memstream.ledger.canonical import GENESIS_HASH
 from memstream.ledger.entry import build_entry
 from memstream.ops.dashboards import dashboards
 from memstream.stack.net import free_port
-from stackproc import RunningStack, healthy_status, memstream, wait_until
+from messages_standin import MessagesStandin, llm_env
+from stackproc import RunningStack, healthy_status, memstream, owned_stack, wait_until
 
 ROOT = Path(__file__).resolve().parents[1]
 RULES = ROOT / "deploy" / "prometheus" / "memstream-rules.yml"
@@ -251,10 +252,13 @@ def scrape_config(stack: RunningStack) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def stack(llm_stack: RunningStack) -> RunningStack:
-    """The module's stack with summarize_recall on (a Messages API stand-in): the LLM
-    panels need calls."""
-    return llm_stack
+def stack(
+    standin: MessagesStandin, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[RunningStack]:
+    """This module owns its stack, with summarize_recall on (a Messages API stand-in: the LLM
+    panels need calls): it asserts which tenants the whole stack ledgered and that no alert of
+    any of its consumers was ever pending."""
+    yield from owned_stack(tmp_path_factory, "prometheus", llm_env(standin))
 
 
 @pytest.fixture(scope="module")

@@ -99,6 +99,9 @@ def create_app(
         manager, thread = None, None
         if project_vectors:
             manager = vector_manager(settings, bootstrap)
+            # Each version's index opens before the API answers (the supervisor holds the
+            # port meanwhile): a read right after `memstream up` finds it instead of a 503.
+            await run_in_threadpool(manager.sync)
             thread = threading.Thread(target=manager.run_forever, name="vector-projection")
             thread.start()
         app.state.vectors = manager

@@ -102,7 +102,8 @@ class Outbox:
         self._thread = threading.Thread(target=self._run, name="outbox", daemon=True)
         for gauge in (OUTBOX_UNDELIVERABLE, OUTBOX_OLDEST_AGE):
             gauge.labels(component).set(0)
-        OUTBOX_DEAD_LETTERED.labels(component)
+        OUTBOX_DEAD_LETTERED.labels(component)  # 0 from the start, as the gauges
+        OUTBOX_RESENT.labels(component)
 
     def start(self) -> Outbox:
         """Take over segments an earlier process left (they go again), then start ticking."""

@@ -4,23 +4,66 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
 
-from memstream_cli.bench.chaos import run_chaos_bench
-from memstream_cli.bench.embed import run_embed_bench
-from memstream_cli.bench.ingest import run_ingest_bench
-from memstream_cli.bench.keys import keys_table
-from memstream_cli.bench.learn import run_learn_bench
-from memstream_cli.bench.load import run_load_bench
-from memstream_cli.bench.locomo import run_locomo_bench
-from memstream_cli.bench.neighbours import run_neighbours_bench
-from memstream_cli.bench.read_after import run_read_after_bench
-from memstream_cli.bench.report import blocks_from, update_readme
+from memstream_cli.bench.faults import FAULTS
 from memstream_cli.common import JsonFlag, err, out, print_json
 from memstream_cli.progress import stages
+
+# The benches import the stack supervisor, the MCP server and more (~2 s): every other
+# `memstream` command starts without them. Each runner is imported when its bench runs.
+
+
+def run_chaos_bench(*args: Any, **kwargs: Any) -> dict[str, Any]:
+    from memstream_cli.bench.chaos import run_chaos_bench as run
+
+    return run(*args, **kwargs)
+
+
+def run_embed_bench(*args: Any, **kwargs: Any) -> dict[str, Any]:
+    from memstream_cli.bench.embed import run_embed_bench as run
+
+    return run(*args, **kwargs)
+
+
+def run_ingest_bench(*args: Any, **kwargs: Any) -> dict[str, Any]:
+    from memstream_cli.bench.ingest import run_ingest_bench as run
+
+    return run(*args, **kwargs)
+
+
+def run_learn_bench(*args: Any, **kwargs: Any) -> dict[str, Any]:
+    from memstream_cli.bench.learn import run_learn_bench as run
+
+    return run(*args, **kwargs)
+
+
+def run_load_bench(*args: Any, **kwargs: Any) -> dict[str, Any]:
+    from memstream_cli.bench.load import run_load_bench as run
+
+    return run(*args, **kwargs)
+
+
+def run_locomo_bench(*args: Any, **kwargs: Any) -> dict[str, Any]:
+    from memstream_cli.bench.locomo import run_locomo_bench as run
+
+    return run(*args, **kwargs)
+
+
+def run_neighbours_bench(*args: Any, **kwargs: Any) -> dict[str, Any]:
+    from memstream_cli.bench.neighbours import run_neighbours_bench as run
+
+    return run(*args, **kwargs)
+
+
+def run_read_after_bench(*args: Any, **kwargs: Any) -> dict[str, Any]:
+    from memstream_cli.bench.read_after import run_read_after_bench as run
+
+    return run(*args, **kwargs)
+
 
 bench_app = typer.Typer(
     help="Benchmarks (tables and JSON, same-run baselines).", no_args_is_help=True
@@ -91,6 +134,8 @@ def embed(
     if "locomo" in doc:
         out.print_json(data=doc["locomo"])
     if "locomo_keys" in doc:
+        from memstream_cli.bench.keys import keys_table
+
         out.print(keys_table(doc["locomo_keys"]))
 
 
@@ -248,6 +293,8 @@ def report(
     readme: Annotated[Path, typer.Option("--readme")] = Path("README.md"),
 ) -> None:
     """Rewrite the README's result tables from the JSON the benches wrote."""
+    from memstream_cli.bench.report import blocks_from, update_readme
+
     blocks = blocks_from(results)
     if not blocks:
         raise typer.BadParameter(f"no bench JSON in {results}", param_hint="--results")
@@ -256,10 +303,21 @@ def report(
 
 
 @bench_app.command("chaos")
-def chaos(json_out: JsonFlag = False) -> None:
+def chaos(
+    faults: Annotated[
+        str, typer.Option("--faults", help=f"processes to kill, in order ({', '.join(FAULTS)})")
+    ] = ",".join(FAULTS),
+    settle_seconds: Annotated[
+        float, typer.Option("--settle-seconds", help="load after each recovery")
+    ] = 5.0,
+    json_out: JsonFlag = False,
+) -> None:
     """Kill -9 each process of a loaded stack in turn: accepted, ledgered, lost, duplicated."""
+    chosen = tuple(f.strip() for f in faults.split(",") if f.strip())
+    if not chosen or not set(chosen) <= set(FAULTS):
+        raise typer.BadParameter(f"choose from {', '.join(FAULTS)}", param_hint="--faults")
     with stages(json_out) as progress:
-        doc = run_chaos_bench(progress)
+        doc = run_chaos_bench(progress, settle_seconds, chosen)
     if json_out:
         print_json(doc)
         return

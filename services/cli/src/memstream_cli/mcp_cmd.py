@@ -7,11 +7,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
-import anyio
 import typer
-from mcp.server.mcpserver.exceptions import ToolError
-from memstream.mcpserver.backend import MemoryBackend, http_backend
-from memstream.mcpserver.server import build_server
 from memstream.metrics import serve_metrics
 from memstream.settings import Settings
 
@@ -45,6 +41,11 @@ def mcp(
         fail(
             "set MEMSTREAM_API_KEY (from `memstream keys create --tenant T`): it decides the tenant"
         )
+    # The MCP server and its SDK are imported here (~1.2 s), not by every other command.
+    import anyio
+    from memstream.mcpserver.backend import MemoryBackend, http_backend
+    from memstream.mcpserver.server import build_server
+
     settings = settings_for(data_dir)
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per tool call is noise
     port = serve_metrics(settings.metrics_port, settings.metrics_host)
@@ -62,6 +63,8 @@ def mcp(
 
 
 def _located_api(settings: Settings) -> str:
+    from mcp.server.mcpserver.exceptions import ToolError
+
     try:
         ep = locate(settings)
     except NoStackError as exc:

@@ -32,9 +32,10 @@ class Server:
     restarts: int = 0
     next_start: float = 0.0
     password: str | None = None  # what a client must AUTH with
+    stop_timeout: float = 10.0  # how long a stop waits for a graceful exit before SIGKILL
 
-    def stop(self, timeout: float = 10.0) -> None:
-        stop_process(self.proc, timeout)
+    def stop(self, timeout: float | None = None) -> None:
+        stop_process(self.proc, self.stop_timeout if timeout is None else timeout)
 
     def restart(self) -> Server:
         if self.start_again is None:
@@ -70,7 +71,11 @@ def start_tansu(port: int, log_dir: Path, timeout: float = 30.0) -> Server:
             if time.monotonic() > deadline or proc.poll() is not None:
                 raise _fail("Tansu broker", proc, log, f"metadata request failed: {exc}") from exc
             time.sleep(0.2)
-    return Server("tansu", proc, port, log, lambda: start_tansu(port, log_dir, timeout))
+    # Memory storage holds nothing to flush, and a graceful exit waits ~5 s for its clients:
+    # a second is enough.
+    return Server(
+        "tansu", proc, port, log, lambda: start_tansu(port, log_dir, timeout), stop_timeout=1.0
+    )
 
 
 def falkordb_password(data_dir: Path) -> str:

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-import anthropic
 from pydantic import SecretStr
 
 from memstream.settings import Settings
+
+if TYPE_CHECKING:
+    import anthropic
 
 
 class SummarizeDisabled(RuntimeError):
@@ -54,9 +56,14 @@ class AnthropicLlmProvider:
         base_url: str | None = None,
         max_retries: int = 1,
     ) -> None:
+        # Imported here: the client costs ~2 s of CPU to import, paid at every API start
+        # (restarts included) though most stacks run without a model key.
+        import anthropic
+
+        self._api_error = anthropic.APIError
         self.model = model
         # One retry at most: the caller waits, and the cache absorbs repeats.
-        self.client = anthropic.Anthropic(
+        self.client: anthropic.Anthropic = anthropic.Anthropic(
             api_key=api_key, base_url=base_url, timeout=timeout_s, max_retries=max_retries
         )
 
@@ -68,7 +75,7 @@ class AnthropicLlmProvider:
                 system=system,
                 messages=[{"role": "user", "content": prompt}],
             )
-        except anthropic.APIError as exc:
+        except self._api_error as exc:
             raise ProviderError(f"{type(exc).__name__}: {exc}") from exc
         text = "".join(block.text for block in reply.content if block.type == "text").strip()
         if not text:

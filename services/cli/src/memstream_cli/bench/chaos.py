@@ -35,11 +35,11 @@ from memstream.keys import KeyStore
 from memstream.projection.status import caught_up, live_version, projection_status
 from memstream.settings import Settings
 
+from memstream_cli.bench.faults import FAULTS
 from memstream_cli.bench.stack import throwaway_stack
 from memstream_cli.progress import Report
 from memstream_cli.stack.supervisor import EmbeddedStack
 
-FAULTS = ("tansu", "falkordb", "sequencer", "archiver", "graph-projector", "api")
 BASELINE = "none"  # the row of the undisturbed load before the first kill
 TENANTS = ("chaos-a", "chaos-b")
 BATCH = 10
@@ -169,8 +169,14 @@ def _wait(cond: Callable[[], bool], timeout: float) -> float | None:
     return None
 
 
-def run_chaos_bench(progress: Report, settle_s: float = 5.0) -> dict[str, Any]:
-    """The table's rows: one per fault, plus verification and convergence at the end."""
+def run_chaos_bench(
+    progress: Report, settle_s: float = 5.0, faults: tuple[str, ...] = FAULTS
+) -> dict[str, Any]:
+    """The table's rows: one per fault (``faults``, in order, each given ``settle_s`` after
+    its recovery), plus verification and convergence at the end."""
+    unknown = set(faults) - set(FAULTS)
+    if unknown:
+        raise ValueError(f"unknown faults {sorted(unknown)}; known: {', '.join(FAULTS)}")
     with throwaway_stack(progress) as (stack, settings):
         supervisor = threading.Thread(target=stack.supervise, name="supervise", daemon=True)
         supervisor.start()
@@ -184,7 +190,7 @@ def run_chaos_bench(progress: Report, settle_s: float = 5.0) -> dict[str, Any]:
         ]
         loader.start()
         time.sleep(settle_s * 2)
-        for name in FAULTS:
+        for name in faults:
             progress(f"kill -9 {name}")
             rows.append(_fault(stack, load, name, settle_s))
         ended = time.monotonic()
@@ -199,13 +205,13 @@ def run_chaos_bench(progress: Report, settle_s: float = 5.0) -> dict[str, Any]:
         converge_s = _wait(lambda: _converged(settings, stack.bootstrap, metrics), 300)
         stack.stopping.set()
         supervisor.join(10)
-        faults = fault_rows(rows, ended, load.answers, load.failures, counts)
+        table = fault_rows(rows, ended, load.answers, load.failures, counts)
         return {
-            "faults": faults,
+            "faults": table,
             "accepted": len(accepted),
-            "refused_requests": sum(f["refused"] for f in faults),
-            "transport_errors": sum(f["transport_errors"] for f in faults),
-            "lost": sum(f["lost"] for f in faults),
+            "refused_requests": sum(f["refused"] for f in table),
+            "transport_errors": sum(f["transport_errors"] for f in table),
+            "lost": sum(f["lost"] for f in table),
             "duplicated": sum(1 for c in counts.values() if c > 1),
             "chain_verifies": report.broken is None,
             "projections_converged": converge_s is not None,

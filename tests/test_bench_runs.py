@@ -1,0 +1,168 @@
+"""Every ``memstream bench`` command, run for real at a tiny size: its JSON document and the
+figures a reader relies on (nothing lost or doubled, counts that add up, baselines present).
+
+Each bench starts its own throw-away stack (or none: embed, report), as the command does for
+a user; so each test here owns one, by design of the command under test. The sizes are the
+smallest that exercise every phase, not measurements: the numbers are not judged, only
+their presence, their shape and the invariants.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from stackproc import BIN, LLM_ENV
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def bench(tmp_path: Path, *args: str, timeout: float = 600) -> dict[str, Any]:
+    """``memstream bench ARGS --json``: its one JSON document (stdout holds nothing else)."""
+    env = {k: v for k, v in os.environ.items() if k not in LLM_ENV}
+    env["TMPDIR"] = str(tmp_path)  # the throw-away stack's data dir
+    res = subprocess.run(
+        [str(BIN / "memstream"), "bench", *args, "--json"],
+        capture_output=True, text=True, env=env, timeout=timeout,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr[-3000:]
+    doc: dict[str, Any] = json.loads(res.stdout)
+    return doc
+
+
+def tiny_locomo() -> list[dict[str, Any]]:
+    """Two conversations written for this test, in the benchmark's file format."""
+    first = {
+        "speaker_a": "Ines", "speaker_b": "Kofi",
+        "session_1_date_time": "9:00 am on 3 March, 2031",
+        "session_1": [
+            {"speaker": "Ines", "dia_id": "D1:1", "text": "I adopted a grey kitten called Pebble."},
+            {"speaker": "Kofi", "dia_id": "D1:2", "text": "Lovely! I started night shifts."},
+            {"speaker": "Ines", "dia_id": "D1:3", "text": "Pebble sleeps on my keyboard."},
+        ],
+        "session_2_date_time": "6:00 pm on 9 March, 2031",
+        "session_2": [
+            {"speaker": "Kofi", "dia_id": "D2:1", "text": "I sold my old road bike for 200 euros."},
+            {"speaker": "Ines", "dia_id": "D2:2", "text": "Good price! Pebble learnt to fetch."},
+        ],
+    }  # fmt: skip
+    second = {
+        "speaker_a": "Aiko", "speaker_b": "Lars",
+        "session_1_date_time": "10:00 am on 1 April, 2031",
+        "session_1": [
+            {"speaker": "Aiko", "dia_id": "D1:1", "text": "I planted tomatoes and basil today."},
+            {"speaker": "Lars", "dia_id": "D1:2", "text": "I am learning the cello."},
+        ],
+    }  # fmt: skip
+    return [
+        {"sample_id": "tiny-1", "conversation": first, "qa": [
+            {"question": "What is the name of Ines's kitten?", "evidence": ["D1:1"],
+             "category": 4},
+            {"question": "What did Kofi sell?", "evidence": ["D2:1"], "category": 1},
+            {"question": "When did Kofi sell his bike?", "evidence": ["D2:1"], "category": 2},
+            {"question": "What is Ines's favourite opera?", "evidence": [], "category": 5,
+             "adversarial_answer": "Tosca"},
+        ]},
+        {"sample_id": "tiny-2", "conversation": second, "qa": [
+            {"question": "What did Aiko plant?", "evidence": ["D1:1"], "category": 4},
+            {"question": "Which instrument is Lars learning?", "evidence": ["D1:2"],
+             "category": 3},
+        ]},
+    ]  # fmt: skip
+
+
+@pytest.mark.timeout(900)
+def test_bench_ingest_counts_every_event_into_the_ledger(tmp_path: Path) -> None:
+    doc = bench(tmp_path, "ingest", "--events", "400", "--http-events", "200")
+    assert doc["raw_broker_produce_events_per_s"] > 0
+    assert doc["sdk"]["ledger_events_per_s"] > 0 and doc["http"]["ledger_events_per_s"] > 0
+    assert doc["http"]["events"] == 200
+    assert doc["sdk_ledger_vs_raw"] > 0 and doc["http_ledger_vs_raw"] > 0
+
+
+def test_bench_embed_times_the_embedder_and_scores_a_locomo_file(tmp_path: Path) -> None:
+    data = tmp_path / "tiny.json"
+    data.write_text(json.dumps(tiny_locomo()))
+    doc = bench(tmp_path, "embed", "--docs", "200", "--locomo", str(data), "--keys")
+    assert doc["docs"] == 200 and doc["docs_per_s"] > 0 and doc["dim"] > 0
+    assert doc["locomo"]["questions"] == 5  # category 5 (no evidence) is not scored
+    for method in ("dense", "bm25", "rrf"):
+        assert 0 <= doc["locomo"][method]["recall"] <= 1
+    assert doc["locomo_keys"]
+
+
+@pytest.mark.timeout(900)
+def test_bench_locomo_scores_the_packet_beside_its_baselines(tmp_path: Path) -> None:
+    data, rows = tmp_path / "tiny.json", tmp_path / "rows.jsonl"
+    data.write_text(json.dumps(tiny_locomo()))
+    doc = bench(tmp_path, "locomo", "--data", str(data), "--out", str(rows))
+    methods = doc["methods"]
+    assert {"packet", "bm25", "dense", "recall"} <= set(methods)
+    for m in methods.values():
+        assert 0 <= m["recall"] <= 1 and 0 <= m["hit"] <= 1
+    assert methods["packet"]["hit"] > 0  # some evidence of these few turns is found
+    assert doc["packet_tokens_median"] > 0 and doc["checkout_ms_p95"] > 0
+    lines = [json.loads(x) for x in rows.read_text().splitlines()]
+    assert {(r["sample_id"], r["qa_index"]) for r in lines} >= {("tiny-1", 0), ("tiny-2", 1)}
+    keys = {"sample_id", "qa_index", "category", "retrieved", "packet_tokens", "latency_ms",
+            "answerability"}  # fmt: skip
+    assert all(keys <= set(r) for r in lines)
+
+
+@pytest.mark.timeout(900)
+def test_bench_neighbours_runs_both_settings_with_no_5xx(tmp_path: Path) -> None:
+    doc = bench(tmp_path, "neighbours", "--events", "200", "--connections", "4", "--cycles",
+                "1", "--window-seconds", "3")  # fmt: skip
+    runs = {r["limits"]: r for r in doc["runs"]}
+    assert set(runs) == {False, True}
+    for r in runs.values():
+        assert r["quiet"]["checkouts"] > 0 and r["flood"]["checkouts"] > 0
+        assert r["flooder"]["statuses"].get("5xx", 0) == 0
+    assert runs[False]["flooder"]["statuses"].get("429", 0) == 0  # no fair share: no 429
+
+
+@pytest.mark.timeout(900)
+def test_bench_chaos_loses_and_doubles_nothing(tmp_path: Path) -> None:
+    doc = bench(tmp_path, "chaos", "--faults", "sequencer,api", "--settle-seconds", "2")
+    assert [f["fault"] for f in doc["faults"]] == ["none", "sequencer", "api"]
+    assert doc["accepted"] > 0 and doc["lost"] == 0 and doc["duplicated"] == 0
+    assert doc["chain_verifies"] and doc["projections_converged"]
+    assert all(f["recover_s"] is not None for f in doc["faults"][1:])
+
+
+@pytest.mark.timeout(900)
+def test_bench_learn_runs_learning_off_and_on(tmp_path: Path) -> None:
+    doc = bench(tmp_path, "learn", "--families", "3", "--rounds", "2", "--howtos", "1")
+    assert doc["families"] == 3 and len(doc["per_round"]) == 2
+    for r in doc["per_round"]:
+        assert 0 <= r["learning_off"] <= 1 and 0 <= r["learning_on"] <= 1
+    assert {"before", "after"} <= set(doc["adversarial_praise"])
+    assert doc["howto"]["families"] == 1
+
+
+@pytest.mark.timeout(900)
+def test_bench_load_reports_ingest_freshness_and_checkouts(tmp_path: Path) -> None:
+    doc = bench(tmp_path, "load", "--events", "300", "--tenants", "2", "--checkouts", "10",
+                "--steady-rate", "20", "--steady-seconds", "2")  # fmt: skip
+    assert doc["events"] == 300 and doc["tenants"] == 2
+    assert doc["checkout_p95_ms"] > 0 and doc["ingest_events_per_s"] > 0
+
+
+def test_bench_report_rewrites_the_readme_tables_from_bench_json(tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    results.mkdir()
+    (results / "embed.json").write_text(json.dumps(bench(tmp_path, "embed", "--docs", "100")))
+    readme = tmp_path / "README.md"
+    readme.write_text("# x\n\n<!-- bench:embed -->\nold table\n<!-- /bench:embed -->\n")
+    res = subprocess.run(
+        [str(BIN / "memstream"), "bench", "report", "--results", str(results), "--readme",
+         str(readme)], capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    text = readme.read_text()
+    assert "old table" not in text and "docs/s" in text
+    assert text.startswith("# x\n\n<!-- bench:embed -->\n")
