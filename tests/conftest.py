@@ -2,10 +2,10 @@
 
 Stacks (``memstream up`` as a process) take seconds to start and stop, so modules share them:
 
-- ``stack``: one plain stack per session (per xdist worker), for modules that only add data
-  under tenants of their own and read it back;
-- ``llm_stack``: one stack per session with summarize_recall on, its model the session's
-  Messages API stand-in (``shared_standin``);
+- ``stack`` (also ``llm_stack``): one stack per session (per xdist worker) with
+  summarize_recall on, its model the session's Messages API stand-in (``shared_standin``), for
+  modules that only add data under tenants of their own and read it back; one stack, not
+  two, because an idle stack still costs CPU (its consumers poll the broker);
 - a module that must own a stack (it kills or restarts processes, replays and promotes a
   projection version, needs settings of its own, or asserts on the whole stack's contents)
   defines its own ``stack`` fixture with :func:`owned_stack`, and its docstring says why.
@@ -46,15 +46,10 @@ def falkordb_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server
         server.stop()
 
 
-@pytest.fixture(scope="session")
-def shared_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
-    yield from owned_stack(tmp_path_factory, "shared")
-
-
 @pytest.fixture(scope="module")
-def stack(shared_stack: RunningStack) -> RunningStack:
-    """The session's plain stack (see the module docstring)."""
-    return shared_stack
+def stack(shared_llm_stack: RunningStack) -> RunningStack:
+    """The session's shared stack (see the module docstring)."""
+    return shared_llm_stack
 
 
 @pytest.fixture(scope="module")

@@ -146,27 +146,32 @@ def test_without_a_key_it_is_a_503_naming_anthropic_api_key(tmp_path: Path) -> N
         with MemoryHttpClient(s.api_url, s.dev_key) as c, pytest.raises(MemstreamHttpError) as e:
             c.summarize_recall(QUERY)
         assert e.value.status == 503
+        # The MCP tool says so too, never a silent fallback.
+        result = anyio.run(mcp_call, s, "summarize_recall", {"query": QUERY})
+        text = "".join(getattr(c, "text", "") for c in result.content)
+        assert result.is_error and "ANTHROPIC_API_KEY" in text, text
     finally:
         s.stop()
+
+
+async def mcp_call(s: RunningStack, tool: str, args: dict[str, object]) -> CallToolResult:
+    """One tool call over the stack's streamable HTTP MCP endpoint, with its dev key."""
+    headers = {"Authorization": f"Bearer {s.dev_key}"}
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=60) as http,
+        streamable_http_client(f"{s.api_url}/mcp", http_client=http) as (r, w, *_),
+        ClientSession(r, w) as session,
+    ):
+        await session.initialize()
+        return await session.call_tool(tool, args)
 
 
 def test_the_mcp_tool_answers_the_same_checked_summary(
     llm_stack: RunningStack, client: MemoryHttpClient, standin: MessagesStandin
 ) -> None:
-    async def call() -> CallToolResult:
-        headers = {"Authorization": f"Bearer {llm_stack.dev_key}"}
-        async with (
-            httpx2.AsyncClient(headers=headers, timeout=60) as http,
-            streamable_http_client(f"{llm_stack.api_url}/mcp", http_client=http) as (r, w, *_),
-            ClientSession(r, w) as session,
-        ):
-            await session.initialize()
-            return await session.call_tool(
-                "summarize_recall", {"query": QUERY, "k": 4, "force_refresh": True}
-            )
-
     before = len(standin.requests)
-    result = anyio.run(call)
+    args = {"query": QUERY, "k": 4, "force_refresh": True}
+    result = anyio.run(mcp_call, llm_stack, "summarize_recall", args)
     assert not result.is_error
     doc = result.structured_content
     assert len(standin.requests) == before + 1

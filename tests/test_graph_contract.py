@@ -880,6 +880,11 @@ def test_events_by_ids_and_recent_are_tenant_scoped(store: GraphStore) -> None:
     got = store.events(A, ["chat-2", "chat-1", "missing", "chat-4"])
     assert sorted(e.event_id for e in got) == ["chat-1", "chat-2"]
     assert store.events(B, ["chat-1"]) == []
+    # The count a purge's watch asks: the tenant's events among the ids, duplicates once.
+    assert store.events_held(A, ["chat-2", "chat-1", "missing", "chat-4", "chat-1"]) == 2
+    assert store.events_held(B, ["chat-1", "chat-4"]) == 1 and store.events_held(A, []) == 0
+    store.purge_events(A, ["chat-1"])
+    assert store.events_held(A, ["chat-2", "chat-1"]) == 1
     assert [e.event_id for e in store.recent(A, limit=2)] == ["chat-3", "chat-2"]
     assert [e.event_id for e in store.recent(A, limit=5, stream="other")] == ["other-1"]
     assert [e.event_id for e in store.recent(B)] == ["chat-4"]

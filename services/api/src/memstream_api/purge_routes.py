@@ -47,6 +47,9 @@ from memstream_api.shredding import Reach, TopicsOutcome, purge_topics
 log = logging.getLogger(__name__)
 router = APIRouter(tags=["forget"])
 POLL_S = 0.25
+# A request's watch backs off to this: each check reads the tenant's archive and asks every
+# store, and for a purge of thousands of events polling at POLL_S kept the API busy.
+WATCH_MAX_POLL_S = 1.0
 NAMED_CANDIDATES = 200  # the most a recall returns
 BACKGROUND_WATCH_S = 3600.0  # after an hour the purge is left to the alert, not this thread
 BACKGROUND_POLL_S = 10.0  # the longest pause between two checks of a purge left running
@@ -79,7 +82,7 @@ def store_checks(
         return all(is_purged(e) for e, _ in entries if e.get("id") in ids)
 
     checks: dict[str, StoreCheck] = {
-        "graph": lambda: not checkout.live_graph().events(tenant, scope.event_ids),
+        "graph": lambda: checkout.live_graph().events_held(tenant, scope.event_ids) == 0,
         "latents": lambda: not checkout.live_graph().latents_by_id(tenant, scope.latent_ids),
     }
     try:
@@ -279,7 +282,7 @@ async def purge_subject(
         checkout.forget_tenant(tenant)  # a checkout may have read one before it went
         return done
 
-    completed = await run_in_threadpool(watch, check, wait_s)
+    completed = await run_in_threadpool(watch, check, wait_s, WATCH_MAX_POLL_S)
     complete = is_complete(completed)
     PURGES.labels(COMPONENT, "complete" if complete else "incomplete").inc()
     if not complete:

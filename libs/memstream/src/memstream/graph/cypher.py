@@ -316,6 +316,12 @@ EVENTS = (
     "WHERE n.seq IS NOT NULL\nRETURN" + _EVENT_COLUMNS
 )
 
+# How many of the ids are still events of the tenant: a purge's watch asks it until 0.
+EVENTS_HELD = (
+    "UNWIND $ids AS id\nMATCH (n:Event {tenant: $tenant, event_id: id})\n"
+    "WHERE n.seq IS NOT NULL\nRETURN count(n) AS held"
+)
+
 RECENT = (
     """
 MATCH (n:Event)

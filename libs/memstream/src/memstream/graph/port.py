@@ -151,6 +151,10 @@ class GraphStore(Protocol):
     def events(self, tenant: str, event_ids: list[str]) -> list[EventRecord]:
         """The tenant's events among ``event_ids`` (unknown ids are left out)."""
 
+    def events_held(self, tenant: str, event_ids: list[str]) -> int:
+        """How many of ``event_ids`` the graph still holds as the tenant's events (a count:
+        no records read, however many ids a purge watches)."""
+
     def recent(
         self, tenant: str, limit: int = 20, stream: str | None = None, as_of: str | None = None
     ) -> list[EventRecord]:

@@ -28,6 +28,7 @@ from memstream.graph.cypher import (
     ENTITIES,
     EVENT,
     EVENTS,
+    EVENTS_HELD,
     FACT_BY_ID,
     FACTS,
     FACTS_FOR_SUBJECT,
@@ -619,6 +620,13 @@ class CypherGraphStore(ABC):
             return []
         rows = self._read(EVENTS, {"tenant": tenant, "ids": list(dict.fromkeys(event_ids))})
         return [_event_record(r) for r in rows]
+
+    def events_held(self, tenant: str, event_ids: list[str]) -> int:
+        """How many of ``event_ids`` are still the tenant's events (a count, no records)."""
+        if not event_ids:
+            return 0
+        rows = self._read(EVENTS_HELD, {"tenant": tenant, "ids": list(dict.fromkeys(event_ids))})
+        return int(rows[0]["held"]) if rows else 0
 
     def recent(
         self, tenant: str, limit: int = 20, stream: str | None = None, as_of: str | None = None

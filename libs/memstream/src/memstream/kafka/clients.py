@@ -37,8 +37,11 @@ def consumer_config(bootstrap: str, group: str, settings: Settings, **extra: Any
         "session.timeout.ms": settings.consumer_session_timeout_ms,
         "heartbeat.interval.ms": max(500, settings.consumer_session_timeout_ms // 4),
         "partition.assignment.strategy": "range",
-        # An idle fetch returns after this long; it bounds the pipeline's added latency.
-        "fetch.wait.max.ms": 50,
+        # How long the broker may hold a fetch with nothing to return. Tansu answers a held
+        # fetch as soon as a record arrives (2-3 ms from produce to consume at 100 and 200
+        # ms, measured), so this is the idle fetch rate, not latency: at 50 ms an idle
+        # embedded stack spent 16% of a core (12% in the broker), at 200 ms 8%.
+        "fetch.wait.max.ms": 200,
     }
     conf.update(extra)
     return conf
