@@ -1,4 +1,5 @@
-"""Attribution: answers about a named speaker must not rest on someone else's "I"."""
+"""Attribution: answers about a named speaker must not rest on someone else's "I", nor on
+words that only ask; a speaker's own words answer for them when no one else's say more."""
 
 from __future__ import annotations
 
@@ -6,8 +7,18 @@ import hashlib
 
 import pytest
 from memstream.checkout.model import Candidate
-from memstream.checkout.synthesis.attribution import first_person, misattributed, talks_about
-from memstream.projection.model import SourceRef
+from memstream.checkout.plan import plan_query
+from memstream.checkout.plan.entities import Lexicon
+from memstream.checkout.synthesis import synthesize
+from memstream.checkout.synthesis.attribution import (
+    first_person,
+    misattributed,
+    only_asks,
+    talks_about,
+)
+from memstream.projection.model import EntityView, SourceRef
+from memstream.projection.names import entity_key
+from synthdata import NOW, event
 
 
 def said(item_id: str, agent: str, text: str, kind: str = "event") -> Candidate:
@@ -102,3 +113,84 @@ def test_only_named_speakers_count() -> None:
 def test_facts_in_the_support_disable_the_check() -> None:
     pool = dict(POOL, f1=said("f1", "Idris", "I own a kayak", kind="fact"))
     assert misattributed(["noor"], ["a1", "f1"], pool) is None
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Priya, what are you bringing to the potluck?", True),
+        ("Sounds fun! What will you bring to the potluck? Mine is dessert.", True),
+        ("I'm bringing my aunt's jollof rice to the potluck.", False),
+        ("The potluck was great. Did you like it?", False),  # it tells, then asks
+        ("Did you see the match?", False),  # asks, but not about the potluck
+        ("POTLUCK?!", True),
+    ],
+)
+def test_only_asks_when_every_sentence_naming_the_focus_is_a_question(
+    text: str, expected: bool
+) -> None:
+    assert only_asks(text, frozenset({"potluck"})) is expected
+
+
+def test_an_echo_of_the_question_is_passed_over_for_the_memory_that_tells() -> None:
+    """The friend's question repeats the asked words more closely than Priya's answer."""
+    plan = plan_query("What is Priya bringing to the potluck?", NOW)
+    pool = [
+        event("q1", "Priya, what are you bringing to the potluck this time?", agent="Tomás"),
+        event("a1", "I'm making my aunt's jollof rice for the potluck!", agent="Priya"),
+    ]
+    result = synthesize(plan, pool)
+    assert result.answerability == "answer_from_memory", result.warnings
+    assert result.answer_candidates[0].support_ids == ["a1"]
+
+
+def test_only_echoes_of_the_question_are_not_an_answer() -> None:
+    plan = plan_query("what is priya bringing to the potluck?", NOW)
+    pool = [event("q1", "Priya, what are you bringing to the potluck?", agent="Tomás")]
+    result = synthesize(plan, pool)
+    assert result.answerability == "ask_user" and not result.answer_candidates
+    assert [w.ids for w in result.warnings if "only ask" in w.message] == [["q1"]]
+
+
+# Two friends talk; the question about Élodie is answered from her own words though they
+# share few of its words, unless Bastien's own words cover the question better: then the
+# question is about what he did, and memory holds nothing of hers on it.
+CHAT = [
+    event("e1", "I finally decided to hang the harbour watercolour by the stairs.", agent="Élodie"),
+    event("e2", "Hey Bastien! Work has been hectic this month.", agent="Élodie"),
+    event("b1", "Nice, Élodie! The weather was awful here.", agent="Bastien"),
+]
+
+
+SPEAKERS = Lexicon.build(
+    EntityView(key=entity_key(n), name=n, kind="agent", actor=True) for n in ("Élodie", "Bastien")
+)
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "What painting did Élodie hang up in her hallway?",
+        "what painting did élodie hang in the hallway",  # lower case: her name as memory knows it
+    ],
+)
+def test_a_speakers_own_words_answer_when_no_one_elses_cover_more(question: str) -> None:
+    plan = plan_query(question, NOW, lexicon=SPEAKERS)
+    result = synthesize(plan, CHAT)
+    assert result.answerability == "answer_from_memory", result.warnings
+    assert result.answer_candidates[0].support_ids == ["e1"]
+    assert result.answer_candidates[0].confidence < 0.8  # weak by words: said so
+
+
+def test_someone_elses_own_words_covering_more_mean_ask_user() -> None:
+    plan = plan_query("What painting did Élodie hang up in her hallway?", NOW, lexicon=SPEAKERS)
+    his = event("b2", "I hung the painting from my aunt in our hallway.", agent="Bastien")
+    result = synthesize(plan, [*CHAT, his])
+    assert result.answerability == "ask_user", result.answer_candidates
+    assert any("weak support" in w.message for w in result.warnings)
+
+
+def test_weak_words_without_a_named_speaker_still_ask() -> None:
+    plan = plan_query("What painting hangs up in the hallway?", NOW, lexicon=SPEAKERS)
+    result = synthesize(plan, CHAT)
+    assert result.answerability == "ask_user"

@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 from memstream_cli.bench.chaos import Answer, Failure, fault_rows, longest_gap
 from memstream_cli.bench.load import PROBE_TIMEOUT_S, ProbeLog
+from memstream_cli.bench.locomo import answerability_rates, reliability
 from memstream_cli.bench.report import (
+    answerability_lines,
     blocks_from,
     chaos_table,
     learn_table,
@@ -252,3 +254,28 @@ def test_load_rows_from_runs_on_different_days_each_name_their_day() -> None:
         "_Measured 2031-01-02 (10,000, 100,000, 100,000 HNSW); 2031-01-05 (1,000,000) "
         "on a 2-core machine._"
     )
+
+
+def test_the_answerability_rates_and_reliability_come_from_the_rows() -> None:
+    """Rows written here: two answerable with evidence in the first ten (one abstained),
+    one answerable without, three unanswerable (two abstained)."""
+    rows = [
+        {"category": 1, "answerability": "ask_user", "confidence": 0.0, "evidence_in_top": True},
+        {"category": 2, "answerability": "answer_from_memory", "confidence": 0.9,
+         "evidence_in_top": True},
+        {"category": 4, "answerability": "answer_from_memory", "confidence": 0.7,
+         "evidence_in_top": False},
+        {"category": 5, "answerability": "no_memory", "confidence": 0.0, "evidence_in_top": None},
+        {"category": 5, "answerability": "ask_user", "confidence": 0.0, "evidence_in_top": None},
+        {"category": 5, "answerability": "answer_from_memory", "confidence": 0.8,
+         "evidence_in_top": None},
+    ]  # fmt: skip
+    rates = answerability_rates(rows)
+    assert rates["abstained_with_evidence"] == 0.5 and rates["answerable_with_evidence"] == 2
+    assert rates["abstained_unanswerable"] == 0.6667 and rates["unanswerable"] == 3
+    assert rates["abstention_precision"] == 0.6667 and rates["abstained"] == 3
+    bins = {(b["from"], b["packets"], b["evidence_in_top"]) for b in reliability(rows)}
+    assert (0.6, 1, 0.0) in bins and (0.8, 1, 1.0) in bins and (0.0, 0, None) in bins
+    doc = {"answerability": rates, "reliability": reliability(rows)}
+    lines = "\n".join(answerability_lines(doc))
+    assert "on 50.0% of the 2 answerable questions" in lines and "| 0.8–1.0 | 1 | 1.000 |" in lines

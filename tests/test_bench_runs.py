@@ -95,6 +95,9 @@ def test_bench_embed_times_the_embedder_and_scores_a_locomo_file(tmp_path: Path)
     assert doc["locomo_keys"]
 
 
+ABSTAINING = ("ask_user", "no_memory")
+
+
 @pytest.mark.timeout(900)
 def test_bench_locomo_scores_the_packet_beside_its_baselines(tmp_path: Path) -> None:
     data, rows = tmp_path / "tiny.json", tmp_path / "rows.jsonl"
@@ -109,8 +112,16 @@ def test_bench_locomo_scores_the_packet_beside_its_baselines(tmp_path: Path) -> 
     lines = [json.loads(x) for x in rows.read_text().splitlines()]
     assert {(r["sample_id"], r["qa_index"]) for r in lines} >= {("tiny-1", 0), ("tiny-2", 1)}
     keys = {"sample_id", "qa_index", "category", "retrieved", "packet_tokens", "latency_ms",
-            "answerability"}  # fmt: skip
+            "answerability", "confidence", "evidence_in_top"}  # fmt: skip
     assert all(keys <= set(r) for r in lines)
+    rates = doc["answerability"]
+    assert rates["unanswerable"] == sum(1 for r in lines if r["category"] == 5)
+    assert rates["abstained"] == sum(1 for r in lines if r["answerability"] in ABSTAINING)
+    assert sum(b["packets"] for b in doc["reliability"]) == sum(
+        1 for r in lines
+        if r["category"] != 5 and r["answerability"] not in ABSTAINING
+        and r["evidence_in_top"] is not None
+    )  # fmt: skip
 
 
 @pytest.mark.timeout(900)

@@ -15,19 +15,23 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
+import anyio
 import httpx
 import orjson
 import pytest
 from confluent_kafka import Producer
-from memstream.client import MemoryHttpClient
+from mcpcall import call_tool, text_of
+from memstream import position
+from memstream.client import MemoryHttpClient, MemstreamHttpError
 from memstream.events.payloads import QuestionFamily
 from memstream.kafka.reading import committed_offsets
-from memstream.kafka.topics import CHECKOUTS, LEDGER, RETROSPECTIVE_GROUP
+from memstream.kafka.topics import CHECKOUTS, LEDGER, RAW, RETROSPECTIVE_GROUP
 from memstream.learning.trace import CheckoutTrace
 from memstream.metrics import scrape
 from memstream.projection.status import caught_up
 from memstream.shred.opening import EntryOpener
 from memstream.shred.sqlite import SqliteDataKeys
+from scratchtopics import tenant_reach
 from stackproc import RunningStack, memstream, owned_stack, pid_alive, wait_until
 from topicread import read_topic
 
@@ -284,6 +288,44 @@ def test_feedback_from_the_command_line_and_its_refusals(
                  {"target_ids": ["x"], "signal": 1, "tenant": "other"}):  # fmt: skip
         resp = httpx.post(url, json=body, headers=key)
         assert resp.status_code == 422 and resp.json()["detail"], resp.text
+
+
+def test_feedback_naming_no_memory_is_404_listing_the_ids_and_writes_nothing(
+    stack: RunningStack, client: MemoryHttpClient, key: str, learned: dict[str, Any]
+) -> None:
+    """A typo, a latent artifact's id, another tenant's event: 404 naming each, over HTTP,
+    the SDK, the command line and MCP; nothing reaches the ledger. Known ids are accepted,
+    and the 202's position names the raw record of the one feedback event."""
+    latent = next(iter(client.latents()), {"artifact_id": "lat-none"})["artifact_id"]
+    other = memstream("keys", "create", "--tenant", "elsewhere-fb", data_dir=stack.data_dir)
+    with MemoryHttpClient(stack.api_url, other.stdout.strip()) as theirs:
+        theirs.emit([{"id": "their-note", "stream": "n", "type": "observation",
+                      "payload": {"text": "a note of another tenant"}}])  # fmt: skip
+    unknown = ["door-code-44l7", latent, "their-note"]
+    before = len(ledger(stack))
+    with pytest.raises(MemstreamHttpError) as err:
+        client.feedback([WRONG, *unknown], -1.0, reason="typo")
+    assert err.value.status == 404 and all(i in str(err.value) for i in unknown), err.value
+    assert WRONG not in str(err.value).split("memory")[-1]
+    cli = memstream("feedback", "--tenant", TENANT, "--signal", "1", "--key", key, *unknown,
+                    data_dir=stack.data_dir, check=False)  # fmt: skip
+    assert cli.returncode == 1 and all(i in cli.stderr + cli.stdout for i in unknown), cli
+    called = mcp_feedback(stack, key, unknown)
+    assert called["isError"] and all(i in called["text"] for i in unknown), called
+    url, auth = f"{stack.api_url}/v1/feedback", {"Authorization": f"Bearer {key}"}
+    resp = httpx.post(url, json={"target_ids": [RIGHT], "signal": 0.5}, headers=auth)
+    assert resp.status_code == 202, resp.text
+    raw = position.read(resp.json()["position"]).position.raw
+    assert len(ledger(stack)) >= before  # settles below
+    wait_until(lambda: any(e["id"] == resp.json()["id"] for e in ledger(stack)), 60, "feedback")
+    assert not [e for e in ledger(stack)[before:] if e.get("payload", {}).get("reason") == "typo"]
+    ((partition, offset),) = raw.items()  # the one feedback event
+    assert offset == tenant_reach(stack.bootstrap, RAW, TENANT)[partition]
+
+
+def mcp_feedback(stack: RunningStack, key: str, ids: list[str]) -> dict[str, Any]:
+    result = anyio.run(call_tool, stack.api_url, key, "feedback", {"target_ids": ids, "signal": 1})
+    return {"isError": result.is_error, "text": text_of(result)}
 
 
 def ledger_position(stack: RunningStack, event_id: str) -> tuple[int, int] | None:

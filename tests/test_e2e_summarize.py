@@ -14,6 +14,7 @@ import pytest
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult
+from mcpcall import call_tool
 from memstream.client import MemoryHttpClient, MemstreamHttpError
 from messages_standin import BOGUS_ID, MessagesStandin, obey_injections, prompt_ids
 from stackproc import LLM_ENV, RunningStack, memstream, start_stack, wait_until
@@ -156,14 +157,7 @@ def test_without_a_key_it_is_a_503_naming_anthropic_api_key(tmp_path: Path) -> N
 
 async def mcp_call(s: RunningStack, tool: str, args: dict[str, object]) -> CallToolResult:
     """One tool call over the stack's streamable HTTP MCP endpoint, with its dev key."""
-    headers = {"Authorization": f"Bearer {s.dev_key}"}
-    async with (
-        httpx2.AsyncClient(headers=headers, timeout=60) as http,
-        streamable_http_client(f"{s.api_url}/mcp", http_client=http) as (r, w, *_),
-        ClientSession(r, w) as session,
-    ):
-        await session.initialize()
-        return await session.call_tool(tool, args)
+    return await call_tool(s.api_url, s.dev_key, tool, args)
 
 
 def test_the_mcp_tool_answers_the_same_checked_summary(

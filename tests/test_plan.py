@@ -18,6 +18,11 @@ OPERATIONS = {
         "Where does my sister work?",
         "What colour is the new sofa?",
         "what did the plumber say about the boiler?",
+        # how-to: "after", "first", "best", "never" describe the task, not an operation
+        "How do I reset the boiler after a power cut?",
+        "how can we clean the filter first thing in the morning",
+        "How should one store the best wine?",
+        "how to never lose the spare key?",
     ],
     "count": [
         "How many books did I read this year?",
@@ -66,6 +71,7 @@ OPERATIONS = {
         "Did I paint the fence before the storm?",
         "What did I do after the conference?",
         "In what order did I visit the museums?",
+        "How did I get home after the conference?",  # not a how-to: a narrative
     ],
     "list": [
         "List all the plants on the balcony.",

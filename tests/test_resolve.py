@@ -172,3 +172,30 @@ def test_a_date_wins_over_a_name_that_is_also_a_month() -> None:
     plan = plan_query("What did June do last June?", "2031-07-10T12:00:00Z", lexicon=people)
     assert plan.entities == ["june"]
     assert plan.time_window is not None and plan.time_window.start == "2031-06-01"
+
+
+def _speakers(*names: str, known: tuple[str, ...] = ()) -> Lexicon:
+    views = [EntityView(key=entity_key(n), name=n, kind="agent", actor=True) for n in names]
+    views += [EntityView(key=entity_key(n), name=n, kind="person") for n in known]
+    return Lexicon.build(views)
+
+
+def test_a_short_form_of_one_speakers_name_is_that_speaker() -> None:
+    lex = _speakers("Melanie", "Bastien Okafor", "Ngozi")
+    assert keys("What did Mel and her kids paint?", lex) == [["melanie"]]
+    assert keys("Where did Bas go skiing?", lex) == [["bastien okafor"]]
+    assert plan_query("What did Mel paint?", "2031-01-01T00:00:00Z", lexicon=lex).entities == [
+        "melanie"
+    ]
+
+
+def test_a_short_form_that_fits_two_speakers_or_none_stays_unknown() -> None:
+    lex = _speakers("Melanie", "Melvin")
+    assert keys("What did Mel paint?", lex) == [["mel"]]  # which of the two: unknown
+    assert keys("what did mel paint?", _speakers("Melanie")) == []  # not written as a name
+    assert keys("What did Ngo paint?", _speakers("Melanie")) == [["ngo"]]
+
+
+def test_a_name_memory_knows_as_its_own_is_not_a_short_form() -> None:
+    lex = _speakers("Melanie", known=("Mel",))
+    assert keys("What did Mel paint?", lex) == [["mel"]]

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from memstream.checkout.model import Candidate
+from memstream.checkout.model import AnswerPool, Candidate, OutcomeRecord
 from memstream.checkout.service import RecallRequest
 from memstream.projection.model import SourceRef
 from memstream.settings import Settings
@@ -344,13 +344,16 @@ def test_no_key_means_disabled_and_names_the_variable(monkeypatch: pytest.Monkey
 class FixedRecall:
     """What recall returns here: the candidates, recording the requests."""
 
-    def __init__(self, candidates: list[Candidate]) -> None:
+    def __init__(
+        self, candidates: list[Candidate], outcomes: list[OutcomeRecord] | None = None
+    ) -> None:
         self.candidates = candidates
+        self.outcomes = outcomes or []
         self.requests: list[RecallRequest] = []
 
-    def __call__(self, _tenant: str, req: RecallRequest) -> list[Candidate]:
+    def __call__(self, _tenant: str, req: RecallRequest) -> AnswerPool:
         self.requests.append(req)
-        return self.candidates[: req.k]
+        return AnswerPool(candidates=self.candidates[: req.k], outcomes=self.outcomes)
 
 
 def summarizer(standin: MessagesStandin, recall: FixedRecall, clock: Clock) -> Summarizer:
@@ -419,6 +422,33 @@ def test_an_invalidated_memory_is_neither_sent_nor_cited(standin: MessagesStandi
     (sent,) = standin.requests
     assert wrong.text not in prompt_text(sent) and f"[{wrong.item_id}]" not in prompt_text(sent)
     assert wrong.item_id not in [c["memory_id"] for c in got["citations"]]
+
+
+def test_a_memory_that_loses_by_its_failure_record_is_neither_sent_nor_cited(
+    standin: MessagesStandin,
+) -> None:
+    """Tasks relying on the first memory failed while tasks asking this kind of question
+    succeeded with the second: the model reads the second only, and the answer says why."""
+    failed = OutcomeRecord(item_id=EVENT, prior=-0.6, failed_tasks=["t-1", "t-2"])
+    proven = OutcomeRecord(item_id=FACT, prior=0.5, succeeded_tasks=["t-3"], family_success=True)
+    got = ask(summarizer(standin, FixedRecall(CANDIDATES, [failed, proven]), Clock()))
+    (sent,) = standin.requests
+    assert EVENT not in prompt_ids(sent) and CANDIDATES[0].text not in prompt_text(sent)
+    assert EVENT not in [c["memory_id"] for c in got["citations"]]
+    (warning,) = [w for w in got["warnings"] if w["kind"] == "failure_record"]
+    assert warning["memory_id"] == EVENT and warning["failed_tasks"] == ["t-1", "t-2"]
+    assert warning["instead"] == [FACT] and "t-1, t-2" in warning["message"]
+
+
+def test_a_failure_record_without_a_proven_alternative_leaves_the_memory_in(
+    standin: MessagesStandin,
+) -> None:
+    failed = OutcomeRecord(item_id=EVENT, prior=-0.6, failed_tasks=["t-1"])
+    praised = OutcomeRecord(item_id=FACT, prior=0.5, succeeded_tasks=["t-3"])  # elsewhere
+    got = ask(summarizer(standin, FixedRecall(CANDIDATES, [failed, praised]), Clock()))
+    (sent,) = standin.requests
+    assert EVENT in prompt_ids(sent)
+    assert not [w for w in got["warnings"] if w["kind"] == "failure_record"]
 
 
 def test_the_prompt_lists_the_candidates_and_asks_for_checked_citations(

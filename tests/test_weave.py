@@ -170,3 +170,23 @@ def test_a_small_weave_keeps_one_artifact_of_each_kind_first() -> None:
     )  # fmt: skip
     # synthesis: episodes before preferences, but the second episode after the preference
     assert w.artifact_ids == ["lat-ep", "lat-pref", "lat-ep2"]
+
+
+def test_a_weave_for_a_goal_about_the_world_cites_no_record_of_work() -> None:
+    """A snippet of a task record in the packet (an older client's, say) is not evidence for
+    a goal about the world; for a goal about the work it is."""
+    p = packet()
+    task = p.snippets[0].model_copy(update={"item_id": "task-9-start", "type": "task.started"})
+    p = p.model_copy(update={"snippets": [*p.snippets, task]})
+
+    def cited(goal: str) -> set[str]:
+        plan = plan_query(goal, "2026-03-10T00:00:00Z")
+        shown = p.model_copy(update={"synthesis_plan": plan})
+        w = build_weave(
+            goal=goal, purpose="planning", packet=shown, artifacts=[], allowed=2000,
+            count_tokens=words_counter, created_at="2026-03-10T00:00:00Z", version="v1",
+        )  # fmt: skip
+        return {e.item_id for e in w.accepted_evidence}
+
+    assert "task-9-start" not in cited("plan the kayak trip") and cited("plan the kayak trip")
+    assert "task-9-start" in cited("why did the kayak booking task fail?")

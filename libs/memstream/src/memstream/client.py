@@ -161,7 +161,9 @@ class MemoryHttpClient:
         reason: str | None = None,
         stream: str | None = None,
     ) -> str:
-        """Explicit feedback on memories (-1 harmful .. +1 helpful); returns the event id."""
+        """Explicit feedback on memories (-1 harmful .. +1 helpful); returns the event id.
+        Raises :class:`MemstreamHttpError` with status 404, listing them, when an id names
+        no event or fact of the tenant (a typo, a latent artifact's id): nothing is written."""
         body: dict[str, Any] = {"target_ids": target_ids, "signal": signal}
         for name, value in (("packet_id", packet_id), ("reason", reason), ("stream", stream)):
             if value is not None:

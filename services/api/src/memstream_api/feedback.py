@@ -8,17 +8,20 @@ from typing import Annotated
 
 from fastapi import APIRouter, Request, status
 from fastapi.responses import Response
-from memstream.checkout.service import CheckoutService
+from memstream.checkout.service import CheckoutService, NoProjection
 from memstream.events.envelope import MemoryFeedback, StreamName
 from memstream.events.payloads import MemoryFeedbackPayload
 from memstream.learning.metrics import FEEDBACK_EVENTS
 from memstream.wire import STORABLE, ItemId, Position
 from pydantic import BaseModel, ConfigDict, Field
+from starlette.concurrency import run_in_threadpool
 
 from memstream_api.auth import Tenant
+from memstream_api.checkout_routes import unavailable_error
 from memstream_api.errors import AUTH, BODY, WRITE_REFUSALS, ErrorBody, unavailable
 from memstream_api.ingest import COMPONENT, DEFAULT_AGENT, DeliveryErrorBody, deliver
 from memstream_api.positions import POSITION_DESCRIPTION
+from memstream_api.targets import not_found, unknown_targets
 
 router = APIRouter(tags=["learning"])
 
@@ -57,6 +60,12 @@ def init_metrics() -> None:
         **BODY,
         **AUTH,
         **WRITE_REFUSALS,
+        404: {
+            "model": ErrorBody,
+            "description": "a target names no event or fact of the tenant (a typo, a latent "
+            "artifact's or a packet's id, or not projected yet): the detail lists them, and "
+            "nothing is written",
+        },
         **unavailable(
             "not accepted (spool full, Kafka did not acknowledge, or the key store is "
             "unreadable); send it again",
@@ -68,8 +77,16 @@ async def post_feedback(
     body: FeedbackIn, request: Request, tenant: Tenant
 ) -> Response | FeedbackAccepted:
     """Durable like ``POST /v1/events`` before 202. When this API still remembers the packet,
-    the event carries its question family."""
+    the event carries its question family. Every target must name a memory of the tenant
+    (404 lists those that do not): feedback on nothing would be silently lost."""
     checkout: CheckoutService = request.app.state.checkout
+    try:
+        graph = await run_in_threadpool(checkout.live_graph)
+    except NoProjection as exc:
+        raise unavailable_error(exc) from exc
+    unknown = await run_in_threadpool(unknown_targets, graph, tenant, body.target_ids)
+    if unknown:
+        raise not_found(unknown)
     family = checkout.packet_family(tenant, body.packet_id) if body.packet_id else None
     event = MemoryFeedback(
         id=str(uuid.uuid4()),

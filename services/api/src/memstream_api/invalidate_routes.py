@@ -19,7 +19,7 @@ from fastapi.responses import Response
 from memstream.checkout.service import NoProjection
 from memstream.events.envelope import MemoryInvalidate, StreamName
 from memstream.events.payloads import MemoryInvalidatePayload, Reason
-from memstream.graph.port import GraphStore, InvalidationEntry
+from memstream.graph.port import InvalidationEntry
 from memstream.learning.metrics import INVALIDATIONS
 from memstream.wire import ItemId, Position
 from pydantic import BaseModel, ConfigDict, Field
@@ -35,7 +35,8 @@ from memstream_api.checkout_routes import (
 from memstream_api.errors import BODY, INVALID, WRITE_REFUSALS, ErrorBody, unavailable
 from memstream_api.ingest import COMPONENT, DEFAULT_AGENT, DeliveryErrorBody, deliver
 from memstream_api.positions import POSITION_DESCRIPTION
-from memstream_api.read_after import Waited, wait_after
+from memstream_api.read_after import wait_after
+from memstream_api.targets import not_found, unknown_targets
 
 router = APIRouter(tags=["learning"])
 
@@ -140,27 +141,11 @@ async def post_invalidate(
         graph = await run_in_threadpool(checkout_service(request).live_graph)
     except NoProjection as exc:
         raise unavailable_error(exc) from exc
-    unknown = await run_in_threadpool(_unknown, graph, tenant, body.target_ids)
+    unknown = await run_in_threadpool(unknown_targets, graph, tenant, body.target_ids)
     if unknown:
-        raise HTTPException(status.HTTP_404_NOT_FOUND, detail=_not_found(unknown, waited))
+        raise not_found(unknown, waited)
     payload = MemoryInvalidatePayload(target_ids=body.target_ids, reason=body.reason)
     return await _append(request, tenant, body.stream, payload)
-
-
-def _not_found(unknown: list[str], waited: Waited | None) -> str:
-    """The 404's reason: after a wait that saw the write applied, the ids are simply not in
-    memory; otherwise they may not be projected yet, and a stale wait says what is missing."""
-    ids = ", ".join(unknown)
-    if waited is not None and not waited.missing:
-        return f"not in memory: {ids}"
-    stale = waited.warning() if waited is not None else None
-    return f"not in memory (or not projected yet): {ids}" + (f"; {stale}" if stale else "")
-
-
-def _unknown(graph: GraphStore, tenant: str, ids: list[str]) -> list[str]:
-    """The ids that name neither an event nor a fact of the tenant."""
-    events = {e.event_id for e in graph.events(tenant, ids)}
-    return [i for i in dict.fromkeys(ids) if i not in events and graph.fact(tenant, i) is None]
 
 
 @router.get(

@@ -53,7 +53,7 @@ def build_summarizer(
     except SummarizeDisabled as exc:
         return exc
     cache = SummaryCache(settings.summary_cache_ttl_s, time.monotonic)
-    return Summarizer(checkout.recall, provider, cache, checkout.count_tokens)
+    return Summarizer(checkout.answer_pool, provider, cache, checkout.count_tokens)
 
 
 def summarizer(request: Request) -> Summarizer:

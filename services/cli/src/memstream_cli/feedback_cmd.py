@@ -28,7 +28,9 @@ def feedback(
     data_dir: DataDir = None,
     json_out: JsonFlag = False,
 ) -> None:
-    """Tell memory that some memories helped (+) or misled (-); into the ledger."""
+    """Tell memory that some memories helped (+) or misled (-); into the ledger. Every id
+    must name an event or fact of the tenant: otherwise nothing is written and the unknown
+    ids are listed (exit 1)."""
     with http_client(settings_for(data_dir), tenant, key) as client:
         try:
             event_id = client.feedback(ids, signal, packet_id=packet, reason=reason, stream=stream)

@@ -6,6 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from memstream.events.envelope import WORK_EVENT_TYPES
 from memstream.projection.model import DateRecord, QuantityRecord, SourceRef
 
 JsonScalar = str | int | float | bool | None
@@ -115,6 +116,15 @@ class OutcomeRecord(_M):
         return self.family_success and self.prior > 0
 
 
+class AnswerPool(_M):
+    """What a question may be answered from: the candidates as the knowledge/work rule,
+    invalidations and learning leave them, with what task outcomes said of each."""
+
+    candidates: list[Candidate]
+    outcomes: list[OutcomeRecord] = Field(default_factory=list)
+    operation: Operation = "lookup"
+
+
 class TimeWindow(_M):
     """The period a query's dates name; an open side is None."""
 
@@ -145,6 +155,7 @@ class SynthesisPlan(_M):
     terms: list[str] = Field(default_factory=list)  # content words
     unit: str | None = None  # unit/currency the answer should be in, if stated
     money: bool = False  # about money: a currency, or money words outside the names
+    about_work: bool = False  # asks about tasks and how they went (not about the world)
     time_window: TimeWindow | None = None
     as_of: str | None = None
 
@@ -154,6 +165,11 @@ class SynthesisPlan(_M):
             if m.keys[0] == entity:
                 return tuple(m.keys)
         return (entity,)
+
+    def admits(self, event_type: str) -> bool:
+        """Whether an item of ``event_type`` may answer this question: records of work
+        (``WORK_EVENT_TYPES``) answer questions about the work only."""
+        return self.about_work or event_type not in WORK_EVENT_TYPES
 
     def entity_keys(self) -> list[str]:
         """Every key of every mention (the asker's too), once, in query order."""

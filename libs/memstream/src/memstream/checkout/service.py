@@ -17,7 +17,13 @@ from memstream.checkout.latents import MAX_LATENT_ITEMS, latent_item, relevant_a
 from memstream.checkout.latents import MAX_REFS as ITEM_REFS
 from memstream.checkout.lexicons import Lexicons
 from memstream.checkout.metrics import ANSWERABILITY, CHECKOUT_SECONDS, PACKET_TOKENS
-from memstream.checkout.model import Candidate, CheckoutPacket, SynthesisPlan, SynthesisResult
+from memstream.checkout.model import (
+    AnswerPool,
+    Candidate,
+    CheckoutPacket,
+    SynthesisPlan,
+    SynthesisResult,
+)
 from memstream.checkout.packet import assemble_packet
 from memstream.checkout.packet.budget import measure
 from memstream.checkout.plan import plan_query
@@ -306,6 +312,7 @@ class CheckoutService:
             tenant, plan, stream=req.stream, timings=lane_ms, as_of=as_of_ts, latents=hits
         )
         t_lanes = time.perf_counter()
+        candidates = [c for c in candidates if plan.admits(c.type)]  # work answers work only
         candidates = self._invalidated(info, tenant, candidates, as_of)
         t_invalidated = time.perf_counter()
         candidates, learned = self._learned(info, tenant, plan, candidates, as_of_ts)
@@ -531,6 +538,28 @@ class CheckoutService:
             plan = plan_query(req.query, now, as_of_text, lexicon)
             found = retriever.retrieve(tenant, plan, stream=req.stream, as_of=as_of)[: req.k]
         return self._invalidated(info, tenant, found, as_of_text)
+
+    def answer_pool(self, tenant: str, req: RecallRequest) -> AnswerPool:
+        """The fused top-k a synthesis may rest on (summarize_recall's): records of work
+        only for a question about the work, invalidations marked, re-ordered by what task
+        outcomes taught, with each candidate's outcome record."""
+        info = self._live()
+        retriever, _ = self._retriever(info, pool=max(20, req.k))
+        as_of = as_utc(req.as_of) if req.as_of is not None else None
+        as_of_text = iso_utc(as_of) if as_of else None
+        now = iso_utc(self.clock().astimezone(UTC))
+        lexicon = self.lexicon(info, tenant, fresh=req.after is not None)
+        plan = plan_query(req.query, now, as_of_text, lexicon)
+        found = retriever.retrieve(tenant, plan, stream=req.stream, as_of=as_of)
+        found = [c for c in found if plan.admits(c.type)]
+        found = self._invalidated(info, tenant, found, as_of_text)
+        ranked, learned = self._learned(info, tenant, plan, found, as_of)
+        top = ranked[: req.k]
+        return AnswerPool(
+            candidates=top,
+            outcomes=outcome_records(learned.priors, top),
+            operation=plan.operation,
+        )
 
     def count_tokens(self, text: str) -> int:
         """Tokens of ``text`` under the live version's tokenizer (the packet budget's)."""

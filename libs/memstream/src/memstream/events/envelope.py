@@ -157,6 +157,12 @@ EVENT_TYPES: tuple[str, ...] = (
     "memory.invalidate",
     "memory.purge",
 )
+# Records of work: what agents did with memory and how it went. They are evidence about the
+# work (did the rotation succeed? what failed last week?), never the answer to a question
+# about the world (DESIGN: knowledge vs. work). Every other type is knowledge.
+WORK_EVENT_TYPES: frozenset[str] = frozenset(
+    {"task.started", "task.outcome", "memory.feedback", "memory.invalidate", "memory.purge"}
+)
 # A union's error text would spell out the input the member models keep to themselves.
 _HIDE_INPUT = ConfigDict(hide_input_in_errors=True)
 EventAdapter: TypeAdapter[Event] = TypeAdapter(Event, config=_HIDE_INPUT)

@@ -77,14 +77,16 @@ def _by_purpose(artifacts: list[LatentArtifact], order: tuple[str, ...]) -> list
 
 
 def _evidence(packet: CheckoutPacket) -> list[WeaveEvidence]:
-    """The packet's cited items, answer support first, once each."""
+    """The packet's cited items, answer support first, once each; records of work only
+    where the goal asks about the work (``SynthesisPlan.admits``)."""
     out: dict[str, SourceRef] = {}
     for f in packet.facts:
         out.setdefault(f.fact_id, f.ref)
     for r in packet.evidence:
         out.setdefault(r.support_id, r.ref)
     for s in packet.snippets:
-        out.setdefault(s.item_id, s.ref)
+        if packet.synthesis_plan.admits(s.type):
+            out.setdefault(s.item_id, s.ref)
     support = [i for a in packet.answer_candidates for i in a.support_ids]
     order = [i for i in support if i in out] + [i for i in out if i not in support]
     return [WeaveEvidence(item_id=i, ref=out[i]) for i in dict.fromkeys(order)]

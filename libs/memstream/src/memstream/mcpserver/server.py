@@ -251,7 +251,10 @@ def _write_tools(server: MCPServer, backend_for: BackendFor) -> None:
         reason: Annotated[str, Field(max_length=2000), STORABLE] | None = None,
     ) -> dict[str, Any]:
         """Tell memory which items helped (+1) or misled (-1) after you used them; future
-        checkouts for similar questions re-order by it. Returns the feedback event's id."""
+        checkouts for similar questions re-order by it. Returns the feedback event's id.
+        Every id must name one of your memories (an event or fact id from a packet): if one
+        does not (a typo, a latent artifact's id), nothing is written and the error lists
+        the unknown ids."""
         body = {
             "target_ids": target_ids,
             "signal": signal,

@@ -72,6 +72,17 @@ class SummaryWarning(BaseModel):
     message: str = INSTRUCTION_LIKE
 
 
+class FailureRecordWarning(BaseModel):
+    """A recalled memory left out: tasks relying on it failed while another recalled memory
+    helped tasks asking this kind of question (checkout's failure-record rule)."""
+
+    kind: Literal["failure_record"] = "failure_record"
+    memory_id: str = Field(description="the memory left out of what the model read")
+    failed_tasks: list[str] = Field(description="the tasks that relied on it and failed")
+    instead: list[str] = Field(description="the recalled memories that succeeded instead")
+    message: str = Field(description="the same, in a sentence")
+
+
 class StaleWarning(BaseModel):
     """The read was given after= and a projection had not applied that position when it
     answered: the summary may miss those writes."""
@@ -105,8 +116,10 @@ class SummarizeResult(BaseModel):
         description="sentences without a citation, or citing ids that were not recalled: "
         "a sentence no recalled id backs is dropped from the summary"
     )
-    warnings: list[SummaryWarning | StaleWarning] = Field(
+    warnings: list[SummaryWarning | FailureRecordWarning | StaleWarning] = Field(
         description="sentences left out of the summary because they cite only memories "
-        "whose text reads as instructions to the model; kind stale: the read was given "
-        "after= and a projection had not applied that position when it answered"
+        "whose text reads as instructions to the model; kind failure_record: a memory left "
+        "out because tasks relying on it failed while another succeeded; kind stale: the "
+        "read was given after= and a projection had not applied that position when it "
+        "answered"
     )

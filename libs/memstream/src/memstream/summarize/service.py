@@ -6,14 +6,21 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from memstream.checkout.model import Candidate
+from memstream.checkout.model import AnswerPool, Candidate, OutcomeRecord
 from memstream.checkout.packet.snippets import shorten
 from memstream.checkout.service import RecallRequest
+from memstream.checkout.synthesis.learned import losing_ids
 from memstream.summarize import metrics
 from memstream.summarize.cache import SummaryCache, cache_key
 from memstream.summarize.citations import hold, strip_markers
 from memstream.summarize.injection import instruction_signals
-from memstream.summarize.model import Citation, SummarizeRequest, SummarizeResult, Synthesis
+from memstream.summarize.model import (
+    Citation,
+    FailureRecordWarning,
+    SummarizeRequest,
+    SummarizeResult,
+    Synthesis,
+)
 from memstream.summarize.prompt import SYSTEM, user_prompt
 from memstream.summarize.providers import LlmProvider, ProviderError
 from memstream.text.inert import escape
@@ -24,7 +31,7 @@ NOTHING_SUPPORTED = (
     "The recalled memories support no cited answer to this query (see unsupported and warnings)."
 )
 
-Recall = Callable[[str, RecallRequest], list[Candidate]]
+Recall = Callable[[str, RecallRequest], AnswerPool]
 TokenCounter = Callable[[str], int]
 
 
@@ -59,8 +66,38 @@ def citations(synthesis: Synthesis, candidates: Sequence[Candidate]) -> list[Cit
     ]
 
 
+def set_aside(pool: AnswerPool) -> tuple[list[Candidate], list[FailureRecordWarning]]:
+    """What the model may read: no memory an accepted invalidation names, and none that
+    loses to a proven alternative by its failure record (``losing_ids``), each reported."""
+    usable = [c for c in pool.candidates if c.invalidated_by is None]
+    records = {r.item_id: r for r in pool.outcomes}
+    losing = losing_ids(pool.operation, (c.item_id for c in usable), records)
+    proven = [c.item_id for c in usable if c.item_id not in losing and _proven(records, c)]
+    warnings = [_failure_warning(records[i], proven) for i in sorted(losing)]
+    return [c for c in usable if c.item_id not in losing], warnings
+
+
+def _proven(records: dict[str, OutcomeRecord], c: Candidate) -> bool:
+    return c.item_id in records and records[c.item_id].proven
+
+
+def _failure_warning(record: OutcomeRecord, instead: list[str]) -> FailureRecordWarning:
+    failed = record.failed_tasks
+    return FailureRecordWarning(
+        memory_id=record.item_id,
+        failed_tasks=failed,
+        instead=instead,
+        message=f"{record.item_id} was left out: {len(failed)} task(s) relying on it failed "
+        f"({', '.join(failed)}); {', '.join(instead)} succeeded instead",
+    )
+
+
 def answer(
-    synthesis: Synthesis, candidates: Sequence[Candidate], req: SummarizeRequest, hit: bool
+    synthesis: Synthesis,
+    candidates: Sequence[Candidate],
+    req: SummarizeRequest,
+    hit: bool,
+    set_aside: Sequence[FailureRecordWarning] = (),
 ) -> SummarizeResult:
     """The response for ``req`` (citations and markers only when asked for)."""
     cites = citations(synthesis, candidates)
@@ -71,13 +108,14 @@ def answer(
         cache_hit=hit,
         model=synthesis.model,
         unsupported=synthesis.unsupported,
-        warnings=synthesis.warnings,
+        warnings=[*synthesis.warnings, *set_aside],
     )
 
 
 @dataclass
 class Summarizer:
-    """One provider, one cache; ``recall`` is ``CheckoutService.recall`` in production."""
+    """One provider, one cache; ``recall`` is ``CheckoutService.answer_pool`` in
+    production."""
 
     recall: Recall
     provider: LlmProvider
@@ -91,12 +129,13 @@ class Summarizer:
     def summarize(self, tenant: str, req: SummarizeRequest) -> SummarizeResult:
         """Raises ``NoProjection`` (memory unavailable) and ``ProviderError`` (call failed)."""
         recall = RecallRequest(query=req.query, k=req.k, stream=req.stream, as_of=req.as_of)
-        # Recall marks what an accepted invalidation names; a summary never rests on it.
-        candidates = [c for c in self.recall(tenant, recall) if c.invalidated_by is None]
+        # A summary never rests on what an invalidation names or on a memory whose failure
+        # record loses it the answer to a proven alternative.
+        candidates, left_out = set_aside(self.recall(tenant, recall))
         if not candidates:  # nothing to synthesize from: refuse without paying for a call
             model = self.provider.model
             empty = Synthesis(summary=NOTHING_RECALLED, cited=[], unsupported=[], model=model)
-            return answer(empty, [], req, False)
+            return answer(empty, [], req, False, left_out)
         ids = [c.item_id for c in candidates]
         key = cache_key(req.query, tenant, ids, self.provider.model, req.max_tokens)
         cached = None if req.force_refresh else self.cache.get(key)
@@ -104,7 +143,7 @@ class Summarizer:
         synthesis = cached if cached is not None else self._synthesize(req, candidates)
         if cached is None:
             self.cache.put(key, tenant, ids, synthesis)
-        result = answer(synthesis, candidates, req, cached is not None)
+        result = answer(synthesis, candidates, req, cached is not None, left_out)
         metrics.RAW_TOKENS.inc(sum(self.count_tokens(c.text) for c in candidates))
         metrics.SUMMARY_TOKENS.inc(self.count_tokens(result.summary))
         return result

@@ -7,6 +7,7 @@ metadata). Questions, answers and evidence are used for scoring only.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
@@ -316,6 +317,8 @@ def _ask(
     scores.tokens.append(packet["budget"]["used"])
     scores.json_tokens.append(count_tokens(json.dumps(packet, separators=(",", ":"))))
     retrieved = packet_turns(packet)
+    evidence = [e for e in q.get("evidence", []) if e in turns]
+    answers = packet["answer_candidates"]
     scores.record(
         {
             "sample_id": sample_id,
@@ -325,12 +328,16 @@ def _ask(
             "packet_tokens": packet["budget"]["used"],
             "latency_ms": round(latency, 3),
             "answerability": packet["answerability"],
+            "confidence": answers[0]["confidence"] if answers else 0.0,
+            # None: no evidence to look for (category 5, or its turns are not in the data)
+            "evidence_in_top": bool(set(retrieved[: scores.k]) & set(evidence))
+            if evidence
+            else None,
         }
     )
     if cat == 5:
         scores.abstain.append(1.0 if packet["answerability"] in ABSTAIN else 0.0)
         return
-    evidence = [e for e in q.get("evidence", []) if e in turns]
     scores.skipped += len(q.get("evidence", [])) - len(evidence)
     if evidence:
         _score_lanes(client, scores, q, cat, packet, retrieved, evidence)
@@ -386,8 +393,53 @@ def _document(scores: _Scores, ingest_s: float, turns: int) -> dict[str, Any]:
     for row in scores.rows:
         by_cat[str(row["category"])].append(0.0 if row["answerability"] in ABSTAIN else 1.0)
     doc["answered_by_category"] = {c: round(statistics.fmean(v), 3) for c, v in by_cat.items()}
+    doc["answerability"] = answerability_rates(scores.rows)
+    doc["reliability"] = reliability(scores.rows)
     doc["machine"] = {"cpus": os.cpu_count(), "date": datetime.now(UTC).date().isoformat()}
     return doc
+
+
+def answerability_rates(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """How far ``answerability`` tells the truth: on answerable questions (categories 1-4)
+    whose evidence is in the packet's first k, the share it still abstains on
+    (``ask_user``/``no_memory``); on unanswerable ones (category 5), the share it abstains
+    on; and of all abstaining packets, the share that were right to."""
+    held = [r for r in rows if r["category"] != 5 and r.get("evidence_in_top")]
+    unanswerable = [r for r in rows if r["category"] == 5]
+    asked = [r for r in rows if r["answerability"] in ABSTAIN]
+    wrongly = sum(1 for r in held if r["answerability"] in ABSTAIN)
+    right = sum(1 for r in unanswerable if r["answerability"] in ABSTAIN)
+    return {
+        "abstained_with_evidence": round(wrongly / len(held), 4) if held else None,
+        "answerable_with_evidence": len(held),
+        "abstained_unanswerable": round(right / len(unanswerable), 4) if unanswerable else None,
+        "unanswerable": len(unanswerable),
+        "abstention_precision": round(right / len(asked), 4) if asked else None,
+        "abstained": len(asked),
+    }
+
+
+RELIABILITY_BINS = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0001)
+
+
+def reliability(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Answered packets of categories 1-4 with evidence in the split, binned by their first
+    answer's confidence: per bin, how many and the share whose first k hold evidence (a
+    calibrated confidence rises with it)."""
+    answered = [
+        r for r in rows if r["category"] != 5 and r["answerability"] not in ABSTAIN
+        and r.get("evidence_in_top") is not None
+    ]  # fmt: skip
+    out = []
+    for lo, hi in itertools.pairwise(RELIABILITY_BINS):
+        inside = [
+            1.0 if r["evidence_in_top"] else 0.0 for r in answered if lo <= r["confidence"] < hi
+        ]
+        out.append(
+            {"from": lo, "to": min(hi, 1.0), "packets": len(inside),
+             "evidence_in_top": round(statistics.fmean(inside), 4) if inside else None}
+        )  # fmt: skip
+    return out
 
 
 def _report(scores: _Scores, ingest_s: float, turns: int) -> dict[str, Any]:

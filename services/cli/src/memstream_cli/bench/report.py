@@ -126,7 +126,30 @@ def locomo_table(doc: Doc) -> str:
     if answered:
         shown = ", ".join(f"cat {c}: {v:.2f}" for c, v in sorted(answered.items()))
         lines.append(f"Share answered from memory (not abstained), by category: {shown}.")
-    return "\n".join([*lines, "", _machine(doc)])
+    return "\n".join([*lines, *answerability_lines(doc), "", _machine(doc)])
+
+
+def answerability_lines(doc: Doc) -> list[str]:
+    """The two answerability rates and the reliability table, when the run has them."""
+    rates, bins = doc.get("answerability"), doc.get("reliability")
+    if not rates or not bins:
+        return []
+    lines = [
+        "",
+        f"Answerability: `ask_user`/`no_memory` on {rates['abstained_with_evidence']:.1%} of "
+        f"the {rates['answerable_with_evidence']} answerable questions (categories 1–4) whose "
+        f"evidence is in the packet's first ten; abstained on "
+        f"{rates['abstained_unanswerable']:.1%} of the {rates['unanswerable']} unanswerable "
+        f"ones (category 5); of the {rates['abstained']} abstaining packets, "
+        f"{rates['abstention_precision']:.1%} were right to.",
+        "",
+        "| first answer's confidence | packets answered | evidence in the first ten |",
+        "|---|---:|---:|",
+    ]
+    for b in bins:
+        share = "–" if b["evidence_in_top"] is None else f"{b['evidence_in_top']:.3f}"
+        lines.append(f"| {b['from']:.1f}–{b['to']:.1f} | {b['packets']} | {share} |")
+    return lines
 
 
 def load_table(docs: list[Doc]) -> str:

@@ -180,8 +180,22 @@ def _match_at(tokens: list[_Token], i: int, lexicon: Lexicon) -> tuple[int, Enti
         words = tokens[i : i + n]
         if len(words) == n and (found := _fuzzy(words, lexicon)) is not None:
             return n, found
-    found = _partial(tokens[i], lexicon)
+    found = _partial(tokens[i], lexicon) or _short_form(tokens[i], lexicon)
     return (1, found) if found is not None else None
+
+
+def _short_form(word: _Token, lexicon: Lexicon) -> EntityMention | None:
+    """A capitalised short form of one speaker's name ("Mel" for Melanie, "Bas" for
+    Bastien): the start of the first word of exactly one actor's name, which memory does
+    not know as a name of its own."""
+    if not word.capitalised or len(word.key) < PARTIAL_MIN_CHARS or word.key in STOPWORDS:
+        return None
+    keys = [
+        k
+        for k, v in lexicon.entities.items()
+        if v.actor and k.split()[0].startswith(word.key) and k.split()[0] != word.key
+    ]
+    return _mention([word], keys, "partial", 0.7) if len(keys) == 1 else None
 
 
 def _unknown_names(query: str, taken: list[tuple[int, int]]) -> list[tuple[int, EntityMention]]:

@@ -94,6 +94,16 @@ _DATE_Q = re.compile(
     r"^when\b|\bwhen (?:did|was|were|is|will|do|does|had|has)\b|\bwhat (?:date|day|year|month|"
     r"time)\b|\bwhich (?:date|day|year|month)\b|\bsince when\b"
 )
+# A question about the work itself: its tasks and attempts and how they went. Records
+# of work (task.*, feedback, proposals) answer these and nothing else.
+_WORK_Q = re.compile(
+    r"\b(?:tasks?|attempts?|outcomes?|feedback|retr(?:y|ied|ies)|succe(?:ed|eds|eded|"
+    r"ss|ssful|ssfully)|fail(?:s|ed|ing|ures?)?|went wrong|gone wrong)\b"
+)
+_HOW_TO = re.compile(r"\bhow (?:do|can|could|should|would|shall) (?:i|we|you|one)\b|\bhow to\b")
+_HOW_TO_OVERRIDES: frozenset[Operation] = frozenset(
+    {"temporal_order", "argmax", "argmin", "absence", "list"}
+)
 _WHO = re.compile(r"\bwho(?:m|se)?\b|\bwith whom\b")
 _YES_NO = re.compile(
     r"^(?:is|are|was|were|do|does|did|have|has|had|can|could|will|would|should|am)\b"
@@ -110,14 +120,24 @@ _KNOWN_UNITS = frozenset(
 
 
 def classify(query: str) -> Operation:
-    """The operation a query's wording asks for (class-level English cues)."""
+    """The operation a query's wording asks for (class-level English cues). A how-to question
+    asks for a procedure: its "after", "first" or "best" describe the task, not an order or a
+    ranking to compute."""
     q = _norm(query)
     for op, pattern in _OPERATIONS:
         if pattern.search(q):
             if op == "count" and _SUM_UNIT.search(q):
                 return "sum"
+            if op in _HOW_TO_OVERRIDES and _HOW_TO.search(q):
+                return "lookup"
             return op
     return "lookup"
+
+
+def asks_about_work(query: str) -> bool:
+    """Whether the query asks about tasks and how they went ("did the rotation succeed?",
+    "what failed last week?") rather than about the world."""
+    return bool(_WORK_Q.search(_norm(query)))
 
 
 def answer_type(query: str, op: Operation, unit: str | None = None) -> AnswerType:

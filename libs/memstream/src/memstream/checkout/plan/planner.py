@@ -10,7 +10,13 @@ from memstream.checkout.plan.entities import (
     locate_entities,
     without_known_names,
 )
-from memstream.checkout.plan.operation import answer_type, asks_money, classify, query_unit
+from memstream.checkout.plan.operation import (
+    answer_type,
+    asks_about_work,
+    asks_money,
+    classify,
+    query_unit,
+)
 from memstream.checkout.plan.terms import query_terms
 from memstream.checkout.plan.window import find_window
 
@@ -41,6 +47,7 @@ def plan_query(
         terms=query_terms(query, [text for _pos, text, *_ in spans], unit),
         unit=unit,
         money=asks_money(cues, unit),
+        about_work=asks_about_work(cues),
         time_window=window,
         as_of=base,
     )

@@ -1,8 +1,11 @@
-"""Who a remembered statement is about: the check behind "that was someone else".
+"""Whether a remembered statement can answer: who it is about, and whether it tells at all.
 
 A question about a named speaker ("What did Noor buy?") must not be answered from another
 speaker's first-person words ("I bought a kayak", said by Idris), unless those words talk
 about the named person. Addressing someone ("Thanks, Noor!") is not talking about them.
+A statement that only asks ("What did you buy, Noor?") repeats the question's words and
+tells nothing: where every sentence naming what the question asks about is a question, it is
+an echo, not evidence.
 """
 
 from __future__ import annotations
@@ -12,12 +15,16 @@ from collections.abc import Iterable, Mapping
 
 from memstream.checkout.model import Candidate
 from memstream.projection.names import entity_key, is_address
+from memstream.text.words import content_stems
 
 _FIRST_PERSON = re.compile(
     r"\bI\b|\bI['’](?:m|ve|d|ll)\b|\b(?:my|me|mine|myself|we|our|ours|us|ourselves)\b",
     re.IGNORECASE,
 )
 _LONE_I = re.compile(r"\bi\b")
+# A sentence: up to its closing punctuation (a run of it), or to the end of the text.
+_SENTENCE = re.compile(r"[^.!?…\n]+(?:[.!?…]+|\n|$)")
+_CLOSE = re.compile(r"[.!?…]*\s*$")  # a sentence's closing run (always matches)
 
 
 def first_person(text: str) -> bool:
@@ -62,3 +69,15 @@ def misattributed(
         others.add(c.agent)
     who = ", ".join(sorted(others))
     return f"the matching memories are {who} speaking of themself, not of {', '.join(named)}"
+
+
+def only_asks(text: str, focus: frozenset[str]) -> bool:
+    """Every sentence of ``text`` holding one of the ``focus`` stems is a question: the text
+    asks about what the question asks and asserts nothing an answer could rest on."""
+    holding = [m.group(0) for m in _SENTENCE.finditer(text) if focus & content_stems(m.group(0))]
+    return bool(holding) and all(_asks(s) for s in holding)
+
+
+def _asks(sentence: str) -> bool:
+    close = _CLOSE.search(sentence)
+    return close is not None and "?" in close.group(0)

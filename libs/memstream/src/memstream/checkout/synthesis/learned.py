@@ -33,9 +33,17 @@ def demoted_ids(
 ) -> set[str]:
     """Support ids among ``rows`` that lose the first answer: an open failure record while a
     proven alternative is among the same rows. Empty when there is no alternative."""
+    return losing_ids(operation, (r.support_id for r in rows), records)
+
+
+def losing_ids(
+    operation: Operation, ids: Iterable[str], records: Mapping[str, OutcomeRecord]
+) -> set[str]:
+    """Among ``ids``: those with an open failure record while a proven alternative is among
+    them (the rule of :func:`demoted_ids`, over items rather than evidence rows)."""
     if operation not in CHOICE_OPS:
         return set()
-    ids = {r.support_id for r in rows}
+    ids = set(ids)
     failing = {i for i in ids if i in records and records[i].open_failure}
     proven = {i for i in ids - failing if i in records and records[i].proven}
     return failing if proven else set()

@@ -4,16 +4,20 @@ Answerability, in order:
 - ``no_memory``: there are no candidates at all.
 - ``ask_user``: nothing relevant survives (no row shares the question's entities and focus
   terms, every match was excluded, the operation found nothing, e.g. no numbers for a sum or
-  one side of a difference), or the answer's support is weak (its candidates together cover
-  under half the focus terms or the named entities), or it rests on another speaker's
+  one side of a difference, or every matching memory only asks what the question asks), or
+  the answer's support is weak (its candidates together cover under half the focus terms or
+  the named entities — unless the question names a speaker, the answer rests on their own
+  memory and no one else's own words cover as much), or it rests on another speaker's
   first-person words when the question is about a named speaker (``misattributed``), or
   its confidence is below ``min_confidence``. Unsupported answers are dropped, not guessed.
 - ``refresh_recommended``: an answer exists but its support is contradicted, or, for
   latest-value questions, rests on events older than ``stale_after_days``.
 - ``answer_from_memory``: otherwise.
 
-What task outcomes taught decides the first answer (``synthesis.learned``): a memory with an
-open failure record loses it to a proven alternative, and its confidence reflects the record.
+Records of work (task.*, feedback, proposals) answer questions about the work only
+(``SynthesisPlan.admits``). What task outcomes taught decides the first answer
+(``synthesis.learned``): a memory with an open failure record loses it to a proven
+alternative, and its confidence reflects the record.
 """
 
 from __future__ import annotations
@@ -36,7 +40,13 @@ from memstream.checkout.model import (
     WarningKind,
 )
 from memstream.checkout.plan.focus import focus_of
-from memstream.checkout.synthesis.attribution import misattributed
+from memstream.checkout.synthesis.attribution import (
+    first_person,
+    misattributed,
+    named_speakers,
+    only_asks,
+    talks_about,
+)
 from memstream.checkout.synthesis.context import Ctx, OpResult, is_fact, make_answer, when
 from memstream.checkout.synthesis.evidence import evidence_rows, rate_rows
 from memstream.checkout.synthesis.facts import corroborate
@@ -67,6 +77,8 @@ EARNED_MAX = 0.8
 # A single-item answer must mention every entity the question names.
 WHOLE_ENTITY_OPS = frozenset({"lookup", "latest_value", "absence"})
 MAX_EVIDENCE = 50
+# Operations whose answer is one row's word: a row that only asks is passed over for the next.
+ONE_ROW_OPS = frozenset({"lookup", "latest_value"})
 
 
 def _warn(kind: WarningKind, message: str, ids: list[str]) -> PacketWarning:
@@ -114,6 +126,26 @@ def _abstain(plan: SynthesisPlan, ctx: Ctx) -> list[AnswerCandidate]:
     if plan.operation == "absence":
         return [make_answer("No record of this in memory", False, None, [], ctx)]
     return []
+
+
+def _telling(
+    plan: SynthesisPlan, rows: list[EvidenceRow], by_id: dict[str, Candidate], ctx: Ctx
+) -> tuple[list[EvidenceRow], list[PacketWarning]]:
+    """For a one-row answer: the rows that tell something, and a warning naming those that
+    only ask what the question asks (an echo of it is not its answer)."""
+    if plan.operation not in ONE_ROW_OPS:
+        return rows, []
+    echoes = {
+        r.support_id
+        for r in rows
+        if by_id[r.support_id].kind == "event" and only_asks(by_id[r.support_id].text, ctx.focus)
+    }
+    if not echoes:
+        return rows, []
+    msg = "the matching memories only ask about it; none tells"
+    return [r for r in rows if r.support_id not in echoes], [
+        _warn("missing_evidence", msg, sorted(echoes))
+    ]
 
 
 def _context(
@@ -207,9 +239,40 @@ def _support(
         lex, ent = min(max(lex, SUPPORT_MIN), EARNED_MAX), 1.0
     strength = min(lex, ent)
     if strength < SUPPORT_MIN or (plan.operation in WHOLE_ENTITY_OPS and ent < 1.0):
+        if ent == 1.0 and lex > 0 and _own_words_best(plan, top, by_id, lex):
+            return strength, None
         msg = f"weak support: {lex:.0%} of the question's terms, {ent:.0%} of its entities"
         return strength, _warn("missing_evidence", msg, top.support_ids)
     return strength, None
+
+
+def _own_words_best(
+    plan: SynthesisPlan, top: AnswerCandidate, by_id: dict[str, Candidate], lex: float
+) -> bool:
+    """Support weak by words stands when the question names a speaker, the answer rests on
+    what they said or what was said of them, and no one else's own words in the pool cover
+    as much of the question: their own memory is the best there is. When someone else's
+    words cover as much or more, the question is likely about what that other person did."""
+    named = named_speakers(plan.entity_keys(), by_id.values())
+    if not named:
+        return False
+    support = [by_id[i] for i in top.support_ids if i in by_id]
+    if not any(_of_them(c, named) for c in support):
+        return False
+    rival = max(
+        (
+            coverage(plan, [i], by_id)[0]
+            for i, c in by_id.items()
+            if c.kind == "event" and not _of_them(c, named) and first_person(c.text)
+        ),
+        default=0.0,
+    )
+    return rival < lex
+
+
+def _of_them(c: Candidate, named: list[str]) -> bool:
+    """Said by one of ``named``, or talking about one of them."""
+    return entity_key(c.agent) in named or any(talks_about(c.text, n) for n in named)
 
 
 def _refresh(
@@ -316,6 +379,7 @@ def synthesize(
     the module docstring).
     """
     records = {r.item_id: r for r in outcomes}
+    candidates = [c for c in candidates if plan.admits(c.type)]
     if not candidates:
         return SynthesisResult(
             answerability="no_memory", answer_candidates=[], warnings=[], evidence=[]
@@ -330,11 +394,12 @@ def synthesize(
     kept, excluded = screen(plan, relevant, by_id, min_confidence)
     ctx = _context(plan, by_id, ranked)
     warnings = _screening_warnings(plan, relevant, excluded, by_id, loose, min_confidence)
-    result, demoted = _operate(plan, kept, ctx, records)
+    telling, echoes = _telling(plan, kept, by_id, ctx)
+    result, demoted = _operate(plan, telling, ctx, records)
     warnings += result.warnings
     answers = _answers(plan, result, excluded, by_id, records)
     if not any(a.support_ids for a in answers):
-        warnings += _nothing_found(relevant, kept, excluded)
+        warnings += echoes or _nothing_found(relevant, kept, excluded)
         return _result("ask_user", _abstain(plan, ctx), warnings, kept)
     top = min(answers, key=lambda a: order_key(a, demoted))
     if (why := misattributed(plan.entity_keys(), top.support_ids, by_id)) is not None:
