@@ -178,7 +178,8 @@ FRIENDLY_EVENT = event(
         ("POST", "/v1/checkout", {"query": "Où habite Zoë Ängström ? 東京 🙂\t"}, {200}),
         ("POST", "/v1/recall", {"query": "Zoë\x1b[0m Kraków", "stream": "chat-1"}, {200}),
         ("POST", "/v1/search", {"query": "東京 🙂", "altitude": "episode"}, {200}),
-        ("POST", "/v1/feedback", {"target_ids": ["évènement-東京-🙂"], "signal": -1}, {202}),
+        # names no memory: refused, the id listed (tests/test_e2e_learning.py: accepted ids)
+        ("POST", "/v1/feedback", {"target_ids": ["évènement-東京-🙂"], "signal": -1}, {404}),
         ("GET", "/v1/lineage/" + quote("évènement-東京-🙂"), None, {404}),
         ("GET", "/v1/latents?stream=chat-1", None, {200}),
         ("POST", "/v1/invalidations/" + quote("évènement 東京") + "/accept", None, {404}),

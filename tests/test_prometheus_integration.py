@@ -171,8 +171,9 @@ class Workload:
         event = {"stream": "tasks", "type": "task.outcome", "payload": outcome}
         self._expect(http.post("/v1/events", json=event, headers=auth), 202)
         support = [i for a in packet["answer_candidates"] for i in a["support_ids"]]
-        feedback = {"target_ids": support[:1] or ["nothing-yet"], "signal": 0.5}
-        self._expect(http.post("/v1/feedback", json=feedback, headers=auth), 202)
+        known = support[:1] or [s["item_id"] for s in packet["snippets"][:1]]
+        feedback = {"target_ids": known or ["nothing-yet"], "signal": 0.5}
+        self._expect(http.post("/v1/feedback", json=feedback, headers=auth), 202 if known else 404)
 
     def _flood(self, http: httpx.Client) -> None:
         """Concurrent recalls of one tenant: served or refused by the fair share, never 5xx."""

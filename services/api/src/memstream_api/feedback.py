@@ -24,6 +24,7 @@ from memstream_api.positions import POSITION_DESCRIPTION
 from memstream_api.targets import not_found, unknown_targets
 
 router = APIRouter(tags=["learning"])
+EXAMPLE_TARGET = "evt-2041"  # the OpenAPI document's example id
 
 
 class FeedbackIn(BaseModel):
@@ -32,7 +33,10 @@ class FeedbackIn(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True)
     target_ids: list[ItemId] = Field(
-        min_length=1, max_length=200, description="event or fact ids (e.g. from a packet)"
+        min_length=1,
+        max_length=200,
+        description="event or fact ids of the tenant's memory (e.g. from a packet)",
+        examples=[[EXAMPLE_TARGET]],
     )
     signal: float = Field(ge=-1.0, le=1.0, description="-1 harmful .. +1 helpful")
     packet_id: ItemId | None = Field(
