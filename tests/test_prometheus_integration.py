@@ -36,6 +36,7 @@ from stackproc import RunningStack, healthy_status, memstream, owned_stack, wait
 ROOT = Path(__file__).resolve().parents[1]
 RULES = ROOT / "deploy" / "prometheus" / "memstream-rules.yml"
 DATA_TIMEOUT_S = 90
+POISON_EVERY_S = 10.0  # a record for each DLQ this often (rates over [1m] stay above 0)
 # Activity the workload causes: these must be above zero, not merely present.
 BUSY = {
     'sum(rate(memstream_events_received_total{component="api"}[1m]))',
@@ -91,6 +92,7 @@ class Workload:
         self.stop = threading.Event()
         self.errors: list[str] = []
         self.rounds = 0
+        self.poisoned_at = -math.inf
         self.thread = threading.Thread(target=self._run, name="workload", daemon=True)
 
     def _run(self) -> None:
@@ -143,18 +145,22 @@ class Workload:
             self._expect(lineage, 200, 404)
             self._purge(http, auth, n)
         self._flood(http)
-        if n % 10 == 0:  # keeps the DLQ rate above zero
-            producer.produce(RAW, b"\x00 not an envelope \xff", key=b"dev/chat-0")
-            producer.flush(10)
-        if n % 10 == 5:  # an entry restored from an old archive, which the graph cannot hold
-            stream = f"restored-{n}"
-            doc = {"id": f"dev-nul-{n}", "tenant": "dev", "stream": stream, "agent": "Mallory"}
-            doc |= {"type": "message.user", "occurred_at": "2025-09-30T10:00:00Z"}
-            doc["payload"] = {"text": f"round {n}: a\x00b"}
-            kafka = {"topic": RAW, "partition": 0, "offset": n}
-            _entry, value = build_entry(doc, 1, GENESIS_HASH, "2025-10-01T00:00:00Z", kafka)
-            producer.produce(LEDGER, value, key=f"dev/{stream}".encode())
-            producer.flush(10)
+        # Poison by the clock, not by the round: on a loaded machine a round takes long
+        # enough that "every tenth round" leaves a minute without one, and the DLQ rates at 0.
+        if time.monotonic() - self.poisoned_at < POISON_EVERY_S:
+            return
+        self.poisoned_at = time.monotonic()
+        producer.produce(RAW, b"\x00 not an envelope \xff", key=b"dev/chat-0")
+        producer.flush(10)
+        # and an entry restored from an old archive, which the graph cannot hold
+        stream = f"restored-{n}"
+        doc = {"id": f"dev-nul-{n}", "tenant": "dev", "stream": stream, "agent": "Mallory"}
+        doc |= {"type": "message.user", "occurred_at": "2025-09-30T10:00:00Z"}
+        doc["payload"] = {"text": f"round {n}: a\x00b"}
+        kafka = {"topic": RAW, "partition": 0, "offset": n}
+        _entry, value = build_entry(doc, 1, GENESIS_HASH, "2025-10-01T00:00:00Z", kafka)
+        producer.produce(LEDGER, value, key=f"dev/{stream}".encode())
+        producer.flush(10)
 
     def _task(self, http: httpx.Client, auth: dict[str, str], task: str, n: int) -> None:
         """A checkout for a task, the task's outcome, and explicit feedback on its answer."""
