@@ -16,12 +16,10 @@ from urllib.parse import quote, urlsplit
 
 import anyio
 import httpx
-import httpx2
 import orjson
 import pytest
 from confluent_kafka import Message, Producer
-from mcp.client.session import ClientSession
-from mcp.client.streamable_http import streamable_http_client
+from mcpcall import call_tool, text_of
 from memstream.kafka.topics import DLQ, RAW
 from memstream.sdk import MemoryClient
 from stackproc import RunningStack, memstream, start_stack, wait_until
@@ -194,18 +192,9 @@ def test_accented_cjk_emoji_and_control_text_pass(
 
 
 def test_an_mcp_tool_refuses_a_nul_id_naming_the_argument(api: Api) -> None:
-    async def lineage() -> Any:
-        headers = {"Authorization": f"Bearer {api.keys[HOSTILE]}"}
-        async with (
-            httpx2.AsyncClient(headers=headers, timeout=60) as http,
-            streamable_http_client(f"{api.stack.api_url}/mcp", http_client=http) as (r, w, *_),
-            ClientSession(r, w) as session,
-        ):
-            await session.initialize()
-            return await session.call_tool("lineage", {"item_id": "x\x00y"})
-
-    result = anyio.run(lineage)
-    text = "".join(getattr(c, "text", "") for c in result.content)
+    args = {"item_id": "x\x00y"}
+    result = anyio.run(call_tool, api.stack.api_url, api.keys[HOSTILE], "lineage", args)
+    text = text_of(result)
     assert result.is_error and "item_id" in text and "U+0000" in text, text
 
 

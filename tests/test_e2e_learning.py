@@ -28,10 +28,8 @@ from memstream.kafka.reading import committed_offsets
 from memstream.kafka.topics import CHECKOUTS, LEDGER, RAW, RETROSPECTIVE_GROUP
 from memstream.learning.trace import CheckoutTrace
 from memstream.metrics import scrape
-from memstream.projection.status import caught_up
-from memstream.shred.opening import EntryOpener
-from memstream.shred.sqlite import SqliteDataKeys
 from scratchtopics import tenant_reach
+from settling import settled, tenant_ledger
 from stackproc import RunningStack, memstream, owned_stack, pid_alive, wait_until
 from topicread import read_topic
 
@@ -62,26 +60,7 @@ SUCCEEDED = [f"door-ok-{i}" for i in range(3)]
 
 
 def ledger(stack: RunningStack) -> list[dict[str, Any]]:
-    """The tenant's ledger entries, opened through the stack's key store."""
-    keys = SqliteDataKeys(stack.data_dir / "data-keys.sqlite")
-    try:
-        opener = EntryOpener(keys)
-        return [opener(e) for e in stack.ledger() if e.get("tenant") == TENANT]
-    finally:
-        keys.close()
-
-
-def settled(stack: RunningStack) -> bool:
-    """Everything ledgered is projected, archived and seen by the retrospective pass."""
-    res = memstream("status", "--json", data_dir=stack.data_dir, check=False)
-    status = json.loads(res.stdout)
-    if any(g.get("total") != 0 for g in status["lag"].values()):
-        return False
-    res = memstream("projections", "list", "--json", data_dir=stack.data_dir, check=False)
-    if res.returncode != 0:
-        return False
-    (live,) = [v for v in json.loads(res.stdout)["versions"] if v["live"]]
-    return caught_up(live, 0)
+    return tenant_ledger(stack, TENANT)
 
 
 def top_support(packet: dict[str, Any]) -> list[str]:

@@ -11,15 +11,12 @@ the tasks is answered from the task records.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from memstream.client import MemoryHttpClient
-from memstream.projection.status import caught_up
-from memstream.shred.opening import EntryOpener
-from memstream.shred.sqlite import SqliteDataKeys
+from settling import settled, tenant_ledger
 from stackproc import RunningStack, memstream, wait_until
 
 TENANT = "atelier-ceramique"
@@ -43,27 +40,7 @@ WORK_TYPES = {"task.started", "task.outcome", "memory.feedback", "memory.invalid
 
 
 def ledger(stack: RunningStack) -> list[dict[str, Any]]:
-    """The tenant's ledger entries, opened through the stack's key store."""
-    keys = SqliteDataKeys(stack.data_dir / "data-keys.sqlite")
-    try:
-        opener = EntryOpener(keys)
-        return [opener(e) for e in stack.ledger() if e.get("tenant") == TENANT]
-    finally:
-        keys.close()
-
-
-def settled(stack: RunningStack) -> bool:
-    """Everything ledgered is read by every consumer and projected in the live version."""
-    res = memstream("status", "--json", data_dir=stack.data_dir, check=False)
-    if res.returncode != 0 or any(
-        g.get("total") != 0 for g in json.loads(res.stdout)["lag"].values()
-    ):
-        return False
-    res = memstream("projections", "list", "--json", data_dir=stack.data_dir, check=False)
-    if res.returncode != 0:
-        return False
-    (live,) = [v for v in json.loads(res.stdout)["versions"] if v["live"]]
-    return caught_up(live, 0)
+    return tenant_ledger(stack, TENANT)
 
 
 def first(packet: dict[str, Any]) -> list[str]:
