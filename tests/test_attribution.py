@@ -90,6 +90,20 @@ def test_another_speakers_first_person_words_are_misattributed() -> None:
 
 
 @pytest.mark.parametrize(
+    "text",
+    [
+        "Woohoo Noor! I passed the interview and I'm so excited.",
+        "Whoa, Noor! I passed the interview.",
+        "Yay Noor, I passed the interview.",
+    ],
+)
+def test_news_told_to_someone_called_by_name_is_the_speakers_own(text: str) -> None:
+    pool = {"n1": said("n1", "Idris", text), "n2": said("n2", "Noor", "Hi Idris!")}
+    why = misattributed(["noor"], ["n1"], pool)
+    assert why is not None and "Idris" in why
+
+
+@pytest.mark.parametrize(
     "support",
     [
         ["a2"],  # said by Noor herself

@@ -7,6 +7,7 @@ from __future__ import annotations
 import random
 import re
 
+import pytest
 from memstream.projection import names
 from memstream.projection.names import is_address, name_candidates
 
@@ -21,7 +22,16 @@ def reference_is_address(text: str, start: int, end: int) -> bool:
     before, after = text[:start].rstrip(), text[end:].lstrip()
     closes = after == "" or after[0] in ",!?.;:"
     opens = before == "" or before[-1] in ",.!?;:" or bool(_OPENERS.search(before))
-    return closes and opens
+    return closes and (opens or (after[:1] in (",", "!") and reference_lone_opener(before)))
+
+
+def reference_lone_opener(before: str) -> bool:
+    """One word, not a function word, alone between a sentence's start and the name."""
+    m = re.search(r"(?:^|(?<=\s))([^\W\d_]{2,15})$", before)
+    if m is None or m.group(1).lower() in names._FUNCTION_WORDS:
+        return False
+    rest = before[: m.start()].rstrip()
+    return rest == "" or rest[-1] in ".!?\n"
 
 
 def reference_sentence_initial(text: str, start: int) -> bool:
@@ -35,7 +45,7 @@ PIECES = [
     "okay!", "aww,", "Well", "no", "dear", "bye!", "ahoy", "sayonara",
     ",", "!", "?", ".", ";", ":", '"', "“", "-", "'s", "’",
     " ", "  ", "\n", "\t", "\u00a0", "\u2003", "\u3000", "\x1c", "\x1f", "\x0b", "\x00", "\x07",
-    "\u200b", "Lisbon", "Berlin", "I", "we", "met", "with",
+    "\u200b", "Lisbon", "Berlin", "I", "we", "met", "with", "Woohoo", "go", "Yesterday",
 ]  # fmt: skip
 
 
@@ -66,9 +76,28 @@ def test_openers_found_only_where_they_end_the_text_before_the_name() -> None:
     assert is_address("well... thank you Noor.", 18, 22)
     assert is_address("CONGRATULATIONS, Noor", 17, 21)
     assert is_address("Noor, look", 0, 4)
-    assert not is_address("xhey Noor!", 5, 9)  # "hey" inside a word opens nothing
+    assert not is_address("we xhey Noor!", 8, 12)  # "hey" inside a word opens nothing
     assert not is_address("I met Noor!", 6, 10)
     assert not is_address("Hey Noor said so", 4, 8)
+
+
+@pytest.mark.parametrize(
+    ("text", "name", "expected"),
+    [
+        ("Woohoo Noor! I passed the interview.", "Noor", True),
+        ("Go Zoë, you can do it.", "Zoë", True),
+        ("Done. Bravo Idris!", "Idris", True),
+        ("I love Noor!", "Noor", False),  # two words: the name is spoken of
+        ("Yesterday Noor, my friend, came by.", "Noor", False),  # a function word
+        ("Bravo Noor", "Noor", False),  # not set off by a mark
+        ("Bravo Noor.", "Noor", False),  # a full stop ends a statement ("Ask Noor.")
+    ],
+)
+def test_a_lone_word_before_a_name_set_off_by_a_mark_is_an_interjection(
+    text: str, name: str, expected: bool
+) -> None:
+    start = text.index(name)
+    assert is_address(text, start, start + len(name)) is expected
 
 
 def test_name_candidates_unchanged_on_texts_with_names_openers_and_controls() -> None:

@@ -344,3 +344,42 @@ def test_support_ids_are_always_candidate_ids(
         assert res.answerability == "no_memory"
     if res.answerability == "answer_from_memory":
         assert res.answer_candidates and res.answer_candidates[0].support_ids
+
+
+# --- a one-value question whose dates hold nothing ---------------------------------------
+
+TRIPS = [
+    event("t1", "Ingrid: we drove to the fjords and camped by the water.", "2023-08-14T10:00:00Z"),
+    event("t2", "Ingrid: the office moved to the third floor.", "2024-03-02T10:00:00Z"),
+]
+
+
+def test_dates_that_hold_no_match_give_the_nearest_telling_to_be_checked() -> None:
+    res = ask("Where did Ingrid camp in May 2024?", TRIPS)
+    assert res.answerability == "refresh_recommended"
+    top = res.answer_candidates[0]
+    assert top.support_ids == ["t1"]
+    dated = ask("Where did Ingrid camp?", TRIPS).answer_candidates[0]
+    assert top.confidence == round(dated.confidence * 0.5, 3)
+    (note,) = [w for w in res.warnings if "May 2024" in w.message]
+    assert note.kind == "missing_evidence" and "outside" in note.message
+
+
+def test_a_match_inside_the_dates_is_answered_without_the_fallback() -> None:
+    cands = [*TRIPS, event("t3", "Ingrid: we camped at the lake.", "2024-05-10T10:00:00Z")]
+    res = ask("Where did Ingrid camp in May 2024?", cands)
+    assert res.answerability == "answer_from_memory"
+    assert res.answer_candidates[0].support_ids == ["t3"]
+    assert not any("outside" in w.message for w in res.warnings)
+
+
+def test_counts_over_a_period_never_reach_outside_it() -> None:
+    res = ask("How many times did Ingrid camp in May 2024?", TRIPS)
+    assert res.answerability == "ask_user"
+    assert not any(a.support_ids == ["t1"] for a in res.answer_candidates)
+
+
+def test_the_fallback_keeps_as_of() -> None:
+    # the only match happened after as_of: it does not exist yet, with or without the dates
+    res = ask("Where did Ingrid camp in May 2023?", TRIPS, as_of="2023-06-01T00:00:00Z")
+    assert res.answerability == "ask_user"

@@ -41,6 +41,9 @@ _OPENERS = (
     "okay", "bye", "congrats", "congratulations", "sorry", "well", "aw", "aww",
 )  # fmt: skip
 _ADDRESS_OPENERS = re.compile(rf"(?:^|\b)(?:{'|'.join(_OPENERS)})[,!]?$", re.IGNORECASE)
+# A lone word just before a name: letters only, at most this long.
+_LONE_CHARS = 16
+_LONE_WORD = re.compile(r"(?:^|(?<=\s))([^\W\d_]{2,15})$")
 # An opener that ends a text (with its mark) starts within its last this many characters.
 _OPENER_CHARS = max(map(len, _OPENERS)) + 1
 
@@ -68,6 +71,8 @@ def is_address(text: str, start: int, end: int) -> bool:
     if after != "" and after not in ",!?.;:":
         return False
     stop = _before(text, start)
+    if after in (",", "!") and _lone_opener(text, stop):
+        return True
     # ``pos`` keeps what precedes it in view of ``^`` and ``\b``; ``endpos`` ends the text
     # where the stripped text before the name ends, so ``$`` means what it meant there.
     return (
@@ -75,6 +80,17 @@ def is_address(text: str, start: int, end: int) -> bool:
         or text[stop - 1] in ",.!?;:"
         or _ADDRESS_OPENERS.search(text, max(0, stop - _OPENER_CHARS), stop) is not None
     )
+
+
+def _lone_opener(text: str, stop: int) -> bool:
+    """One word opens the sentence before the name ("Woohoo Noor!", "Go Noor,"): set off by
+    its mark, a name after a lone interjection is called to, not spoken of."""
+    word = _LONE_WORD.search(text, max(0, stop - _LONE_CHARS), stop)
+    if word is None:
+        return False
+    begin = _before(text, word.start())
+    opens = begin == 0 or text[begin - 1] in ".!?\n"
+    return opens and word.group(1).lower() not in _FUNCTION_WORDS
 
 
 @lru_cache(maxsize=1 << 16)

@@ -11,7 +11,9 @@ Answerability, in order:
   first-person words when the question is about a named speaker (``misattributed``), or
   its confidence is below ``min_confidence``. Unsupported answers are dropped, not guessed.
 - ``refresh_recommended``: an answer exists but its support is contradicted, or, for
-  latest-value questions, rests on events older than ``stale_after_days``.
+  latest-value questions, rests on events older than ``stale_after_days``, or a one-value
+  question's dates excluded every match and the answer comes from outside them (the date
+  named a time that holds nothing about it; the nearest telling is better than none, said so).
 - ``answer_from_memory``: otherwise.
 
 Records of work (task.*, feedback, proposals) answer questions about the work only
@@ -365,6 +367,58 @@ def _answers(
     ]
 
 
+def _window_only(
+    plan: SynthesisPlan,
+    relevant: list[EvidenceRow],
+    kept: list[EvidenceRow],
+    excluded: list[Exclusion],
+) -> bool:
+    """A one-value question whose matches were all left out by its dates alone."""
+    return (
+        plan.time_window is not None
+        and plan.operation in ONE_ROW_OPS
+        and bool(relevant)
+        and not kept
+        and all(e.reason == "out_of_window" for e in excluded)
+    )
+
+
+def _outside_window(
+    plan: SynthesisPlan,
+    candidates: list[Candidate],
+    min_confidence: float,
+    stale_after_days: float,
+    outcomes: Iterable[OutcomeRecord],
+) -> SynthesisResult | None:
+    """The answer without the question's dates (``as_of`` still holds), to be checked: at
+    half confidence, ``refresh_recommended``, with a warning naming the period that held
+    nothing. None if even then nothing answers: the dated result stands."""
+    window = plan.time_window
+    assert window is not None  # _window_only checked it
+    wide = synthesize(
+        plan.model_copy(update={"time_window": None}),
+        candidates,
+        min_confidence,
+        stale_after_days,
+        outcomes,
+    )
+    if wide.answerability not in ("answer_from_memory", "refresh_recommended"):
+        return None
+    msg = f"nothing matches within {window.text}; the answer comes from outside it"
+    note = _warn("missing_evidence", msg, [])
+    halved = [
+        a.model_copy(update={"confidence": round(a.confidence * 0.5, 3)})
+        for a in wide.answer_candidates
+    ]
+    return wide.model_copy(
+        update={
+            "answerability": "refresh_recommended",
+            "answer_candidates": halved,
+            "warnings": [note, *wide.warnings],
+        }
+    )
+
+
 def synthesize(
     plan: SynthesisPlan,
     candidates: list[Candidate],
@@ -381,9 +435,7 @@ def synthesize(
     records = {r.item_id: r for r in outcomes}
     candidates = [c for c in candidates if plan.admits(c.type)]
     if not candidates:
-        return SynthesisResult(
-            answerability="no_memory", answer_candidates=[], warnings=[], evidence=[]
-        )
+        return _result("no_memory", [], [], [])
     by_id: dict[str, Candidate] = {}
     for c in candidates:
         by_id.setdefault(c.item_id, c)
@@ -399,6 +451,10 @@ def synthesize(
     warnings += result.warnings
     answers = _answers(plan, result, excluded, by_id, records)
     if not any(a.support_ids for a in answers):
+        if _window_only(plan, relevant, kept, excluded) and (
+            wide := _outside_window(plan, candidates, min_confidence, stale_after_days, outcomes)
+        ):
+            return wide
         warnings += echoes or _nothing_found(relevant, kept, excluded)
         return _result("ask_user", _abstain(plan, ctx), warnings, kept)
     top = min(answers, key=lambda a: order_key(a, demoted))
