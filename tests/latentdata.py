@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from memstream.latent.model import (
+from memstream.records.latent import (
     EpisodeDetails,
     LatentArtifact,
     PreferenceDetails,
@@ -12,7 +12,7 @@ from memstream.latent.model import (
     artifact_id,
     input_fingerprint,
 )
-from memstream.projection.model import SourceRef
+from memstream.records.projected import SourceRef
 
 CONFIG = "cfg-test"
 T0 = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)

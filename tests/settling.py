@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from memstream.ledger.opening import EntryOpener
 from memstream.projection.status import caught_up
-from memstream.shred.opening import EntryOpener
 from memstream.shred.sqlite import SqliteDataKeys
 from stackproc import RunningStack, memstream
 

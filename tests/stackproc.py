@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 from memstream.kafka.reading import read_to_end
 from memstream.kafka.topics import LEDGER
-from memstream.shred.opening import EntryOpener
+from memstream.ledger.opening import EntryOpener
 from memstream.shred.sqlite import SqliteDataKeys
 from memstream.stack.net import free_port
 from memstream_cli.main import app as cli_app

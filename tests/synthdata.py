@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import itertools
 
-from memstream.checkout.model import Candidate, JsonScalar
 from memstream.projection.dates import dates
-from memstream.projection.model import SourceRef
-from memstream.projection.names import entity_key, name_candidates
 from memstream.projection.quantities import quantities
+from memstream.records.packet import Candidate, JsonScalar
+from memstream.records.projected import SourceRef
+from memstream.text.names import entity_key, name_candidates
 
 NOW = "2024-06-12T10:00:00Z"
 _seq = itertools.count(1)

@@ -17,10 +17,10 @@ from memstream.events import Event, EventAdapter
 from memstream.kafka.reading import high_watermarks, read_to_end
 from memstream.kafka.topics import RAW, ensure_topics
 from memstream.keys import KeyStore
+from memstream.ledger.opening import EntryOpener
 from memstream.metrics import EVENTS_PRODUCED, EVENTS_RECEIVED, EVENTS_REJECTED
 from memstream.projection.embedded import ensure_default_version
 from memstream.settings import Settings
-from memstream.shred.opening import EntryOpener
 from memstream.shred.sqlite import SqliteDataKeys
 from memstream.stack.epoch import new_epoch
 from memstream.stack.net import free_port

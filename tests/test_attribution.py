@@ -6,7 +6,6 @@ from __future__ import annotations
 import hashlib
 
 import pytest
-from memstream.checkout.model import Candidate
 from memstream.checkout.plan import plan_query
 from memstream.checkout.plan.entities import Lexicon
 from memstream.checkout.synthesis import synthesize
@@ -16,8 +15,9 @@ from memstream.checkout.synthesis.attribution import (
     only_asks,
     talks_about,
 )
-from memstream.projection.model import EntityView, SourceRef
-from memstream.projection.names import entity_key
+from memstream.records.packet import Candidate
+from memstream.records.projected import EntityView, SourceRef
+from memstream.text.names import entity_key
 from synthdata import NOW, event
 
 

@@ -13,10 +13,10 @@ import orjson
 import pytest
 from memstream.latent.builder import LatentInput, latent_input
 from memstream.ledger.entry import decode_entry, load_entry, read_loaded
+from memstream.ledger.opening import EntryOpener
 from memstream.ledger.sequencing import RawRecord, Sequenced, SequencerState, sequence
 from memstream.projection.projectors import _read
 from memstream.projection.purge import read_entry
-from memstream.shred.opening import EntryOpener
 from memstream.shred.port import KeyKind
 from memstream.shred.seal import SEALED, seal
 from memstream.shred.sqlite import SqliteDataKeys

@@ -8,7 +8,7 @@ from pathlib import Path
 from lanedata import chat_entries, filler, projected
 from memstream.checkout.plan import plan_query
 from memstream.checkout.retrieve.reach import around, asks
-from memstream.projection.model import EventRecord
+from memstream.records.projected import EventRecord
 from memstream.stack.servers import Server
 
 

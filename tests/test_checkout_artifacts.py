@@ -10,9 +10,9 @@ from typing import Any
 
 import latentdata
 from memstream.checkout.service import CheckoutService
-from memstream.latent.model import LatentArtifact
-from memstream.projection.model import VectorHit
 from memstream.projection.versions import FileProjectionRegistry, ProjectionConfig, VersionInfo
+from memstream.records.latent import LatentArtifact
+from memstream.records.projected import VectorHit
 
 T = "atelier"
 

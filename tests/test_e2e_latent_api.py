@@ -25,9 +25,9 @@ from memstream.client import MemoryHttpClient, MemstreamHttpError
 from memstream.embed.registry import get_embedder
 from memstream.kafka.topics import LATENTS, LEDGER, ensure_topics
 from memstream.keys import KeyStore
-from memstream.latent.model import LatentArtifact
-from memstream.projection.model import SourceRef
 from memstream.projection.status import caught_up
+from memstream.records.latent import LatentArtifact
+from memstream.records.projected import SourceRef
 from memstream.settings import Settings
 from memstream_api.app import create_app
 from stackproc import RunningStack, memstream, owned_stack, wait_until

@@ -22,10 +22,10 @@ import pytest
 from memstream.client import MemoryHttpClient
 from memstream.kafka.topics import LATENTS
 from memstream.latent.builder import LatentBuilder, latent_input
-from memstream.latent.model import LatentArtifact
+from memstream.ledger.opening import EntryOpener
 from memstream.projection.latents import decode_artifacts
 from memstream.projection.status import caught_up
-from memstream.shred.opening import EntryOpener
+from memstream.records.latent import LatentArtifact
 from memstream.shred.sqlite import SqliteDataKeys
 from stackproc import RunningStack, memstream, owned_stack, wait_until
 from test_e2e_learning import settled

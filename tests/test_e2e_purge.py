@@ -22,16 +22,16 @@ from memstream.events.payloads import QuestionFamily
 from memstream.kafka.clients import make_producer
 from memstream.kafka.reading import read_to_end
 from memstream.kafka.topics import CHECKOUTS, DLQ, LATENTS, LEDGER, RAW
-from memstream.latent.model import LatentArtifact
 from memstream.learning.trace import CheckoutTrace
+from memstream.ledger.opening import EntryOpener
 from memstream.projection.latents import decode_artifacts
-from memstream.projection.names import entity_key, name_forms, names_in
 from memstream.projection.status import caught_up
+from memstream.records.latent import LatentArtifact
 from memstream.sdk import MemoryClient
 from memstream.settings import Settings
-from memstream.shred.opening import EntryOpener
 from memstream.shred.sqlite import SqliteDataKeys
 from memstream.shred.traces import TraceOpener, TraceSealer
+from memstream.text.names import entity_key, name_forms, names_in
 from stackproc import RunningStack, memstream, owned_stack, start_stack, wait_until
 from topicread import read_topic
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from memstream.projection.model import VectorPoint
+from memstream.records.projected import VectorPoint
 from memstream.vectors.edge import EdgeVectorIndex
 from memstream.vectors.port import IndexUnavailable, Search
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from memstream.projection.model import VectorHit, VectorPoint
+from memstream.records.projected import VectorHit, VectorPoint
 from memstream.settings import Settings
 from memstream.vectors.edge import EdgeVectorIndex, _Payloads
 from memstream.vectors.edge_shards import EdgeTenantShards

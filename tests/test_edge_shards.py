@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from elsewhere import elsewhere
-from memstream.projection.model import VectorPoint
+from memstream.records.projected import VectorPoint
 from memstream.settings import Settings
 from memstream.vectors.edge import EdgeVectorIndex
 from memstream.vectors.edge_shards import SHARDS_FILE, EdgeTenantShards, shard_of

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 from elsewhere import elsewhere
 from memstream.projection.extract import extract, graph_batch
-from memstream.projection.names import entity_key, name_candidates, name_forms, names_in
 from memstream.projection.quantities import quantities
+from memstream.text.names import entity_key, name_candidates, name_forms, names_in
 
 
 def entry(type_: str, payload: dict[str, Any], seq: int = 1, **kw: Any) -> dict[str, Any]:

@@ -7,22 +7,21 @@ from datetime import UTC, datetime
 
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
-from memstream.checkout.model import Candidate, SynthesisResult
 from memstream.checkout.packet import assemble_packet
 from memstream.checkout.plan import plan_query
 from memstream.checkout.plan.entities import Lexicon
-from memstream.checkout.plan.focus import focus_words
 from memstream.checkout.retrieve.candidates import event_candidate, fact_candidate, known_by
 from memstream.checkout.retrieve.facts import (
-    PREDICATE_MATCH,
     PredicateRanker,
     predicate_words,
 )
 from memstream.checkout.synthesis import synthesize
 from memstream.embed.registry import get_embedder
 from memstream.graph.validity import known_at
-from memstream.projection.model import EntityView, EventRecord, FactView, SourceRef
-from memstream.projection.names import entity_key
+from memstream.matching import PREDICATE_MATCH, focus_words
+from memstream.records.packet import Candidate, SynthesisResult
+from memstream.records.projected import EntityView, EventRecord, FactView, SourceRef
+from memstream.text.names import entity_key
 from memstream.text.words import STOPWORDS, fold_accents
 
 NOW = "2025-03-01T12:00:00Z"

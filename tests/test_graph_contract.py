@@ -25,8 +25,8 @@ from memstream.graph.falkor import FALKOR_DDL, FalkorGraphStore
 from memstream.graph.neo4j_store import NEO4J_DDL, Neo4jGraphStore, database_name
 from memstream.graph.port import GraphStore, PurgeScope
 from memstream.graph.store import CypherGraphStore
-from memstream.latent.model import LatentArtifact
-from memstream.projection.model import (
+from memstream.records.latent import LatentArtifact
+from memstream.records.projected import (
     EntityRecord,
     EventRecord,
     FactRecord,

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from memstream.embed.hashing import HashingEmbedder
 from memstream.projection.metrics import OPTIMIZING, UNOPTIMIZED
-from memstream.projection.model import VectorPoint
 from memstream.projection.projectors import IdleOptimizer
+from memstream.records.projected import VectorPoint
 from memstream.vectors.edge import EdgeVectorIndex
 
 

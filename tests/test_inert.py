@@ -12,7 +12,9 @@ from typing import Any
 
 import pytest
 from markdown_it import MarkdownIt
-from memstream.checkout.model import (
+from memstream.checkout.packet.gathered import render_gathered
+from memstream.checkout.packet.prompt import render_markdown
+from memstream.records.packet import (
     AnswerCandidate,
     Budget,
     Candidate,
@@ -30,9 +32,7 @@ from memstream.checkout.model import (
     WeaveContext,
     WeaveEvidence,
 )
-from memstream.checkout.packet.gathered import render_gathered
-from memstream.checkout.packet.prompt import render_markdown
-from memstream.projection.model import SourceRef
+from memstream.records.projected import SourceRef
 from memstream.summarize.prompt import user_prompt
 from memstream.summarize.service import check
 from memstream.text.inert import code, fence, inert

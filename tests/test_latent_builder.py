@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from memstream.latent.builder import BuilderConfig, Built, LatentBuilder, latent_input
-from memstream.latent.model import (
+from memstream.records.latent import (
     EpisodeDetails,
     LatentArtifact,
     PreferenceDetails,

@@ -20,7 +20,6 @@ from memstream.embed.hashing import HashingEmbedder
 from memstream.graph.falkor import FalkorGraphStore
 from memstream.kafka.clients import make_producer
 from memstream.kafka.topics import DLQ, LATENTS, ensure_topics
-from memstream.latent.model import LatentArtifact
 from memstream.ledger.sequencing import RawRecord, Sequenced, SequencerState, sequence
 from memstream.projection.latents import (
     decode_artifact,
@@ -28,8 +27,9 @@ from memstream.projection.latents import (
     search_text,
     usable_centroid,
 )
-from memstream.projection.model import SourceRef
 from memstream.projection.projectors import POINTS_EVERY_S, GraphProjector, VectorProjector
+from memstream.records.latent import LatentArtifact
+from memstream.records.projected import SourceRef
 from memstream.settings import Settings
 from memstream.stack.servers import Server
 from memstream.vectors.edge import EdgeVectorIndex

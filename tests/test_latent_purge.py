@@ -13,8 +13,8 @@ from memstream.embed.hashing import HashingEmbedder
 from memstream.kafka.clients import make_producer
 from memstream.kafka.topics import LATENTS, LEDGER, ensure_topics
 from memstream.latent.builder import Built, LatentBuilder, Output, latent_input
-from memstream.latent.model import EpisodeDetails, LatentArtifact, LatentDeletion
 from memstream.ledger.purge import purged_form, subject_digest
+from memstream.records.latent import EpisodeDetails, LatentArtifact, LatentDeletion
 from memstream.settings import Settings
 from memstream_latents.main import LatentWorker
 from test_latent_builder import NOW, T0, Ledger

@@ -18,15 +18,15 @@ from memstream.embed.hashing import HashingEmbedder
 from memstream.graph.falkor import FalkorGraphStore
 from memstream.kafka.clients import make_producer
 from memstream.kafka.topics import DLQ, LATENTS, LEDGER, ensure_topics
-from memstream.latent.model import LatentArtifact, LatentDeletion
+from memstream.ledger.opening import EntryOpener
 from memstream.ledger.purge import subject_digest
 from memstream.ledger.sequencing import RawRecord, Sequenced, SequencerState, sequence
 from memstream.metrics import PURGE_ITEMS_REMOVED
 from memstream.projection.latents import decode_artifact, decode_artifacts
 from memstream.projection.projectors import GraphProjector, VectorProjector
+from memstream.records.latent import LatentArtifact, LatentDeletion
 from memstream.settings import Settings
 from memstream.shred.artifacts import CLEAR_FIELDS, open_artifact, seal_artifact
-from memstream.shred.opening import EntryOpener
 from memstream.shred.seal import SealBroken
 from memstream.shred.sealer import ArtifactSealer
 from memstream.shred.sqlite import SqliteDataKeys

@@ -6,9 +6,8 @@ from datetime import UTC, datetime
 
 import orjson
 from memstream.checkout.plan import plan_query
-from memstream.checkout.plan.focus import focus_of
-from memstream.checkout.synthesis.selection import candidate_stems
 from memstream.events import parse_inbound
+from memstream.matching import candidate_stems, focus_of
 from memstream_cli.bench.learn import (
     families,
     howto_families,

@@ -7,13 +7,6 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from memstream.checkout.model import (
-    AnswerCandidate,
-    Candidate,
-    EvidenceRow,
-    OutcomeRecord,
-    SynthesisResult,
-)
 from memstream.checkout.plan import plan_query
 from memstream.checkout.synthesis import synthesize
 from memstream.checkout.synthesis.learned import demoted_ids, discounted
@@ -26,7 +19,14 @@ from memstream.learning.priors import (
     relevant_ids,
 )
 from memstream.learning.trace import family_of
-from memstream.projection.model import FeedbackRecord
+from memstream.records.packet import (
+    AnswerCandidate,
+    Candidate,
+    EvidenceRow,
+    OutcomeRecord,
+    SynthesisResult,
+)
+from memstream.records.projected import FeedbackRecord
 from synthdata import NOW, event, fact, ref
 
 CLOCK = datetime(2024, 6, 12, 10, 0, tzinfo=UTC)

@@ -8,7 +8,7 @@ import threading
 import pytest
 from memstream.checkout.lexicons import Lexicons
 from memstream.checkout.plan.entities import Lexicon
-from memstream.projection.model import EntityView
+from memstream.records.projected import EntityView
 
 K = ("v1", "tenant-a")
 

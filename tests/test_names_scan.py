@@ -8,8 +8,8 @@ import random
 import re
 
 import pytest
-from memstream.projection import names
-from memstream.projection.names import is_address, name_candidates
+from memstream.text import names
+from memstream.text.names import is_address, name_candidates
 
 _OPENERS = re.compile(
     r"(?:^|\b)(?:hey|hi|hello|thanks|thank you|dear|oh|wow|yes|yeah|no|ok|okay|bye|"

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from memstream.checkout.model import Candidate, SynthesisResult
 from memstream.checkout.plan import plan_query
 from memstream.checkout.synthesis import synthesize
+from memstream.records.packet import Candidate, SynthesisResult
 from synthdata import NOW, event, fact
 
 SHOP = [

@@ -12,18 +12,6 @@ import pytest
 import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from memstream.checkout.model import (
-    AnswerCandidate,
-    Candidate,
-    CheckoutPacket,
-    EvidenceRow,
-    Exclusion,
-    LatentItem,
-    PacketWarning,
-    SynthesisPlan,
-    SynthesisResult,
-    TimeWindow,
-)
 from memstream.checkout.packet import (
     assemble_packet,
     render_gathered,
@@ -36,7 +24,19 @@ from memstream.checkout.packet.json_form import FIELD_ORDER
 from memstream.checkout.packet.prompt import body_lines, head_lines, item_line
 from memstream.checkout.packet.snippets import trim_text
 from memstream.embed.registry import get_embedder
-from memstream.projection.model import SourceRef
+from memstream.records.packet import (
+    AnswerCandidate,
+    Candidate,
+    CheckoutPacket,
+    EvidenceRow,
+    Exclusion,
+    LatentItem,
+    PacketWarning,
+    SynthesisPlan,
+    SynthesisResult,
+    TimeWindow,
+)
+from memstream.records.projected import SourceRef
 
 Counter = Callable[[str], int]
 TENANT = "acme"

@@ -9,8 +9,8 @@ from memstream.checkout.plan import plan_query
 from memstream.checkout.plan.anchored import without_dates
 from memstream.checkout.plan.entities import Lexicon
 from memstream.checkout.plan.operation import answer_type, classify, query_unit
-from memstream.projection.model import EntityView
-from memstream.projection.names import entity_key
+from memstream.records.projected import EntityView
+from memstream.text.names import entity_key
 from synthdata import NOW
 
 OPERATIONS = {

@@ -15,7 +15,7 @@ from memstream.learning.priors import (
     relevant_ids,
 )
 from memstream.learning.trace import family_of, family_similarity
-from memstream.projection.model import FeedbackRecord
+from memstream.records.projected import FeedbackRecord
 from synthdata import NOW, event
 
 CLOCK = datetime(2024, 6, 12, 10, 0, tzinfo=UTC)

@@ -6,7 +6,6 @@ from __future__ import annotations
 from datetime import date
 
 import pytest
-from memstream.checkout.model import Candidate, SynthesisPlan
 from memstream.checkout.plan import plan_query
 from memstream.checkout.plan.anchored import Offset, in_ranges, named_ranges, offsets
 from memstream.checkout.plan.entities import Lexicon
@@ -14,7 +13,8 @@ from memstream.checkout.plan.window import find_window
 from memstream.checkout.retrieve.lanes import Lanes
 from memstream.checkout.retrieve.reach import anchor_days, candidate_days, hop_keys, hop_terms
 from memstream.checkout.retrieve.rerank import gain, rerank
-from memstream.projection.model import DateRecord, EntityView, SourceRef
+from memstream.records.packet import Candidate, SynthesisPlan
+from memstream.records.projected import DateRecord, EntityView, SourceRef
 
 NOW = date(2031, 3, 10)
 AUG_2029 = date(2029, 8, 14)

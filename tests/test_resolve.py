@@ -6,8 +6,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from memstream.checkout.plan.entities import Lexicon, resolve_entities
 from memstream.checkout.plan.planner import plan_query
-from memstream.projection.model import EntityView
-from memstream.projection.names import entity_key
+from memstream.records.projected import EntityView
+from memstream.text.names import entity_key
 from memstream.text.words import STOPWORDS
 
 

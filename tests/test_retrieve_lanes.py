@@ -17,8 +17,8 @@ from memstream.latent.builder import LatentBuilder, latent_input
 from memstream.ledger.sequencing import RawRecord, Sequenced, SequencerState, sequence
 from memstream.projection.extract import extract, graph_batch
 from memstream.projection.latents import latent_changes
-from memstream.projection.model import VectorHit, VectorPoint
 from memstream.projection.projectors import vector_points
+from memstream.records.projected import VectorHit, VectorPoint
 from memstream.stack.servers import Server
 
 # Idris keeps addressing Noor by name with the question's words; Noor's own answer never

@@ -16,6 +16,7 @@ import orjson
 import pytest
 from memstream.events.envelope import EventAdapter
 from memstream.ledger.canonical import entry_hash
+from memstream.ledger.opening import SHREDDED, EntryOpener
 from memstream.ledger.purge import is_purged, subject_digest
 from memstream.ledger.sequencing import (
     DeadLetter,
@@ -27,7 +28,6 @@ from memstream.ledger.sequencing import (
     sequence,
 )
 from memstream.ledger.verify import verify_entries
-from memstream.shred.opening import SHREDDED, EntryOpener
 from memstream.shred.seal import (
     CLEAR_FIELDS,
     SEALED,

@@ -25,8 +25,8 @@ from memstream.graph.falkor import FalkorGraphStore
 from memstream.ledger.sequencing import RawRecord, Sequenced, SequencerState, sequence
 from memstream.projection.extract import extract, graph_batch
 from memstream.projection.latents import latent_changes
-from memstream.projection.model import FactView, SourceRef, VectorHit
 from memstream.projection.projectors import vector_points
+from memstream.records.projected import FactView, SourceRef, VectorHit
 from memstream.stack.servers import Server
 from memstream.vectors.edge import EdgeVectorIndex
 from pydantic import ValidationError

@@ -19,7 +19,6 @@ from memstream.kafka.dlq import dead_letter
 from memstream.kafka.topics import CHECKOUTS, DLQ, LEDGER, RAW, ensure_topics
 from memstream.learning.retrospective import read_trace
 from memstream.learning.trace import CheckoutTrace
-from memstream.projection.names import entity_key, name_forms
 from memstream.settings import Settings
 from memstream.shred.seal import SealBroken, seal_event
 from memstream.shred.sqlite import SqliteDataKeys
@@ -30,6 +29,7 @@ from memstream.shred.traces import (
     open_trace,
     seal_trace,
 )
+from memstream.text.names import entity_key, name_forms
 from memstream_api.shredding import Reach, purge_topics
 
 SUBJECT = "Zoë Quist-Marlowe"

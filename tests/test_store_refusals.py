@@ -24,8 +24,8 @@ from memstream.kafka.topics import DLQ, ensure_topics
 from memstream.ledger.canonical import GENESIS_HASH
 from memstream.ledger.entry import build_entry
 from memstream.projection.extract import extract, graph_batch
-from memstream.projection.model import VectorPoint
 from memstream.projection.projectors import GraphProjector, VectorProjector
+from memstream.records.projected import VectorPoint
 from memstream.settings import Settings
 from memstream.stack.net import free_port
 from memstream.stack.servers import Server, start_falkordb

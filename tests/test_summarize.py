@@ -10,9 +10,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from memstream.checkout.model import AnswerPool, Candidate, OutcomeRecord
 from memstream.checkout.service import RecallRequest
-from memstream.projection.model import SourceRef
+from memstream.records.packet import AnswerPool, Candidate, OutcomeRecord
+from memstream.records.projected import SourceRef
 from memstream.settings import Settings
 from memstream.summarize.cache import SummaryCache, cache_key
 from memstream.summarize.citations import cited_ids, hold, keep_only, segments, strip_markers

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from memstream.checkout.model import Candidate, JsonScalar, SynthesisResult
 from memstream.checkout.plan import plan_query
 from memstream.checkout.synthesis import synthesize
 from memstream.checkout.synthesis.evidence import evidence_rows
+from memstream.records.packet import Candidate, JsonScalar, SynthesisResult
 from synthdata import NOW, event, fact
 
 PURCHASES = [

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from memstream.projection.model import VectorPoint
+from memstream.records.projected import VectorPoint
 from memstream.settings import Settings
 from memstream.vectors.edge import EdgeVectorIndex
 from memstream.vectors.edge_shards import EdgeTenantShards

@@ -7,11 +7,11 @@ from datetime import UTC, datetime
 
 import pytest
 from memstream.checkout.latents import latent_item, relevant_artifacts
-from memstream.checkout.model import CheckoutPacket
 from memstream.checkout.packet import render_json, render_markdown
-from memstream.checkout.packet.budget import measure
+from memstream.checkout.packet.budget import measure, weave_tokens
 from memstream.checkout.plan import plan_query
-from memstream.latent.model import (
+from memstream.latent.weave import build_weave
+from memstream.records.latent import (
     EpisodeDetails,
     LatentArtifact,
     PreferenceDetails,
@@ -19,8 +19,8 @@ from memstream.latent.model import (
     TaskDetails,
     TaskRun,
 )
-from memstream.latent.weave import build_weave
-from memstream.projection.model import SourceRef
+from memstream.records.packet import CheckoutPacket, MemoryWeave
+from memstream.records.projected import SourceRef
 from test_packet import build, words_counter
 
 T = datetime(2026, 3, 9, 10, tzinfo=UTC)
@@ -66,6 +66,10 @@ FAILURE = artifact(
 PREF = artifact("lat-pref", "preference_latent", "current preferences of zoe: coffee: oat")
 
 
+def words_measure(w: MemoryWeave) -> int:
+    return weave_tokens(w, words_counter)
+
+
 def packet() -> CheckoutPacket:
     return build()
 
@@ -74,7 +78,7 @@ def test_a_weave_cites_its_artifacts_and_the_packets_evidence() -> None:
     p = packet()
     w = build_weave(
         goal="plan the kayak trip", purpose="planning", packet=p, artifacts=[EPISODE, FAILURE],
-        allowed=2000, count_tokens=words_counter, created_at="2026-03-10T00:00:00Z", version="v1",
+        allowed=2000, measure=words_measure, created_at="2026-03-10T00:00:00Z", version="v1",
     )  # fmt: skip
     # planning puts failure modes before episodes
     assert w.artifact_ids == ["lat-fail", "lat-ep"]
@@ -94,7 +98,7 @@ def test_a_weave_cites_its_artifacts_and_the_packets_evidence() -> None:
 def test_a_weave_fits_a_small_budget_by_dropping_from_the_end() -> None:
     p = packet()
     kwargs = dict(goal="plan", purpose="review", packet=p, artifacts=[EPISODE, FAILURE, PREF],
-                  count_tokens=words_counter, created_at="x", version="v1")  # fmt: skip
+                  measure=words_measure, created_at="x", version="v1")  # fmt: skip
     big = build_weave(allowed=5000, **kwargs)  # type: ignore[arg-type]
     small = build_weave(allowed=big.token_budget.used // 2, **kwargs)  # type: ignore[arg-type]
     assert small.token_budget.used <= small.token_budget.allowed
@@ -107,7 +111,7 @@ def test_a_weave_fits_a_small_budget_by_dropping_from_the_end() -> None:
 def test_a_tight_budget_drops_the_weaves_evidence_before_its_last_artifact() -> None:
     # the packet already cites the evidence; the artifact is what only the weave carries
     kwargs = dict(goal="plan", purpose="planning", packet=packet(), artifacts=[EPISODE],
-                  count_tokens=words_counter, created_at="x", version="v1")  # fmt: skip
+                  measure=words_measure, created_at="x", version="v1")  # fmt: skip
     full = build_weave(allowed=5000, **kwargs)  # type: ignore[arg-type]
     assert full.artifact_ids == ["lat-ep"] and len(full.accepted_evidence) > 1
     fitted = [
@@ -123,7 +127,7 @@ def test_stale_artifacts_never_enter_a_weave() -> None:
     stale = EPISODE.model_copy(update={"stale_at": T})
     w = build_weave(
         goal="g", purpose="general", packet=packet(), artifacts=[stale], allowed=900,
-        count_tokens=words_counter, created_at="x", version="v1",
+        measure=words_measure, created_at="x", version="v1",
     )  # fmt: skip
     assert w.artifact_ids == [] and w.inferred_context == []
 
@@ -132,7 +136,7 @@ def test_the_weave_is_part_of_the_packet_and_its_budget() -> None:
     p = packet()
     w = build_weave(
         goal="plan", purpose="execution", packet=p, artifacts=[PREF], allowed=900,
-        count_tokens=words_counter, created_at="x", version="v1",
+        measure=words_measure, created_at="x", version="v1",
     )  # fmt: skip
     woven = p.model_copy(update={"memory_weave": w})
     md = render_markdown(woven)
@@ -166,7 +170,7 @@ def test_a_small_weave_keeps_one_artifact_of_each_kind_first() -> None:
     second = artifact("lat-ep2", "episode_latent", "2 events in journal: the campsite booking")
     w = build_weave(
         goal="g", purpose="synthesis", packet=packet(), artifacts=[EPISODE, second, PREF],
-        allowed=5000, count_tokens=words_counter, created_at="x", version="v1",
+        allowed=5000, measure=words_measure, created_at="x", version="v1",
     )  # fmt: skip
     # synthesis: episodes before preferences, but the second episode after the preference
     assert w.artifact_ids == ["lat-ep", "lat-pref", "lat-ep2"]
@@ -184,7 +188,7 @@ def test_a_weave_for_a_goal_about_the_world_cites_no_record_of_work() -> None:
         shown = p.model_copy(update={"synthesis_plan": plan})
         w = build_weave(
             goal=goal, purpose="planning", packet=shown, artifacts=[], allowed=2000,
-            count_tokens=words_counter, created_at="2026-03-10T00:00:00Z", version="v1",
+            measure=words_measure, created_at="2026-03-10T00:00:00Z", version="v1",
         )  # fmt: skip
         return {e.item_id for e in w.accepted_evidence}
 

@@ -15,11 +15,11 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from memstream.forget.metrics import PendingPurges
 from memstream.graph.port import GraphUnavailable
 from memstream.keys import KeyStore
+from memstream.ledger.opening import reading_keys
 from memstream.metrics import API_REFUSED, UP
 from memstream.ops.health import DependencyProbe, dependency_checks
 from memstream.projection.embedded import vector_manager
 from memstream.settings import Settings
-from memstream.shred.opening import reading_keys
 from memstream.shred.sealer import EventSealer
 from memstream.shred.traces import TraceSealer
 from memstream.vectors.port import IndexUnavailable

@@ -7,7 +7,6 @@ from typing import Annotated, Any
 from fastapi import APIRouter, HTTPException, Request, status
 from fastapi import Path as PathParam
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
-from memstream.checkout.model import Candidate, CheckoutPacket, PacketWarning
 from memstream.checkout.packet import render_gathered, render_json, render_markdown
 from memstream.checkout.service import (
     CheckoutRequest,
@@ -17,6 +16,7 @@ from memstream.checkout.service import (
     RecallRequest,
     UnknownItem,
 )
+from memstream.records.packet import Candidate, CheckoutPacket, PacketWarning
 from memstream.wire import ItemId
 from starlette.concurrency import run_in_threadpool
 

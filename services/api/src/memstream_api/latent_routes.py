@@ -8,7 +8,7 @@ from fastapi import APIRouter, Query, Request
 from memstream.checkout.search import SearchRequest, SearchResult
 from memstream.checkout.service import NoProjection
 from memstream.events.envelope import StreamName
-from memstream.latent.model import ArtifactType, LatentArtifact
+from memstream.records.latent import ArtifactType, LatentArtifact
 from pydantic import BaseModel
 from starlette.concurrency import run_in_threadpool
 

@@ -26,9 +26,9 @@ from memstream.forget.metrics import PURGES, PendingPurges
 from memstream.forget.purge import PurgeReport, is_complete, planned, tombstone
 from memstream.graph.port import GraphUnavailable, PurgeScope
 from memstream.ledger.purge import is_purged
-from memstream.projection.names import entity_key, name_forms, names_in
 from memstream.shred.port import DataKeys
 from memstream.summarize.cache import SummaryCache
+from memstream.text.names import entity_key, name_forms, names_in
 from memstream.vectors.port import IndexUnavailable
 from memstream.wire import STORABLE
 from pydantic import Field

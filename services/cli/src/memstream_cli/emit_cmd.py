@@ -8,8 +8,8 @@ from typing import Annotated, Any
 
 import typer
 from memstream.events import EventIn
+from memstream.ledger.opening import data_keys
 from memstream.sdk import MemoryClient, emit_by_tenant
-from memstream.shred.opening import data_keys
 from memstream.shred.port import DataKeys
 from memstream.stack.epoch import read_epoch
 from pydantic import ValidationError

@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 import typer
 from memstream.client import MemstreamHttpError
-from memstream.latent.model import ALTITUDES, ARTIFACT_TYPES
+from memstream.records.latent import ALTITUDES, ARTIFACT_TYPES
 from rich import box
 from rich.table import Table
 

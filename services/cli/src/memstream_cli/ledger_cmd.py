@@ -6,8 +6,8 @@ from typing import Annotated
 
 import typer
 from memstream.archive.verify import verify_archive
+from memstream.ledger.opening import reading_keys
 from memstream.ledger.stats import ledger_stats
-from memstream.shred.opening import reading_keys
 from rich.table import Table
 
 from memstream_cli.common import DataDir, JsonFlag, endpoints, fail, out, print_json, settings_for

@@ -48,8 +48,8 @@ from memstream.kafka.topics import LATENTS, LATENTS_GROUP, LEDGER
 from memstream.kafka.worker import start_worker
 from memstream.latent.builder import Built, LatentBuilder, LatentInput, Output, latent_input
 from memstream.latent.metrics import BUILT, CURRENT, ENTRIES, LAG, STALE, init_latents
-from memstream.latent.model import ARTIFACT_TYPES, LatentArtifact, LatentDeletion
 from memstream.ledger.entry import decode_entry, load_entry, read_loaded
+from memstream.ledger.opening import EntryOpener, reading_keys
 from memstream.metrics import (
     EVENTS_PRODUCED,
     PURGE_APPLIED_AT,
@@ -60,8 +60,8 @@ from memstream.metrics import (
 from memstream.projection.latents import decode_artifacts
 from memstream.projection.purge import PURGE_TYPE
 from memstream.projection.versions import FileProjectionRegistry, registry_path
+from memstream.records.latent import ARTIFACT_TYPES, LatentArtifact, LatentDeletion
 from memstream.settings import Settings
-from memstream.shred.opening import EntryOpener, reading_keys
 from memstream.shred.sealer import ArtifactSealer
 from memstream.times import to_datetime
 

@@ -46,9 +46,9 @@ from memstream.learning.retrospective import (
     read_trace,
 )
 from memstream.ledger.entry import Opener
+from memstream.ledger.opening import EntryOpener, reading_keys
 from memstream.metrics import EVENTS_PRODUCED
 from memstream.settings import Settings
-from memstream.shred.opening import EntryOpener, reading_keys
 from memstream.shred.sealer import EventSealer
 from memstream.shred.traces import TraceOpener
 

@@ -30,6 +30,7 @@ from memstream.kafka.produce import (
 from memstream.kafka.reading import headers_of, partition_count, read_to_end
 from memstream.kafka.topics import DLQ, LEDGER, RAW, SEQUENCER_GROUP
 from memstream.kafka.worker import start_worker
+from memstream.ledger.opening import reading_keys
 from memstream.ledger.sequencing import (
     DeadLetter,
     Duplicate,
@@ -49,7 +50,6 @@ from memstream.metrics import (
     TenantLabels,
 )
 from memstream.position import RAW_HEADER, raw_header
-from memstream.shred.opening import reading_keys
 from memstream.shred.port import DataKeys
 from memstream.stack.epoch import read_epoch
 from memstream.times import iso_utc

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from memstream.checkout.model import LatentItem, SynthesisPlan
 from memstream.checkout.packet.snippets import focus_stems
-from memstream.latent.model import EpisodeDetails, LatentArtifact
+from memstream.records.latent import EpisodeDetails, LatentArtifact
+from memstream.records.packet import LatentItem, SynthesisPlan
 from memstream.text.words import content_stems
 
 MAX_LATENT_ITEMS = 3

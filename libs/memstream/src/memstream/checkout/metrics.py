@@ -6,7 +6,7 @@ from typing import get_args
 
 from prometheus_client import Counter, Histogram
 
-from memstream.checkout.model import Answerability
+from memstream.records.packet import Answerability
 
 COMPONENT = "checkout"
 

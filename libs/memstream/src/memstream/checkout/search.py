@@ -17,14 +17,14 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from memstream.checkout.model import PacketWarning
 from memstream.checkout.retrieve.candidates import fact_candidate
 from memstream.checkout.retrieve.lanes import CONTROL_TYPES
 from memstream.embed.port import Embedder
 from memstream.graph.port import GraphStore
-from memstream.latent.model import Altitude
 from memstream.projection.latents import LATENT_KIND
-from memstream.projection.model import FactView, VectorHit
+from memstream.records.latent import Altitude
+from memstream.records.packet import PacketWarning
+from memstream.records.projected import FactView, VectorHit
 from memstream.times import as_utc, iso_utc
 from memstream.vectors.port import VectorIndex
 from memstream.wire import STORABLE, JsonInt, Position, RfcTimestamp

@@ -17,15 +17,8 @@ from memstream.checkout.latents import MAX_LATENT_ITEMS, latent_item, relevant_a
 from memstream.checkout.latents import MAX_REFS as ITEM_REFS
 from memstream.checkout.lexicons import Lexicons
 from memstream.checkout.metrics import ANSWERABILITY, CHECKOUT_SECONDS, PACKET_TOKENS
-from memstream.checkout.model import (
-    AnswerPool,
-    Candidate,
-    CheckoutPacket,
-    SynthesisPlan,
-    SynthesisResult,
-)
 from memstream.checkout.packet import assemble_packet
-from memstream.checkout.packet.budget import measure
+from memstream.checkout.packet.budget import measure, weave_tokens
 from memstream.checkout.plan import plan_query
 from memstream.checkout.plan.entities import Lexicon
 from memstream.checkout.retrieve import Retriever
@@ -36,7 +29,6 @@ from memstream.embed.registry import get_embedder
 from memstream.events.envelope import StreamName
 from memstream.events.payloads import QuestionFamily
 from memstream.graph.port import GraphStore
-from memstream.latent.model import LatentArtifact, Purpose, is_artifact_id
 from memstream.latent.weave import MAX_REFS as WEAVE_REFS
 from memstream.latent.weave import build_weave
 from memstream.learning.priors import (
@@ -48,8 +40,16 @@ from memstream.learning.priors import (
     outcome_records,
 )
 from memstream.learning.trace import CheckoutTrace, family_of, trace_of
-from memstream.projection.model import EventRecord, InvalidationRecord, SourceRef, VectorHit
 from memstream.projection.versions import FileProjectionRegistry, VersionInfo
+from memstream.records.latent import LatentArtifact, Purpose, is_artifact_id
+from memstream.records.packet import (
+    AnswerPool,
+    Candidate,
+    CheckoutPacket,
+    SynthesisPlan,
+    SynthesisResult,
+)
+from memstream.records.projected import EventRecord, InvalidationRecord, SourceRef, VectorHit
 from memstream.times import as_utc, iso_utc
 from memstream.vectors.port import VectorIndex
 from memstream.wire import STORABLE, ItemId, JsonInt, Position, RfcTimestamp
@@ -440,7 +440,7 @@ class CheckoutService:
             packet=packet,
             artifacts=artifacts,
             allowed=req.max_tokens - packet.budget.used,
-            count_tokens=embedder.count_tokens,
+            measure=lambda w: weave_tokens(w, embedder.count_tokens),
             created_at=iso_utc(self.clock().astimezone(UTC)),
             version=version,
         )

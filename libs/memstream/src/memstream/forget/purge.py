@@ -20,8 +20,8 @@ from memstream.events.envelope import MemoryPurge
 from memstream.events.payloads import MemoryPurgePayload
 from memstream.graph.port import PurgeScope
 from memstream.ledger.purge import subject_digest
-from memstream.projection.names import names_in
 from memstream.shred.seal import CLEAR_FIELDS, is_sealed, needs_key
+from memstream.text.names import names_in
 
 PURGE_STREAM = "purges"  # the tenant's stream that holds its tombstones
 # Stores that apply a tombstone and that the API can watch converge.
@@ -100,7 +100,7 @@ def cites_any(cited: list[Any], ids: Set[str]) -> bool:
 
 def trace_reaches(trace: Mapping[str, Any], forms: frozenset[str], ids: Set[str]) -> bool:
     """An opened checkout trace the purge must shred: its question or question family names
-    the subject (``forms``: :func:`memstream.projection.names.name_forms`), or it cites an
+    the subject (``forms``: :func:`memstream.text.names.name_forms`), or it cites an
     item of ``ids`` (events, facts, latents) or a fact of a purged event."""
     query = trace.get("query")
     if isinstance(query, str) and names_in(query, forms):

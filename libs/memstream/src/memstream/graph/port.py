@@ -6,8 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from memstream.latent.model import LatentArtifact
-from memstream.projection.model import (
+from memstream.records.latent import LatentArtifact
+from memstream.records.projected import (
     EntityView,
     EventRecord,
     FactView,

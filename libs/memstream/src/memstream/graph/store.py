@@ -71,8 +71,8 @@ from memstream.graph.cypher import (
 )
 from memstream.graph.port import GraphRefused, InvalidationEntry, PurgeScope
 from memstream.graph.validity import known_at, valid_at
-from memstream.latent.model import LatentArtifact
-from memstream.projection.model import (
+from memstream.records.latent import LatentArtifact
+from memstream.records.projected import (
     EntityRecord,
     EntityView,
     EventRecord,

@@ -12,7 +12,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from datetime import datetime
 
-from memstream.projection.model import FactView
+from memstream.records.projected import FactView
 from memstream.times import parse_ts
 
 

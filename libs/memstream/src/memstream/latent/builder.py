@@ -35,7 +35,10 @@ from memstream.events.payloads import (
     TaskStartedPayload,
 )
 from memstream.latent import groups as g
-from memstream.latent.model import (
+from memstream.ledger.canonical import canonical_json
+from memstream.ledger.purge import is_purged
+from memstream.projection.extract import extract
+from memstream.records.latent import (
     ArtifactType,
     Details,
     LatentArtifact,
@@ -47,10 +50,7 @@ from memstream.latent.model import (
     artifact_id,
     input_fingerprint,
 )
-from memstream.ledger.canonical import canonical_json
-from memstream.ledger.purge import is_purged
-from memstream.projection.extract import extract
-from memstream.projection.model import Extraction, FactRecord, SourceRef
+from memstream.records.projected import Extraction, FactRecord, SourceRef
 from memstream.times import to_datetime
 
 # lb-2: names are not key terms

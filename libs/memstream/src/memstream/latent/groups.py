@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from memstream.events.payloads import QuestionFamily
-from memstream.latent.model import (
+from memstream.records.latent import (
     EpisodeDetails,
     PolicyDetails,
     PreferenceDetails,
@@ -20,7 +20,7 @@ from memstream.latent.model import (
     TaskDetails,
     TaskRun,
 )
-from memstream.projection.model import Extraction, FactRecord, FeedbackRecord, SourceRef
+from memstream.records.projected import Extraction, FactRecord, FeedbackRecord, SourceRef
 from memstream.text.words import STOP_STEMS, clip, stem, words
 from memstream.times import to_datetime
 

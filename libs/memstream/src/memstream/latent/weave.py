@@ -1,9 +1,10 @@
 """The prospective pass: a memory weave for one reasoning step, inside the packet's budget.
 
-Pure: the packet (already budgeted without the weave), the relevant artifacts and a token
-counter in; the weave out. Latent artifacts enter as suggestive context, flagged when they
-are review-pending or weak; the packet's cited items enter as the evidence that authorizes
-claims. Items are dropped from the end until the weave fits its budget.
+Pure: the packet (already budgeted without the weave), the relevant artifacts and a measure
+of the weave's tokens in; the weave out, as data (``checkout.packet`` renders it). Latent
+artifacts enter as suggestive context, flagged when they are review-pending or weak; the
+packet's cited items enter as the evidence that authorizes claims. Items are dropped from
+the end until the weave fits its budget.
 """
 
 from __future__ import annotations
@@ -11,18 +12,18 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 
-from memstream.checkout.model import (
+from memstream.records.latent import LatentArtifact, Purpose
+from memstream.records.packet import (
     CheckoutPacket,
     MemoryWeave,
     WeaveBudget,
     WeaveContext,
     WeaveEvidence,
 )
-from memstream.checkout.packet.prompt import weave_lines
-from memstream.latent.model import LatentArtifact, Purpose
-from memstream.projection.model import SourceRef
+from memstream.records.projected import SourceRef
 
-TokenCounter = Callable[[str], int]
+# The tokens a weave takes in the prompt, as the packet's renderer writes it.
+WeaveMeasure = Callable[[MemoryWeave], int]
 LOW_CONFIDENCE = 0.5
 MAX_REFS = 12
 # Which artifact types serve a purpose, most useful first.
@@ -99,7 +100,7 @@ def build_weave(
     packet: CheckoutPacket,
     artifacts: list[LatentArtifact],
     allowed: int,
-    count_tokens: TokenCounter,
+    measure: WeaveMeasure,
     created_at: str,
     version: str,
 ) -> MemoryWeave:
@@ -124,7 +125,7 @@ def build_weave(
         )
     weave = _weave(goal, purpose, chosen, context, evidence, warnings, created_at, version)
     while True:
-        used = count_tokens("\n".join(weave_lines(weave)))
+        used = measure(weave)
         if used <= allowed or not (context or evidence):
             break
         # at a tie the evidence goes first: the packet cites it already, while the context

@@ -20,16 +20,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from memstream.checkout.model import Candidate, OutcomeRecord, PacketWarning, SynthesisPlan
-from memstream.checkout.plan.focus import focus_of
-from memstream.checkout.synthesis.selection import (
-    candidate_stems,
-    entities_matched,
-    terms_matched,
-)
 from memstream.events.payloads import QuestionFamily
 from memstream.learning.trace import family_of, family_similarity
-from memstream.projection.model import FeedbackRecord
+from memstream.matching import candidate_stems, entities_matched, focus_of, terms_matched
+from memstream.records.packet import Candidate, OutcomeRecord, PacketWarning, SynthesisPlan
+from memstream.records.projected import FeedbackRecord
 from memstream.times import parse_ts
 
 

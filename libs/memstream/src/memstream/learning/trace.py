@@ -6,8 +6,8 @@ from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from memstream.checkout.model import CheckoutPacket, SynthesisPlan
 from memstream.events.payloads import QuestionFamily
+from memstream.records.packet import CheckoutPacket, SynthesisPlan
 from memstream.text.words import jaccard, stem
 
 MAX_FAMILY_TERMS = 40

@@ -106,7 +106,7 @@ def decode_entry(
 ) -> T | str:
     """``read`` of a ledger record, or why the record itself cannot be read.
 
-    ``opener`` opens a sealed entry first (see :class:`memstream.shred.opening.EntryOpener`;
+    ``opener`` opens a sealed entry first (see :class:`memstream.ledger.opening.EntryOpener`;
     one whose key was destroyed reads as purged); a sealed entry read without one is our
     bug, not the record's, and raises.
 

@@ -17,9 +17,9 @@ from pydantic import Field
 
 from memstream.events.envelope import StreamName
 from memstream.events.payloads import Body, Reason
-from memstream.latent.model import Altitude, Purpose
 from memstream.mcpserver.backend import MemoryBackend, drop_none
 from memstream.mcpserver.metrics import tool_metrics
+from memstream.records.latent import Altitude, Purpose
 from memstream.wire import STORABLE, ItemId
 
 BackendFor = Callable[[Context], AbstractAsyncContextManager[MemoryBackend]]

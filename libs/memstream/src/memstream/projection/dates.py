@@ -8,7 +8,7 @@ from functools import lru_cache
 
 import dateparser
 
-from memstream.projection.model import DateRecord
+from memstream.records.projected import DateRecord
 
 _MONTH = (
     r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from memstream.embed.registry import get_embedder
 from memstream.kafka.clients import make_producer
+from memstream.ledger.opening import EntryOpener, reading_keys
 from memstream.projection.keys import KeyForm
 from memstream.projection.projectors import VectorProjector
 from memstream.projection.runner import ProjectionManager
@@ -20,7 +21,6 @@ from memstream.projection.versions import (
     registry_path,
 )
 from memstream.settings import Settings
-from memstream.shred.opening import EntryOpener, reading_keys
 from memstream.vectors.factory import open_vector_index
 
 # The projector's producer only sends dead letters. An idempotent producer whose broker

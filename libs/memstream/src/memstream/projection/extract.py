@@ -6,7 +6,9 @@ from typing import Any
 
 from memstream.events.payloads import MemoryFeedbackPayload, MemoryInvalidatePayload
 from memstream.projection.dates import dates
-from memstream.projection.model import (
+from memstream.projection.quantities import quantities
+from memstream.projection.text import event_text
+from memstream.records.projected import (
     EntityRecord,
     EventRecord,
     Extraction,
@@ -18,9 +20,7 @@ from memstream.projection.model import (
     Side,
     SourceRef,
 )
-from memstream.projection.names import entity_key, name_candidates
-from memstream.projection.quantities import quantities
-from memstream.projection.text import event_text
+from memstream.text.names import entity_key, name_candidates
 from memstream.times import z_suffix
 
 # Part of every projection version's config hash: bump when extraction output changes.

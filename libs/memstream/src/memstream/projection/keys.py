@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from memstream.projection.model import EventRecord
-from memstream.projection.names import entity_key, name_candidates
 from memstream.projection.text import descriptive_metadata
+from memstream.records.projected import EventRecord
+from memstream.text.names import entity_key, name_candidates
 from memstream.times import to_datetime
 
 KeyForm = Literal["context", "plain"]  # a projection version's choice (ProjectionConfig.keys)

@@ -16,7 +16,8 @@ import orjson
 from pydantic import ValidationError
 
 from memstream.embed.port import Embedder
-from memstream.latent.model import (
+from memstream.ledger.opening import EntryOpener
+from memstream.records.latent import (
     EpisodeDetails,
     LatentArtifact,
     LatentDeletion,
@@ -25,9 +26,8 @@ from memstream.latent.model import (
     PreferenceDetails,
     TaskDetails,
 )
-from memstream.projection.model import VectorPoint
+from memstream.records.projected import VectorPoint
 from memstream.shred.artifacts import artifact_ref, is_deletion, open_artifact
-from memstream.shred.opening import EntryOpener
 from memstream.shred.seal import SealBroken, is_sealed
 from memstream.times import as_utc, utc_z
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from memstream.projection.keys import MESSAGE_TYPES, Turn
-from memstream.projection.model import Extraction
+from memstream.records.projected import Extraction
 
 
 class Slot(NamedTuple):

@@ -20,8 +20,8 @@ from memstream.graph.port import GraphStore
 from memstream.kafka.dlq import DeadLetterWriter
 from memstream.kafka.reading import headers_of
 from memstream.kafka.topics import LATENTS, LEDGER
-from memstream.latent.model import LatentDeletion, LatentRecord
 from memstream.ledger.entry import Opener, load_entry, read_loaded
+from memstream.ledger.opening import EntryOpener
 from memstream.metrics import PURGE_APPLIED_AT, PURGE_ITEMS_REMOVED, PURGES_APPLIED
 from memstream.position import RAW_HEADER
 from memstream.projection.extract import graph_batch
@@ -36,8 +36,6 @@ from memstream.projection.metrics import (
     PROJECTED_LATENTS,
     UNOPTIMIZED,
 )
-from memstream.projection.model import Extraction, VectorHit, VectorPoint
-from memstream.projection.names import entity_key
 from memstream.projection.previous import (
     Known,
     Said,
@@ -51,7 +49,9 @@ from memstream.projection.previous import (
 )
 from memstream.projection.progress import RawKey, applied_in
 from memstream.projection.purge import Decoded, PurgeOrder, Read, read_entry
-from memstream.shred.opening import EntryOpener
+from memstream.records.latent import LatentDeletion, LatentRecord
+from memstream.records.projected import Extraction, VectorHit, VectorPoint
+from memstream.text.names import entity_key
 from memstream.times import epoch_seconds
 from memstream.vectors.port import KEY_OF, VectorIndex, event_point_key
 

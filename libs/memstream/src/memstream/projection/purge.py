@@ -14,8 +14,8 @@ from typing import Any
 from memstream.events.payloads import MemoryPurgePayload
 from memstream.ledger.purge import is_purged
 from memstream.projection.extract import extract
-from memstream.projection.model import Extraction
 from memstream.projection.progress import RawKey
+from memstream.records.projected import Extraction
 
 PURGE_TYPE = "memory.purge"
 

@@ -6,7 +6,7 @@ import re
 
 from price_parser import Price
 
-from memstream.projection.model import QuantityRecord
+from memstream.records.projected import QuantityRecord
 
 _CURRENCY = re.compile(
     r"(?P<sym>[$€£¥])\s?(?P<num>\d[\d,.]*)(?:\s?(?P<mult>k|m|bn|thousand|million|billion)\b)?"

@@ -8,7 +8,7 @@ from typing import Any
 import orjson
 
 from memstream.events import Event
-from memstream.latent.model import LatentRecord
+from memstream.records.latent import LatentRecord
 from memstream.shred.artifacts import is_deletion, seal_artifact
 from memstream.shred.port import DataKeys
 from memstream.shred.seal import needs_key, seal_event

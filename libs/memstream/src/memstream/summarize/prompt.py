@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from memstream.checkout.model import Candidate
+from memstream.records.packet import Candidate
 from memstream.text.inert import attr, inert
 
 SYSTEM = (

@@ -6,10 +6,10 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from memstream.checkout.model import AnswerPool, Candidate, OutcomeRecord
 from memstream.checkout.packet.snippets import shorten
 from memstream.checkout.service import RecallRequest
 from memstream.checkout.synthesis.learned import losing_ids
+from memstream.records.packet import AnswerPool, Candidate, OutcomeRecord
 from memstream.summarize import metrics
 from memstream.summarize.cache import SummaryCache, cache_key
 from memstream.summarize.citations import hold, strip_markers

@@ -16,7 +16,7 @@ from typing import Any, cast
 import orjson
 import qdrant_edge as qe
 
-from memstream.projection.model import VectorHit, VectorPoint
+from memstream.records.projected import VectorHit, VectorPoint
 from memstream.vectors.port import (
     KEY_OF,
     KEYWORD_FIELDS,

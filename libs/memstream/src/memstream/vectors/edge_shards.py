@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
 
-from memstream.projection.model import VectorHit, VectorPoint
+from memstream.records.projected import VectorHit, VectorPoint
 from memstream.vectors.edge import EdgeVectorIndex, shared_payloads
 from memstream.vectors.port import IndexUnavailable, Search, VectorIndex, VectorRefused
 

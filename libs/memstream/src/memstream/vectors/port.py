@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal, Protocol, cast
 
-from memstream.projection.model import VectorHit, VectorPoint
+from memstream.records.projected import VectorHit, VectorPoint
 from memstream.store_errors import StoreRefused, StoreUnavailable
 from memstream.times import as_utc, utc_z
 

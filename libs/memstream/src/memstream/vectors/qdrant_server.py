@@ -13,7 +13,7 @@ from typing import Any
 from qdrant_client import QdrantClient, models
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
-from memstream.projection.model import VectorHit, VectorPoint
+from memstream.records.projected import VectorHit, VectorPoint
 from memstream.vectors.port import (
     KEY_OF,
     KEYWORD_FIELDS,

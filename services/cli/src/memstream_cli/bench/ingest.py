@@ -18,8 +18,8 @@ from memstream.kafka.clients import make_producer
 from memstream.kafka.produce import flush_or_raise, produce_with_backpressure
 from memstream.kafka.reading import high_watermarks
 from memstream.kafka.topics import LEDGER
+from memstream.ledger.opening import data_keys
 from memstream.sdk import MemoryClient
-from memstream.shred.opening import data_keys
 from memstream.shred.port import DataKeys
 
 from memstream_cli.bench.stack import throwaway_stack

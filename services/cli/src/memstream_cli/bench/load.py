@@ -25,12 +25,12 @@ from memstream.client import MemoryHttpClient, MemstreamHttpError
 from memstream.events import EventIn
 from memstream.kafka.reading import group_lag
 from memstream.keys import KeyStore
+from memstream.ledger.opening import data_keys
 from memstream.metrics import scrape
 from memstream.projection.projectors import OPTIMIZE_IDLE_S, OPTIMIZE_MIN_NEW
 from memstream.projection.status import caught_up, live_version, projection_status
 from memstream.sdk import MemoryClient, emit_by_tenant
 from memstream.settings import Settings
-from memstream.shred.opening import data_keys
 from memstream.shred.port import DataKeys
 from memstream.stack.epoch import read_epoch
 

@@ -20,13 +20,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 import psutil
-from memstream.checkout.model import CheckoutPacket
 from memstream.checkout.service import cited_ids
 from memstream.client import MemoryHttpClient, MemstreamHttpError
 from memstream.keys import KeyStore
+from memstream.ledger.opening import data_keys
+from memstream.records.packet import CheckoutPacket
 from memstream.sdk import emit_by_tenant
 from memstream.settings import Settings
-from memstream.shred.opening import data_keys
 from memstream.stack.epoch import read_epoch
 
 from memstream_cli.bench.load import visible, workload

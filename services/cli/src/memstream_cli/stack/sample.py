@@ -5,9 +5,9 @@ from __future__ import annotations
 from importlib import resources
 
 from memstream.events import EventIn
+from memstream.ledger.opening import data_keys
 from memstream.sdk import MemoryClient
 from memstream.settings import Settings
-from memstream.shred.opening import data_keys
 from memstream.stack.epoch import read_epoch
 
 from memstream_cli.stack.stackfile import StackInfo

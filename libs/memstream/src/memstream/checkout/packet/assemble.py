@@ -11,7 +11,18 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from memstream.checkout.model import (
+from memstream.checkout.packet.budget import (
+    TokenCounter,
+    fit_head,
+    item_tokens,
+    lines_tokens,
+    measure,
+    slim_answer,
+)
+from memstream.checkout.packet.prompt import NO_ANSWER, SECTION_TITLES, head_lines
+from memstream.checkout.packet.snippets import focus_stems, snippet_of
+from memstream.checkout.synthesis.evidence import is_text_row
+from memstream.records.packet import (
     DEFAULT_CONFIDENCE,
     AnswerCandidate,
     Budget,
@@ -27,17 +38,6 @@ from memstream.checkout.model import (
     SynthesisPlan,
     SynthesisResult,
 )
-from memstream.checkout.packet.budget import (
-    TokenCounter,
-    fit_head,
-    item_tokens,
-    lines_tokens,
-    measure,
-    slim_answer,
-)
-from memstream.checkout.packet.prompt import NO_ANSWER, SECTION_TITLES, head_lines
-from memstream.checkout.packet.snippets import focus_stems, snippet_of
-from memstream.checkout.synthesis.evidence import is_text_row
 from memstream.times import parse_ts
 
 # Exclusions of one reason an answer lists in the packet (the rest: ``budget.dropped``).

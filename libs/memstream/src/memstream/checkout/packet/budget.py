@@ -14,15 +14,22 @@ from collections.abc import Callable, Sequence
 
 from pydantic import BaseModel
 
-from memstream.checkout.model import AnswerCandidate, CheckoutPacket, Dropped, SynthesisPlan
 from memstream.checkout.packet.prompt import (
     NO_ANSWER,
     SECTION_TITLES,
     body_lines,
     head_lines,
     item_line,
+    weave_lines,
 )
 from memstream.checkout.packet.snippets import shorten
+from memstream.records.packet import (
+    AnswerCandidate,
+    CheckoutPacket,
+    Dropped,
+    MemoryWeave,
+    SynthesisPlan,
+)
 
 TokenCounter = Callable[[str], int]
 
@@ -35,6 +42,11 @@ def item_tokens(obj: BaseModel, count_tokens: TokenCounter) -> int:
 def lines_tokens(lines: Sequence[str], count_tokens: TokenCounter) -> int:
     """Tokens of prompt lines (blank separator lines cost nothing)."""
     return sum(count_tokens(line) for line in lines if line)
+
+
+def weave_tokens(weave: MemoryWeave, count_tokens: TokenCounter) -> int:
+    """The tokens ``weave`` takes in the prompt, rendered as the packet renders it."""
+    return count_tokens("\n".join(weave_lines(weave)))
 
 
 def measure(packet: CheckoutPacket, count_tokens: TokenCounter) -> int:

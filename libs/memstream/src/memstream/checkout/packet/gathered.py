@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from memstream.checkout.model import DEFAULT_CONFIDENCE, CheckoutPacket, Snippet
 from memstream.checkout.packet.prompt import cite
 from memstream.checkout.packet.prompt import show_value as _value
-from memstream.projection.model import SourceRef
+from memstream.records.packet import DEFAULT_CONFIDENCE, CheckoutPacket, Snippet
+from memstream.records.projected import SourceRef
 from memstream.text.inert import fence, inert
 from memstream.times import parse_ts
 

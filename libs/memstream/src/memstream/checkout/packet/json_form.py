@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from memstream.checkout.model import CheckoutPacket
+from memstream.records.packet import CheckoutPacket
 
 CONTENT_FIELDS = (
     "answerability",

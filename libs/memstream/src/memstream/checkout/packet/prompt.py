@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel
 
-from memstream.checkout.model import (
+from memstream.records.packet import (
     AnswerCandidate,
     CheckoutPacket,
     EvidenceRow,
@@ -31,7 +31,7 @@ from memstream.checkout.model import (
     Snippet,
     SynthesisPlan,
 )
-from memstream.projection.model import SourceRef
+from memstream.records.projected import SourceRef
 from memstream.text.inert import code, inert
 from memstream.text.units import fmt_amount
 

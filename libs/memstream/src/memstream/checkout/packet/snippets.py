@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from memstream.checkout.model import Candidate, Snippet, SynthesisPlan
+from memstream.records.packet import Candidate, Snippet, SynthesisPlan
 from memstream.text.words import content_stems, stem
 
 CUT = "…"

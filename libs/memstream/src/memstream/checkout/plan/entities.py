@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 
 from rapidfuzz import fuzz, process
 
-from memstream.checkout.model import EntityMention
-from memstream.projection.model import EntityView
-from memstream.projection.names import MARKS, entity_key, name_candidates, sentence_initial
+from memstream.records.packet import EntityMention
+from memstream.records.projected import EntityView
+from memstream.text.names import MARKS, entity_key, name_candidates, sentence_initial
 from memstream.text.words import STOPWORDS
 
 MAX_NGRAM = 5

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from memstream.checkout.model import Operation
+from memstream.records.packet import Operation
 from memstream.text.units import normalise_unit
 
 AnswerType = Literal["text", "number", "money", "date", "duration", "entity", "list", "boolean"]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from memstream.checkout.model import SynthesisPlan
 from memstream.checkout.plan.entities import (
     EMPTY,
     Lexicon,
@@ -19,6 +18,7 @@ from memstream.checkout.plan.operation import (
 )
 from memstream.checkout.plan.terms import query_terms
 from memstream.checkout.plan.window import find_window
+from memstream.records.packet import SynthesisPlan
 
 
 def plan_query(

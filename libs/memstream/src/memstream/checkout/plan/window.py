@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from datetime import date, timedelta
 
-from memstream.checkout.model import TimeWindow
 from memstream.projection.dates import dates
+from memstream.records.packet import TimeWindow
 from memstream.times import parse_ts
 
 _MONTHS = (

@@ -9,11 +9,11 @@ import functools
 from datetime import datetime
 from typing import Any
 
-from memstream.checkout.model import Candidate
 from memstream.checkout.retrieve.facts import predicate_words
 from memstream.projection.dates import dates
-from memstream.projection.model import EventRecord, FactView, SourceRef
 from memstream.projection.quantities import quantities
+from memstream.records.packet import Candidate
+from memstream.records.projected import EventRecord, FactView, SourceRef
 from memstream.times import parse_ts
 
 # A ledger event is a certain record of what was said or done (its truth is another matter,

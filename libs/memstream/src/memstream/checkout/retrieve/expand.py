@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import re
 
-from memstream.checkout.model import SynthesisPlan
 from memstream.embed.port import TermNeighbours
+from memstream.records.packet import SynthesisPlan
 from memstream.text.words import fold_plural
 from memstream.vectors.sparse import STOPWORDS
 

@@ -18,10 +18,6 @@ import numpy.typing as npt
 from memstream.embed.port import Embedder
 from memstream.text.words import content_stems
 
-# Cosine of focus words and predicate words above which a predicate answers the question;
-# with the static embedder "live" ~ "lives in" scores about .6, "job" ~ "works at" about .45,
-# unrelated pairs mostly stay under .3.
-PREDICATE_MATCH = 0.4
 _PREDICATE_SEP = re.compile(r"[_:./-]+")
 
 

@@ -22,7 +22,6 @@ from datetime import UTC, date, datetime, timedelta
 from datetime import time as dt_time
 from typing import Any
 
-from memstream.checkout.model import Candidate, SynthesisPlan
 from memstream.checkout.plan.anchored import (
     DayRange,
     Offset,
@@ -32,7 +31,6 @@ from memstream.checkout.plan.anchored import (
     spans_at,
     without_dates,
 )
-from memstream.checkout.plan.focus import focus_words
 from memstream.checkout.retrieve.candidates import (
     event_candidate,
     fact_candidate,
@@ -54,7 +52,9 @@ from memstream.checkout.retrieve.rerank import rerank
 from memstream.embed.port import Embedder, TermNeighbours
 from memstream.graph.port import GraphStore
 from memstream.graph.validity import known_at
-from memstream.projection.model import FactView, VectorHit
+from memstream.matching import focus_words
+from memstream.records.packet import Candidate, SynthesisPlan
+from memstream.records.projected import FactView, VectorHit
 from memstream.times import iso_utc, parse_ts
 from memstream.vectors.port import Mode, Search, VectorIndex
 

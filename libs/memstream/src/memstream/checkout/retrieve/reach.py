@@ -13,9 +13,9 @@ import unicodedata
 from collections import Counter
 from datetime import date
 
-from memstream.checkout.model import Candidate, SynthesisPlan
-from memstream.projection.model import EventRecord
-from memstream.projection.names import entity_key
+from memstream.records.packet import Candidate, SynthesisPlan
+from memstream.records.projected import EventRecord
+from memstream.text.names import entity_key
 from memstream.text.words import GENERIC_STEMS, STOP_STEMS, stem, words
 from memstream.times import parse_ts
 

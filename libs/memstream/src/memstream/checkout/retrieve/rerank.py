@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from memstream.checkout.model import Candidate, SynthesisPlan
-from memstream.checkout.plan.focus import focus_of
-from memstream.projection.names import entity_key
+from memstream.matching import focus_of
+from memstream.records.packet import Candidate, SynthesisPlan
+from memstream.text.names import entity_key
 from memstream.text.words import content_stems
 
 RERANK_TOP = 30  # the fused items reranked; the rest keep their place after them

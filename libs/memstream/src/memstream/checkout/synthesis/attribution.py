@@ -13,8 +13,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 
-from memstream.checkout.model import Candidate
-from memstream.projection.names import entity_key, is_address
+from memstream.records.packet import Candidate
+from memstream.text.names import entity_key, is_address
 from memstream.text.words import content_stems
 
 _FIRST_PERSON = re.compile(

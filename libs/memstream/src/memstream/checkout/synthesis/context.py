@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from statistics import fmean
 
-from memstream.checkout.model import (
+from memstream.records.packet import (
     DEFAULT_CONFIDENCE,
     AnswerCandidate,
     EvidenceRow,

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from memstream.checkout.model import EvidenceRow, Exclusion
 from memstream.checkout.synthesis.context import Ctx, is_fact, is_number, num, when
+from memstream.records.packet import EvidenceRow, Exclusion
 from memstream.text.words import GENERIC_STEMS, clip, content_stems, jaccard
 
 NUMERIC_DUP = 0.5  # label similarity for the same number mentioned twice

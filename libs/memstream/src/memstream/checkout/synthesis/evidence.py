@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import re
 
-from memstream.checkout.model import Candidate, EvidenceRow, SynthesisPlan
-from memstream.checkout.plan.focus import numeric_plan
 from memstream.checkout.retrieve.facts import predicate_words
-from memstream.projection.names import entity_key
+from memstream.matching import numeric_plan
+from memstream.records.packet import Candidate, EvidenceRow, SynthesisPlan
+from memstream.text.names import entity_key
 from memstream.text.units import normalise_unit
 from memstream.text.words import clip
 

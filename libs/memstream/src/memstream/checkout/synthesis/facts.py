@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from memstream.checkout.model import AnswerCandidate, Candidate, EvidenceRow, SynthesisPlan
 from memstream.checkout.synthesis.context import Ctx, is_fact
-from memstream.checkout.synthesis.selection import candidate_stems, matches_entity
+from memstream.matching import candidate_stems, matches_entity
+from memstream.records.packet import AnswerCandidate, Candidate, EvidenceRow, SynthesisPlan
 from memstream.text.words import content_stems
 from memstream.times import parse_ts
 

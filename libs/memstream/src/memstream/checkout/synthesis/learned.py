@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from memstream.checkout.model import (
+from memstream.records.packet import (
     AnswerCandidate,
     EvidenceRow,
     Exclusion,

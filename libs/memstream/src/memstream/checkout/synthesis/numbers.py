@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from memstream.checkout.model import EvidenceRow, Exclusion, PacketWarning, SynthesisPlan
 from memstream.checkout.synthesis.context import Ctx, is_number
 from memstream.checkout.synthesis.duplicates import dedupe
+from memstream.records.packet import EvidenceRow, Exclusion, PacketWarning, SynthesisPlan
 from memstream.text.units import dimension, is_currency
 
 

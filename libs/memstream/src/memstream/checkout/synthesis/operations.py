@@ -5,14 +5,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from statistics import fmean
 
-from memstream.checkout.model import (
-    EvidenceRow,
-    JsonScalar,
-    Operation,
-    PacketWarning,
-    SynthesisPlan,
-)
-from memstream.checkout.plan.focus import numeric_plan
 from memstream.checkout.synthesis.context import (
     Ctx,
     OpResult,
@@ -28,6 +20,14 @@ from memstream.checkout.synthesis.facts import facts_first
 from memstream.checkout.synthesis.numbers import numbers
 from memstream.checkout.synthesis.sides import side_name, side_rows, sides
 from memstream.checkout.synthesis.temporal import latest_value, temporal_interval, temporal_order
+from memstream.matching import numeric_plan
+from memstream.records.packet import (
+    EvidenceRow,
+    JsonScalar,
+    Operation,
+    PacketWarning,
+    SynthesisPlan,
+)
 from memstream.text.units import fmt_amount
 from memstream.text.words import clip
 from memstream.times import day_of

@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Set
+from collections.abc import Mapping, Set
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from memstream.checkout.model import (
+from memstream.matching import (
+    PREDICATE_MATCH,
+    candidate_stems,
+    entities_matched,
+    focus_of,
+    matches_entity,
+    row_stems,
+    terms_matched,
+)
+from memstream.records.packet import (
     DEFAULT_CONFIDENCE,
     Candidate,
     EvidenceRow,
@@ -15,14 +24,8 @@ from memstream.checkout.model import (
     SynthesisPlan,
     TimeWindow,
 )
-from memstream.checkout.plan.focus import focus_of
-from memstream.checkout.retrieve.facts import PREDICATE_MATCH
-from memstream.projection.names import entity_key
-from memstream.text.words import content_stems, stem, words
 from memstream.times import parse_ts
 
-# The sides of a conversation, by the message type each side writes.
-SIDE_TYPES = {"user": "message.user", "assistant": "message.assistant"}
 # A feedback prior of ±1 moves a row by this many focus terms of relevance (see learning.priors).
 PRIOR_WEIGHT = 1.0
 # Operations over the history of a subject: superseded facts still count for them.
@@ -32,45 +35,6 @@ HISTORY_OPS = frozenset({"count", "list", "temporal_order", "temporal_interval",
 LOOSE_OPS = frozenset(
     {"count", "sum", "average", "argmax", "argmin", "list", "temporal_interval", "temporal_order"}
 )
-
-
-def candidate_stems(c: Candidate) -> frozenset[str]:
-    """Content stems of everything a candidate says (text, value, subject, entity keys)."""
-    parts = [c.text, c.value_text or "", c.subject or "", *c.entity_keys]
-    return content_stems(" ".join(parts))
-
-
-def matches_entity(c: Candidate, key: str, stems: frozenset[str]) -> bool:
-    """By entity key, subject or agent, by side ("user": what the user's side said), or by
-    every word of the name occurring in the text."""
-    if key in c.entity_keys or key == c.subject or key == entity_key(c.agent):
-        return True
-    if SIDE_TYPES.get(key) == c.type:
-        return True
-    name = [stem(w) for w in words(key)]
-    return bool(name) and all(w in stems for w in name)
-
-
-def row_stems(row: EvidenceRow, c: Candidate) -> frozenset[str]:
-    """A number's own words when its event holds several numbers, else the whole candidate."""
-    if ":q" in row.row_id and len(c.quantities) > 1:
-        return content_stems(row.label)
-    return candidate_stems(c)
-
-
-def entities_matched(
-    plan: SynthesisPlan, entities: Iterable[str], c: Candidate, stems: frozenset[str]
-) -> int:
-    """How many of ``entities`` (the question's focus entities) ``c`` is about."""
-    return sum(any(matches_entity(c, k, stems) for k in plan.keys_of(e)) for e in entities)
-
-
-def terms_matched(focus_terms: frozenset[str], c: Candidate, stems: frozenset[str]) -> int:
-    """Focus terms among ``stems``; a fact whose predicate means the question counts as one."""
-    overlap = len(focus_terms & stems)
-    if not overlap and c.kind == "fact" and (c.relevance or 0.0) >= PREDICATE_MATCH:
-        return 1  # the predicate means what the question asks, in other words
-    return overlap
 
 
 def relevant_rows(

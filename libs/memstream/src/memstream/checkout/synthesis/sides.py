@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import re
 
-from memstream.checkout.model import EvidenceRow, SynthesisPlan
 from memstream.checkout.synthesis.context import Ctx
+from memstream.records.packet import EvidenceRow, SynthesisPlan
 from memstream.text.words import content_stems, stem, words
 
 _SPLITS = [

@@ -28,20 +28,6 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from datetime import timedelta
 
-from memstream.checkout.model import (
-    DEFAULT_CONFIDENCE,
-    Answerability,
-    AnswerCandidate,
-    Candidate,
-    EvidenceRow,
-    Exclusion,
-    OutcomeRecord,
-    PacketWarning,
-    SynthesisPlan,
-    SynthesisResult,
-    WarningKind,
-)
-from memstream.checkout.plan.focus import focus_of
 from memstream.checkout.synthesis.attribution import (
     first_person,
     misattributed,
@@ -66,10 +52,23 @@ from memstream.checkout.synthesis.selection import (
     confidence_of,
     coverage,
     relevant_rows,
-    row_stems,
     screen,
 )
-from memstream.projection.names import entity_key
+from memstream.matching import focus_of, row_stems
+from memstream.records.packet import (
+    DEFAULT_CONFIDENCE,
+    Answerability,
+    AnswerCandidate,
+    Candidate,
+    EvidenceRow,
+    Exclusion,
+    OutcomeRecord,
+    PacketWarning,
+    SynthesisPlan,
+    SynthesisResult,
+    WarningKind,
+)
+from memstream.text.names import entity_key
 from memstream.text.words import stem
 from memstream.times import day_of, parse_ts
 

@@ -5,14 +5,6 @@ from __future__ import annotations
 import re
 from datetime import datetime
 
-from memstream.checkout.model import (
-    EvidenceRow,
-    Exclusion,
-    JsonScalar,
-    PacketWarning,
-    SynthesisPlan,
-)
-from memstream.checkout.plan.focus import numeric_plan
 from memstream.checkout.synthesis.context import (
     EPOCH,
     Ctx,
@@ -28,6 +20,14 @@ from memstream.checkout.synthesis.duplicates import same_item
 from memstream.checkout.synthesis.facts import facts_first
 from memstream.checkout.synthesis.numbers import numbers
 from memstream.checkout.synthesis.sides import side_name, side_rows, sides
+from memstream.matching import numeric_plan
+from memstream.records.packet import (
+    EvidenceRow,
+    Exclusion,
+    JsonScalar,
+    PacketWarning,
+    SynthesisPlan,
+)
 from memstream.text.units import fmt_amount
 from memstream.times import day_of, parse_ts
 

@@ -14,7 +14,7 @@ from typing import Annotated, Literal, get_args
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 from memstream.events.payloads import QuestionFamily
-from memstream.projection.model import JsonScalar, SourceRef
+from memstream.records.projected import JsonScalar, SourceRef
 
 ArtifactType = Literal[
     "episode_latent",

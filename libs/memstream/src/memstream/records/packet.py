@@ -7,7 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from memstream.events.envelope import WORK_EVENT_TYPES
-from memstream.projection.model import DateRecord, QuantityRecord, SourceRef
+from memstream.records.projected import DateRecord, QuantityRecord, SourceRef
 
 JsonScalar = str | int | float | bool | None
 # What an item of unknown confidence counts as; the packet warns wherever it is used.
