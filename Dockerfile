@@ -17,9 +17,10 @@ WORKDIR /app
 COPY pyproject.toml uv.lock ./
 RUN uv sync --frozen --no-dev --no-install-workspace --no-cache
 
-# Then the workspace members (libs/*, services/*).
+# Then the workspace members (libs/*, services/*, tools/*).
 COPY libs ./libs
 COPY services ./services
+COPY tools ./tools
 RUN uv sync --frozen --no-dev --no-cache
 
 ENV PATH="/app/.venv/bin:${PATH}" \

@@ -48,15 +48,16 @@ schemas: install
 
 ## dashboards: regenerate the Grafana dashboards in deploy/grafana/dashboards/
 dashboards: install
-	.venv/bin/python -m memstream.ops.dashboards deploy/grafana/dashboards
+	.venv/bin/python -m memstream_dashboards deploy/grafana/dashboards
 
 ## bench-ingest: the ingest benchmark (a measurement, not a test)
 bench-ingest: install
 	.venv/bin/memstream bench ingest --events 100000
 
-LOCOMO ?= ../shared/bench/locomo/locomo-dev.json
+# The LoCoMo development split (not in the repository): make bench-results LOCOMO=path/to/it
+LOCOMO ?= bench/data/locomo-dev.json
 RESULTS ?= bench/results
-## bench-results: run every bench (about 15 min), keep the JSON, rewrite the README tables
+## bench-results: run every bench (about 15 min), keep the JSON, rewrite docs/benchmarks.md
 bench-results: install
 	mkdir -p $(RESULTS)
 	.venv/bin/memstream bench ingest --events 100000 --spine-only --json > $(RESULTS)/ingest-spine.json
@@ -69,7 +70,7 @@ bench-results: install
 	.venv/bin/memstream bench learn --json > $(RESULTS)/learn.json
 	.venv/bin/memstream bench neighbours --json > $(RESULTS)/neighbours.json
 	.venv/bin/memstream bench read-after --json > $(RESULTS)/read-after.json
-	.venv/bin/memstream bench report --results $(RESULTS) --readme README.md
+	.venv/bin/memstream bench report --results $(RESULTS) --page docs/benchmarks.md
 
 ## bench-load-extra: the 1M row and the 100k row with the HNSW build on (about 20 min)
 bench-load-extra: install
@@ -77,7 +78,7 @@ bench-load-extra: install
 	.venv/bin/memstream bench load --events 1000000 --json > $(RESULTS)/load-1000000.json
 	MEMSTREAM_VECTOR_OPTIMIZE=true .venv/bin/memstream bench load --events 100000 --json \
 		> $(RESULTS)/load-100000-hnsw.json
-	.venv/bin/memstream bench report --results $(RESULTS) --readme README.md
+	.venv/bin/memstream bench report --results $(RESULTS) --page docs/benchmarks.md
 
 clean:
 	rm -rf .venv .tools .mypy_cache .ruff_cache .pytest_cache

@@ -26,6 +26,7 @@ from memstream.stack.epoch import new_epoch
 from memstream.stack.net import free_port
 from memstream.stack.servers import start_tansu
 from memstream_api.app import create_app
+from memstream_api.context import context_of
 from memstream_api.main import main
 from scratchtopics import tenant_reach
 from stackproc import wait_until
@@ -322,7 +323,7 @@ def test_with_the_outbox_events_accepted_while_the_broker_is_down_reach_the_next
         ensure_default_version(settings)
         app = create_app(settings, bootstrap, project_vectors=True)
         with TestClient(app) as client:
-            vectors = app.state.vectors
+            vectors = context_of(app).serving.vectors
             wait_until(lambda: "v1" in vectors.assigned_at, 60, "the vector loop's assignment")
             auth = {"Authorization": f"Bearer {key}"}
             r = client.post("/v1/events", json=_msg("s", "before", id="before-1"), headers=auth)

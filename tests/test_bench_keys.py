@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 
 from memstream.embed.hashing import HashingEmbedder
-from memstream_cli.bench.keys import FORMS, keys_table, locomo_keys
-from memstream_cli.bench.report import blocks_from
+from memstream_bench.keys import FORMS, keys_table, locomo_keys
+from memstream_bench.report import blocks_from
 
 
 def conversation() -> list[dict[str, object]]:

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from memstream_cli import bench_cmd
-from memstream_cli.bench.report import blocks_from
+from memstream_bench import cli as bench_cmd
+from memstream_bench.report import blocks_from
 from memstream_cli.main import app
 from memstream_cli.progress import Report
 from stackproc import BIN, LLM_ENV

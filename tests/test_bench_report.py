@@ -7,10 +7,10 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from memstream_cli.bench.chaos import Answer, Failure, fault_rows, longest_gap
-from memstream_cli.bench.load import PROBE_TIMEOUT_S, ProbeLog
-from memstream_cli.bench.locomo import answerability_rates, reliability
-from memstream_cli.bench.report import (
+from memstream_bench.chaos import Answer, Failure, fault_rows, longest_gap
+from memstream_bench.load import PROBE_TIMEOUT_S, ProbeLog
+from memstream_bench.locomo import answerability_rates, reliability
+from memstream_bench.report import (
     answerability_lines,
     blocks_from,
     chaos_table,

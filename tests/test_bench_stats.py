@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from memstream_cli.bench.stats import percentile
+from memstream_bench.stats import percentile
 
 
 def test_nearest_rank_never_interpolates() -> None:

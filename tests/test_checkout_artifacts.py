@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import latentdata
+from memstream.checkout.artifacts import ArtifactCache
 from memstream.checkout.service import CheckoutService
 from memstream.projection.versions import FileProjectionRegistry, ProjectionConfig, VersionInfo
 from memstream.records.latent import LatentArtifact
@@ -58,35 +59,42 @@ def test_artifacts_are_reused_within_the_ttl_and_forgotten_on_demand(
     old = latentdata.stale(latentdata.episode(T, "s", "the old kiln", [ref], group="g3"))
     graph = Graph([kiln, glaze, old])
     clock = [100.0]
-    monkeypatch.setattr("memstream.checkout.service.time.monotonic", lambda: clock[0])
+    cache = ArtifactCache(clock=lambda: clock[0])
     svc, info = service(tmp_path, graph)
+    svc.artifacts = cache
+    g: Any = graph
+
+    def current(tenant: str, hits: list[VectorHit]) -> list[LatentArtifact]:
+        return cache.current(g, info.name, tenant, hits)
+
     hits = [hit(glaze), hit(kiln), hit(old), hit("gone"), hit(kiln)]
-    assert svc._artifacts(info, T, hits) == [glaze, kiln]  # in hit order, stale ones left out
+    assert current(T, hits) == [glaze, kiln]  # in hit order, stale ones left out
     assert graph.asked == [[glaze.artifact_id, kiln.artifact_id, old.artifact_id, "gone"]]
-    clock[0] += svc.artifact_ttl - 0.1
-    assert svc._artifacts(info, T, hits) == [glaze, kiln]
+    clock[0] += cache.ttl - 0.1
+    assert current(T, hits) == [glaze, kiln]
     assert graph.asked[1:] == [["gone"]]  # only what was not found is asked again
     clock[0] += 0.2
-    svc._artifacts(info, T, [hit(kiln)])
+    current(T, [hit(kiln)])
     assert graph.asked[2:] == [[kiln.artifact_id]]  # past the TTL: read again
     svc.forget_tenant(T)
-    svc._artifacts(info, T, [hit(kiln)])
+    current(T, [hit(kiln)])
     assert graph.asked[3:] == [[kiln.artifact_id]]
-    assert svc._artifacts(info, "other", [hit(kiln)]) == []  # per tenant
+    assert current("other", [hit(kiln)]) == []  # per tenant
 
 
 def test_a_purge_forgets_while_checkouts_on_other_threads_add_artifacts(tmp_path: Path) -> None:
     svc, _ = service(tmp_path, Graph([]))
     kiln = latentdata.episode(T, "s", "the kiln", [latentdata.ref(T, "e1")])
+    cache = svc.artifacts
     for i in range(3000):
-        svc.artifacts[("v1", f"tenant-{i % 7}", f"a{i}")] = (0.0, kiln)
+        cache.put("v1", f"tenant-{i % 7}", kiln.model_copy(update={"artifact_id": f"a{i}"}), 0.0)
     stop = threading.Event()
 
     def checkouts() -> None:
         i = 0
         while not stop.is_set():
-            svc.artifacts[("v1", "busy", f"b{i % 5000}")] = (0.0, kiln)
-            svc.artifacts.pop(("v1", "busy", f"b{(i - 100) % 5000}"), None)
+            cache.put("v1", "busy", kiln.model_copy(update={"artifact_id": f"b{i % 5000}"}), 0.0)
+            cache.forget("busy")
             i += 1
 
     switch = sys.getswitchinterval()
@@ -100,5 +108,5 @@ def test_a_purge_forgets_while_checkouts_on_other_threads_add_artifacts(tmp_path
         stop.set()
         adding.join()
         sys.setswitchinterval(switch)
-    assert not [k for k in svc.artifacts if k[1] == "tenant-3"]
-    assert sum(1 for k in svc.artifacts if k[1] == "tenant-4") == 428
+    assert cache.held("tenant-3", set(), "") == 0
+    assert cache.held("tenant-4", set(), "") == 428

@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 import pytest
-from memstream_cli import bench_cmd
+from memstream_bench import cli as bench_cmd
 from memstream_cli.main import app
 from memstream_cli.progress import Report, Stages, stage, stages
 from rich.console import Console

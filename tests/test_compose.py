@@ -373,8 +373,8 @@ def test_prometheus_sets_no_component_target_label(prometheus: dict[str, Any]) -
 
 
 def test_grafana_provisions_the_generated_dashboards(services: dict[str, dict[str, Any]]) -> None:
-    from memstream.ops.dashboards import dashboards
-    from memstream.ops.grafana import DATASOURCE
+    from memstream_dashboards import dashboards
+    from memstream_dashboards.grafana import DATASOURCE
 
     boards = yaml.safe_load((GRAFANA / "provisioning/dashboards/dashboards.yml").read_text())
     (provider_path,) = {p["options"]["path"] for p in boards["providers"]}

@@ -19,8 +19,9 @@ import memstream_api.producing
 import memstream_api.read_after
 import memstream_cli.stack.supervisor
 import yaml
-from memstream.ops.dashboards import dashboards, main
-from memstream.ops.grafana import DATASOURCE, dashboard_json, render
+from memstream_dashboards import dashboards
+from memstream_dashboards.__main__ import main
+from memstream_dashboards.grafana import DATASOURCE, dashboard_json, render
 from prometheus_client import REGISTRY
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -32,7 +32,7 @@ TENANT = "atelier-7"
 OTHER = "voisins.2"
 TOOLS = {
     "checkout", "recall", "summarize_recall", "remember", "feedback", "invalidate", "lineage",
-    "search",
+    "search", "forget",
 }  # fmt: skip
 FACT = "Séverine Okonkwo-Bah keeps the spare keys of the workshop in the blue teapot."
 QUESTION = "where does séverine okonkwo-bah keep the spare keys?"

@@ -12,8 +12,8 @@ from memstream.embed.hashing import HashingEmbedder
 from memstream.embed.port import Embedder
 from memstream.embed.registry import EMBEDDERS, get_embedder
 from memstream.embed.static import WEIGHTS_DIR, StaticEmbedder
-from memstream_cli.bench.bm25 import BM25
-from memstream_cli.bench.embed import load_turns, locomo_retrieval, run_embed_bench, synthetic_texts
+from memstream_bench.bm25 import BM25
+from memstream_bench.embed import load_turns, locomo_retrieval, run_embed_bench, synthetic_texts
 
 TEXTS = [
     "I adopted a puppy last week and she chews everything.",
@@ -152,7 +152,7 @@ def test_bm25_ranks_matching_document_first() -> None:
 def test_synthetic_texts_deterministic() -> None:
     texts = synthetic_texts(50)
     code = (
-        "import json; from memstream_cli.bench.embed import synthetic_texts; "
+        "import json; from memstream_bench.embed import synthetic_texts; "
         "print(json.dumps(synthetic_texts(50)))"
     )
     assert elsewhere(code, 4) == elsewhere(code, 5) == texts

@@ -8,7 +8,7 @@ import orjson
 from memstream.checkout.plan import plan_query
 from memstream.events import parse_inbound
 from memstream.matching import candidate_stems, focus_of
-from memstream_cli.bench.learn import (
+from memstream_bench.learn import (
     families,
     howto_families,
     memory_events,

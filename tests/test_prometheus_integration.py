@@ -28,8 +28,8 @@ from confluent_kafka import Producer
 from memstream.kafka.topics import LEDGER, RAW
 from memstream.ledger.canonical import GENESIS_HASH
 from memstream.ledger.entry import build_entry
-from memstream.ops.dashboards import dashboards
 from memstream.stack.net import free_port
+from memstream_dashboards import dashboards
 from messages_standin import MessagesStandin, llm_env
 from stackproc import RunningStack, healthy_status, memstream, owned_stack, wait_until
 

@@ -4,6 +4,7 @@ index (hand-written talk over a few months, read two years later)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -62,7 +63,7 @@ def _lane(pool: list[Any], lane: str) -> list[str]:
 
 def test_last_june_means_the_june_before_the_talk_not_before_now(retriever: Retriever) -> None:
     plan = plan_query("what did zoë bake last june?", NOW)
-    retriever.time_lane = True
+    retriever.config = replace(retriever.config, time_lane=True)
     timings: dict[str, float] = {}
     pool = retriever.retrieve("zoe", plan, timings=timings)
     timed = _lane(pool, "time")
@@ -71,12 +72,12 @@ def test_last_june_means_the_june_before_the_talk_not_before_now(retriever: Retr
     order = [c.item_id for c in pool]
     assert order.index("jun1") < min(order.index("may1"), order.index("aug3"))
 
-    retriever.time_lane = False
+    retriever.config = replace(retriever.config, time_lane=False)
     assert _lane(retriever.retrieve("zoe", plan), "time") == []
 
 
 def test_an_offset_counts_from_the_days_of_what_it_names(retriever: Retriever) -> None:
-    retriever.time_lane = True
+    retriever.config = replace(retriever.config, time_lane=True)
     plan = plan_query("What did Zoë buy two weeks before the kayak trip?", NOW)
     timed = _lane(retriever.retrieve("zoe", plan), "time")
     assert "aug1" in timed  # 17 days before the trip: "two weeks" is not exact
@@ -84,7 +85,7 @@ def test_an_offset_counts_from_the_days_of_what_it_names(retriever: Retriever) -
 
 
 def test_a_question_without_dates_gets_no_time_lane(retriever: Retriever) -> None:
-    retriever.time_lane = True
+    retriever.config = replace(retriever.config, time_lane=True)
     pool = retriever.retrieve("zoe", plan_query("What did Zoë bake for her mum?", NOW))
     assert pool and _lane(pool, "time") == []
 
@@ -94,7 +95,7 @@ def test_related_words_let_the_keyword_lanes_find_a_turn_that_shares_no_word(
 ) -> None:
     plan = plan_query("who got married in the summer?", NOW)
     assert _lane(retriever.retrieve("zoe", plan), "sparse") == ["wed2"]
-    retriever.expand = True
+    retriever.config = replace(retriever.config, expand=True)
     pool = retriever.retrieve("zoe", plan)
     # "husband" is near "married"; the turn saying the question's own word stays first
     assert _lane(pool, "sparse")[:2] == ["wed2", "wed1"]
@@ -105,20 +106,20 @@ def test_the_second_hop_finds_what_the_person_in_the_first_hits_said(
     retriever: Retriever,
 ) -> None:
     plan = plan_query("What did Zoë's mentor suggest?", NOW)
-    retriever.second_hop = True
+    retriever.config = replace(retriever.config, second_hop=True)
     timings: dict[str, float] = {}
     pool = retriever.retrieve("zoe", plan, timings=timings)
     hop = _lane(pool, "hop_sparse") + _lane(pool, "hop_dense")
     assert "men2" in hop and "hop" in timings  # names the mentor, not Zoë nor "mentor"
 
-    retriever.second_hop = False
+    retriever.config = replace(retriever.config, second_hop=False)
     assert not any(x.startswith("hop") for c in retriever.retrieve("zoe", plan) for x in c.lanes)
 
 
 def test_rerank_reorders_the_fused_pool_it_returns(retriever: Retriever) -> None:
     plan = plan_query("Which cake did Zoë bake after the kayak trip?", NOW)
     plain = retriever.retrieve("zoe", plan)
-    retriever.rerank = True
+    retriever.config = replace(retriever.config, rerank=True)
     ranked = retriever.retrieve("zoe", plan)
     assert [c.item_id for c in ranked] == [c.item_id for c in rerank(plan, plain)]
     assert ranked[0].item_id == "aug3"
@@ -149,7 +150,7 @@ def test_a_question_full_of_dates_and_offsets_costs_a_bounded_number_of_searches
     assert len(question) < 4000  # what a checkout request accepts
     counting = CountingIndex(retriever.index)
     retriever.index = counting  # type: ignore[assignment]
-    retriever.time_lane = True
+    retriever.config = replace(retriever.config, time_lane=True)
     timings: dict[str, float] = {}
     pool = retriever.retrieve("zoe", plan_query(question, NOW), timings=timings)
     assert pool and "time" in timings
@@ -252,7 +253,7 @@ def test_inside_a_named_day_the_time_lane_searches_the_questions_other_words(
     query = "What dish did Zoë make on 14 September, 2029?"
     recorder = _Recording(day_retriever.index)
     day_retriever.index = recorder  # type: ignore[assignment]
-    day_retriever.time_lane = True
+    day_retriever.config = replace(day_retriever.config, time_lane=True)
     pool = day_retriever.retrieve("zoe", plan_query(query, NOW))
     # every turn of the day carries the day in its key: the date words tell nothing there
     assert recorder.bounded == ["What dish did Zoë make on ?"]
@@ -266,7 +267,7 @@ def test_a_question_that_is_only_a_date_searches_the_period_as_asked(
 ) -> None:
     recorder = _Recording(day_retriever.index)
     day_retriever.index = recorder  # type: ignore[assignment]
-    day_retriever.time_lane = True
+    day_retriever.config = replace(day_retriever.config, time_lane=True)
     pool = day_retriever.retrieve("zoe", plan_query("2029-09-14?", NOW))
     assert recorder.bounded == ["2029-09-14?"]
     assert set(_lane(pool, "time")) == {"ok", "bye", "cook", "thx"}

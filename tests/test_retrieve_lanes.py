@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -123,7 +124,7 @@ def test_the_episode_lane_searches_inside_the_best_episodes(retriever: Retriever
     retriever.index.upsert(latent_changes(built, emb).upserts)
     plan = plan_query("Where do we anchor on the boat trip?", "2031-06-01T00:00:00Z")
 
-    retriever.episodes = True
+    retriever.config = replace(retriever.config, episodes=True)
     found: list[VectorHit] = []
     pool = retriever.retrieve("pals", plan, latents=found)
     assert found[0].payload["stream"] == "boat-trip" and found[0].payload["altitude"] == "episode"
@@ -136,7 +137,7 @@ def test_the_episode_lane_searches_inside_the_best_episodes(retriever: Retriever
             inside |= set(episode.source_ids)
     assert {"trip0", "trip1", "trip2"} <= from_lane <= inside
 
-    retriever.episodes = False
+    retriever.config = replace(retriever.config, episodes=False)
     assert not any("episode" in c.lanes for c in retriever.retrieve("pals", plan))
 
 

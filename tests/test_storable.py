@@ -12,13 +12,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from memstream.checkout.search import SearchRequest
-from memstream.checkout.service import CheckoutRequest, RecallRequest
 from memstream.events import EventAdapter, parse_inbound
 from memstream.events.envelope import ID_PATTERN, STREAM_PATTERN, TENANT_PATTERN
 from memstream.ledger.sequencing import DeadLetter, RawRecord, Sequenced, SequencerState, sequence
 from memstream.summarize.model import SummarizeRequest
 from memstream.times import iso_utc
 from memstream.wire import PRINTABLE, STORABLE, storable_json, strings
+from memstream_api.bodies import CheckoutRequest, RecallRequest
 from memstream_api.feedback import FeedbackIn
 from memstream_api.invalidate_routes import DecisionIn, InvalidateIn
 from pydantic import BaseModel, TypeAdapter, ValidationError

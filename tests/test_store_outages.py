@@ -23,6 +23,7 @@ from memstream.settings import Settings
 from memstream.stack.net import free_port
 from memstream.stack.servers import Server
 from memstream_api.app import create_app
+from memstream_api.context import context_of
 from messages_standin import MessagesStandin
 from pydantic import SecretStr
 from stackproc import wait_until
@@ -104,7 +105,7 @@ def test_with_the_graph_server_and_the_broker_down_every_read_is_503(
         anthropic_api_key=llm,
     )
     with api(settings, f"127.0.0.1:{free_port()}") as (client, key):
-        manager = client.app.state.vectors
+        manager = context_of(client.app).serving.vectors
         wait_until(lambda: manager.projector("v1") is not None, 60, "the index to open")
         for method, path, body in reads():
             assert_503(call(client, key, method, path, body), f"{method} {path}")
@@ -128,7 +129,7 @@ def test_with_the_vector_index_closed_or_reopening_every_read_is_503_or_answers(
         anthropic_api_key=llm,
     )
     with api(settings, f"127.0.0.1:{free_port()}") as (client, key):
-        manager = client.app.state.vectors
+        manager = context_of(client.app).serving.vectors
         wait_until(lambda: manager.projector("v1") is not None, 60, "the index to open")
         projector = manager.projector("v1")
         assert isinstance(projector, VectorProjector)

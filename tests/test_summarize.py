@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from memstream.checkout.service import RecallRequest
+from memstream.checkout.request import RecallQuery
 from memstream.records.packet import AnswerPool, Candidate, OutcomeRecord
 from memstream.records.projected import SourceRef
 from memstream.settings import Settings
@@ -349,9 +349,9 @@ class FixedRecall:
     ) -> None:
         self.candidates = candidates
         self.outcomes = outcomes or []
-        self.requests: list[RecallRequest] = []
+        self.requests: list[RecallQuery] = []
 
-    def __call__(self, _tenant: str, req: RecallRequest) -> AnswerPool:
+    def __call__(self, _tenant: str, req: RecallQuery) -> AnswerPool:
         self.requests.append(req)
         return AnswerPool(candidates=self.candidates[: req.k], outcomes=self.outcomes)
 

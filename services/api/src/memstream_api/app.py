@@ -5,7 +5,7 @@ from __future__ import annotations
 import gc
 import threading
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from typing import Any, Literal
 
 from fastapi import FastAPI
@@ -19,6 +19,7 @@ from memstream.ledger.opening import reading_keys
 from memstream.metrics import API_REFUSED, UP
 from memstream.ops.health import DependencyProbe, dependency_checks
 from memstream.projection.embedded import vector_manager
+from memstream.projection.runner import ProjectionManager
 from memstream.settings import Settings
 from memstream.shred.sealer import EventSealer
 from memstream.shred.traces import TraceSealer
@@ -42,6 +43,7 @@ from memstream_api import (
     summarize_routes,
 )
 from memstream_api.broker import BrokerFollower
+from memstream_api.context import ApiContext, Serving, attach
 from memstream_api.http_metrics import HttpMetrics
 from memstream_api.limits import BodyGuard, Pace
 from memstream_api.mcp_endpoint import PATH as MCP_PATH
@@ -49,7 +51,7 @@ from memstream_api.mcp_endpoint import mount_mcp
 from memstream_api.outbox import Outbox
 from memstream_api.positions import WritePositions
 from memstream_api.producing import BatchProducer
-from memstream_api.wiring import build_checkout
+from memstream_api.wiring import build_checkout, build_forget
 
 COMPONENT = "api"
 GC_THRESHOLDS = (50_000, 20, 20)  # Python's default: (700, 10, 10)
@@ -77,77 +79,120 @@ def create_app(
     With ``project_vectors`` the process also runs the vector projection into its
     in-process Qdrant Edge index (the embedded stack), which checkout reads.
     """
+    ctx = ApiContext(
+        settings=settings,
+        bootstrap=bootstrap,
+        component=COMPONENT,
+        keys=KeyStore.from_settings(settings),
+        max_batch=max_batch,
+        ingest_slots=ingest.IngestSlots(settings.api_tenant_ingest_concurrency),
+        pending_purges=PendingPurges(COMPONENT),
+        fair_share=fair_share.read_share(settings, COMPONENT),
+    )
+    opening = _Opening(ctx, producer_overrides or {}, project_vectors)
+    app = FastAPI(
+        title="memstream",
+        version="0.1.0",
+        description=DESCRIPTION,
+        lifespan=opening.lifespan,
+        responses=errors.LIMITS,
+    )
+    attach(app, ctx)
+    _guard(app, settings)
+    _routes(app)
+    opening.mcp_sessions = mount_mcp(
+        app, settings.api_host, COMPONENT, settings.api_max_ingest_body_bytes
+    )
+    _ops_routes(app, ctx)
+    app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
+    return app
+
+
+class _Opening:
+    """The lifespan: open what serving needs, close it in reverse at shutdown."""
+
+    def __init__(
+        self, ctx: ApiContext, producer_overrides: dict[str, Any], project_vectors: bool
+    ) -> None:
+        self.ctx = ctx
+        self.producer_overrides = producer_overrides
+        self.project_vectors = project_vectors
+        self.mcp_sessions: AbstractAsyncContextManager[Any] | None = None
 
     @asynccontextmanager
-    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+    async def lifespan(self, app: FastAPI) -> AsyncIterator[None]:
+        async with AsyncExitStack() as stack:
+            self.ctx.serve(await self._open(stack))
+            probe = DependencyProbe(
+                COMPONENT, dependency_checks(self.ctx.settings, self.ctx.bootstrap)
+            ).start()
+            stack.push_async_callback(run_in_threadpool, probe.stop)
+            UP.labels(component=COMPONENT).set(1)
+            stack.callback(UP.labels(component=COMPONENT).set, 0)
+            # What start-up built (modules, the embedder, the tokenizer, store clients) lives
+            # as long as the process: out of the cyclic collector, whose full passes over it
+            # stopped every thread, requests included, for 0.2-0.8 s at a time (measured
+            # under a flood of heavy checkouts). Rarer passes over what is left: garbage is
+            # freed by reference counting; the collector only finds cycles.
+            gc.freeze()
+            gc.set_threshold(*GC_THRESHOLDS)
+            assert self.mcp_sessions is not None  # create_app mounted MCP
+            async with self.mcp_sessions:
+                yield
+            self.ctx.serve(None)
+
+    async def _open(self, stack: AsyncExitStack) -> Serving:
+        """Keys, producer, outbox, the vector projection, checkout, summarize and forget;
+        each one's closing pushed on ``stack``."""
+        settings, bootstrap = self.ctx.settings, self.ctx.bootstrap
         # Always open: purges destroy keys and sign tombstones even with sealing off.
-        app.state.data_keys = reading_keys(settings)
-        app.state.positions = WritePositions(app.state.data_keys, settings.data_dir)
-        sealer = EventSealer(app.state.data_keys if settings.seal else None)
+        data_keys = reading_keys(settings)
+        sealing = data_keys if settings.seal else None
         producer = BatchProducer(
-            bootstrap, COMPONENT, sealer, settings.max_record_bytes, **(producer_overrides or {})
-        )
+            bootstrap, COMPONENT, EventSealer(sealing), settings.max_record_bytes,
+            **self.producer_overrides,
+        )  # fmt: skip
         await run_in_threadpool(producer.refresh_limit)
-        app.state.producer = producer
+        stack.push_async_callback(run_in_threadpool, producer.close)
         outbox = None
         if settings.outbox:
             outbox = Outbox(
                 settings.outbox_dir, bootstrap, producer, settings.outbox_max_bytes,
                 tenant_share=settings.outbox_tenant_share,
             ).start()  # fmt: skip
-        app.state.outbox = outbox
-        manager, thread = None, None
-        if project_vectors:
-            manager = vector_manager(settings, bootstrap)
-            # Each version's index opens before the API answers (the supervisor holds the
-            # port meanwhile): a read right after `memstream up` finds it instead of a 503.
-            await run_in_threadpool(manager.sync)
-            thread = threading.Thread(target=manager.run_forever, name="vector-projection")
-            thread.start()
-        app.state.vectors = manager
+            stack.push_async_callback(run_in_threadpool, outbox.stop)
+        manager = await self._vectors(stack) if self.project_vectors else None
         follower = BrokerFollower(settings.data_dir, producer, outbox, manager).start()
-        app.state.checkout = build_checkout(
-            settings, manager, producer, TraceSealer(app.state.data_keys if settings.seal else None)
+        stack.push_async_callback(run_in_threadpool, follower.stop)
+        checkout = build_checkout(settings, manager, producer, TraceSealer(sealing))
+        summarizer = summarize_routes.build_summarizer(settings, checkout)
+        watch = read_after.KafkaWatch(bootstrap).start()
+        stack.push_async_callback(run_in_threadpool, watch.stop)
+        forget = build_forget(self.ctx, checkout, data_keys, summarizer)
+        positions = WritePositions(data_keys, settings.data_dir)
+        return Serving(
+            data_keys, positions, producer, outbox, manager, checkout, summarizer, watch, forget
         )
-        app.state.summarizer = summarize_routes.build_summarizer(settings, app.state.checkout)
-        app.state.read_after_watch = read_after.KafkaWatch(bootstrap).start()
-        # The API's own view of Kafka and the graph: the distributed stack has no supervisor.
-        probe = DependencyProbe(COMPONENT, dependency_checks(settings, bootstrap)).start()
-        UP.labels(component=COMPONENT).set(1)
-        # What start-up built (modules, the embedder, the tokenizer, store clients) lives as
-        # long as the process: out of the cyclic collector, whose full passes over it stopped
-        # every thread, requests included, for 0.2-0.8 s at a time (measured under a flood of
-        # heavy checkouts). Rarer passes over what is left: garbage is freed by reference
-        # counting; the collector only finds cycles.
-        gc.freeze()
-        gc.set_threshold(*GC_THRESHOLDS)
-        try:
-            async with mcp_sessions:
-                yield
-        finally:
-            UP.labels(component=COMPONENT).set(0)
-            await run_in_threadpool(probe.stop)
-            await run_in_threadpool(app.state.read_after_watch.stop)
-            await run_in_threadpool(follower.stop)
-            if manager is not None and thread is not None:
-                manager.stopping.set()
-                await run_in_threadpool(thread.join, 60)
-            if outbox is not None:
-                await run_in_threadpool(outbox.stop)
-            await run_in_threadpool(producer.close)
 
-    app = FastAPI(
-        title="memstream",
-        version="0.1.0",
-        description=DESCRIPTION,
-        lifespan=lifespan,
-        responses=errors.LIMITS,
-    )
-    app.state.settings = settings
-    app.state.bootstrap = bootstrap
-    app.state.keys = KeyStore.from_settings(settings)
-    app.state.max_batch = max_batch
-    app.state.ingest_slots = ingest.IngestSlots(settings.api_tenant_ingest_concurrency)
+    async def _vectors(self, stack: AsyncExitStack) -> ProjectionManager:
+        """The embedded stack's vector projection, in this process."""
+        manager = vector_manager(self.ctx.settings, self.ctx.bootstrap)
+        # Each version's index opens before the API answers (the supervisor holds the port
+        # meanwhile): a read right after `memstream up` finds it instead of a 503.
+        await run_in_threadpool(manager.sync)
+        thread = threading.Thread(target=manager.run_forever, name="vector-projection")
+        thread.start()
+
+        async def stop() -> None:
+            manager.stopping.set()
+            await run_in_threadpool(thread.join, 60)
+
+        stack.push_async_callback(stop)
+        return manager
+
+
+def _guard(app: FastAPI, settings: Settings) -> None:
+    """Body limits and pace, and the HTTP metrics around everything."""
     ingest_limit = settings.api_max_ingest_body_bytes
     app.add_middleware(
         BodyGuard,
@@ -163,25 +208,24 @@ def create_app(
         on_too_large=ingest.count_too_large,
     )
     app.add_middleware(HttpMetrics, component=COMPONENT)  # outermost: it times refusals too
-    ingest.init_metrics()
-    feedback.init_metrics()
-    invalidate_routes.init_metrics()
-    read_after.init_metrics()
-    app.include_router(ingest.router)
-    app.include_router(checkout_routes.router)
-    app.include_router(feedback.router)
-    app.include_router(invalidate_routes.router)
-    app.include_router(latent_routes.router)
-    app.include_router(explorer.router)
-    app.include_router(summarize_routes.router)
-    app.include_router(purge_routes.router)
-    fair_share.limit_reads(app, settings, COMPONENT)
-    app.state.pending_purges = PendingPurges(COMPONENT)
-    mcp_sessions = mount_mcp(app, settings.api_host, COMPONENT, ingest_limit)
 
+
+def _routes(app: FastAPI) -> None:
+    """The memory routes, their metrics, and the answers to stores being down."""
+    for module in (ingest, feedback, invalidate_routes, read_after):
+        module.init_metrics()
+    for router in (
+        ingest.router, checkout_routes.router, feedback.router, invalidate_routes.router,
+        latent_routes.router, explorer.router, summarize_routes.router, purge_routes.router,
+    ):  # fmt: skip
+        app.include_router(router)
     app.add_exception_handler(GraphUnavailable, errors.store_down)
     app.add_exception_handler(IndexUnavailable, errors.store_down)
     app.add_exception_handler(RequestValidationError, errors.request_invalid)
+
+
+def _ops_routes(app: FastAPI, ctx: ApiContext) -> None:
+    """``/healthz`` and ``/metrics``."""
 
     @app.get(
         "/healthz",
@@ -191,8 +235,7 @@ def create_app(
         responses={503: {"model": Health, "description": "Kafka is unreachable"}},
     )
     async def healthz() -> JSONResponse:
-        producer: BatchProducer = app.state.producer
-        problem = await run_in_threadpool(producer.reachable)
+        problem = await run_in_threadpool(ctx.serving.producer.reachable)
         if problem is not None:
             return JSONResponse({"status": "unavailable", "reason": problem}, status_code=503)
         return JSONResponse({"status": "ok"})
@@ -207,28 +250,22 @@ def create_app(
     def metrics() -> Response:
         return Response(generate_latest(REGISTRY), media_type=CONTENT_TYPE_LATEST)
 
-    def openapi() -> dict[str, Any]:
-        # The ingest body is read raw (for whole-batch errors), so its models are added here.
-        if app.openapi_schema is None:
-            schema = get_openapi(
-                title=app.title,
-                version=app.version,
-                description=app.description,
-                routes=app.routes,
-            )
-            _, defs = models_json_schema(
-                [(ingest.EventBatch, "validation")],
-                ref_template="#/components/schemas/{model}",
-            )
-            components = schema.setdefault("components", {}).setdefault("schemas", {})
-            components.update(defs.get("$defs", {}))
-            # One event: the union of the typed models, named for the request body's oneOf.
-            components["EventIn"] = components["EventBatch"]["properties"]["events"].pop("items")
-            components["EventBatch"]["properties"]["events"]["items"] = {
-                "$ref": "#/components/schemas/EventIn"
-            }
-            app.openapi_schema = schema
-        return app.openapi_schema
 
-    app.openapi = openapi  # type: ignore[method-assign]
-    return app
+def _openapi(app: FastAPI) -> dict[str, Any]:
+    """The schema, with the models of the ingest body (read raw, for whole-batch errors)."""
+    if app.openapi_schema is None:
+        schema = get_openapi(
+            title=app.title, version=app.version, description=app.description, routes=app.routes
+        )
+        _, defs = models_json_schema(
+            [(ingest.EventBatch, "validation")], ref_template="#/components/schemas/{model}"
+        )
+        components = schema.setdefault("components", {}).setdefault("schemas", {})
+        components.update(defs.get("$defs", {}))
+        # One event: the union of the typed models, named for the request body's oneOf.
+        components["EventIn"] = components["EventBatch"]["properties"]["events"].pop("items")
+        components["EventBatch"]["properties"]["events"]["items"] = {
+            "$ref": "#/components/schemas/EventIn"
+        }
+        app.openapi_schema = schema
+    return app.openapi_schema

@@ -8,6 +8,7 @@ from fastapi import Depends, HTTPException, Request, status
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from memstream.keys import KeyStore, KeyStoreError
 
+from memstream_api.context import context
 from memstream_api.errors import retry_after
 
 # auto_error=False: the reasons below are more useful than FastAPI's generic 403.
@@ -33,7 +34,7 @@ def require_tenant(
     key = key.strip()
     if not key:
         raise _unauthorized("empty API key in the Authorization header")
-    keys: KeyStore = request.app.state.keys
+    keys: KeyStore = context(request).keys
     try:
         tenant = keys.tenant_for(key)
     except KeyStoreError as exc:

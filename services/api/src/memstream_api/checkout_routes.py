@@ -7,20 +7,16 @@ from typing import Annotated, Any
 from fastapi import APIRouter, HTTPException, Request, status
 from fastapi import Path as PathParam
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
+from memstream.checkout.lineage import Lineage, UnknownItem
 from memstream.checkout.packet import render_gathered, render_json, render_markdown
-from memstream.checkout.service import (
-    CheckoutRequest,
-    CheckoutService,
-    Lineage,
-    NoProjection,
-    RecallRequest,
-    UnknownItem,
-)
+from memstream.checkout.service import CheckoutService, NoProjection
 from memstream.records.packet import Candidate, CheckoutPacket, PacketWarning
 from memstream.wire import ItemId
 from starlette.concurrency import run_in_threadpool
 
 from memstream_api.auth import Tenant
+from memstream_api.bodies import CheckoutRequest, RecallRequest
+from memstream_api.context import serving
 from memstream_api.errors import (
     AUTH,
     BODY,
@@ -37,8 +33,7 @@ router = APIRouter(tags=["checkout"], route_class=ReadRoute)
 
 
 def checkout_service(request: Request) -> CheckoutService:
-    service: CheckoutService = request.app.state.checkout
-    return service
+    return serving(request).checkout
 
 
 def unavailable_error(exc: NoProjection) -> HTTPException:
@@ -101,7 +96,7 @@ async def checkout(body: CheckoutRequest, request: Request, tenant: Tenant) -> R
     def packet_response() -> Response:
         # Rendering a large packet takes milliseconds: in the worker thread, charged to the
         # tenant, not on the event loop every other request waits for.
-        packet = with_after(service.checkout(tenant, body), waited)
+        packet = with_after(service.checkout(tenant, body.to_query()), waited)
         if body.format == "markdown":
             return PlainTextResponse(render_markdown(packet), media_type="text/markdown")
         if body.format == "gathered":
@@ -124,7 +119,7 @@ async def recall(body: RecallRequest, request: Request, tenant: Tenant) -> dict[
     try:
         waited = await wait_after(request, tenant, body.after, "recall")
         items: list[Candidate] = await metered(
-            request, checkout_service(request).recall, tenant, body
+            request, checkout_service(request).recall, tenant, body.to_query()
         )
     except NoProjection as exc:
         raise unavailable_error(exc) from exc

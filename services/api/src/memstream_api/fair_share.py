@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
-from fastapi import FastAPI, Request, Response
+from fastapi import Request, Response
 from fastapi.routing import APIRoute
 from memstream.fairshare import REASONS, Admitted, FairShare, Refused, ShareLimits
 from memstream.keys import KeyStore, KeyStoreError
@@ -25,6 +25,8 @@ from memstream.metrics import READS_IN_FLIGHT, READS_THROTTLED
 from memstream.settings import Settings
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import JSONResponse
+
+from memstream_api.context import context
 
 READ_ROUTES = frozenset({"/v1/checkout", "/v1/recall", "/v1/search", "/v1/summarize_recall"})
 _COST = "memstream.read_cost"  # scope key: CPU seconds the request's work spent
@@ -61,7 +63,7 @@ def _tenant(request: Request) -> str | None:
     scheme, _, key = (request.headers.get("authorization") or "").partition(" ")
     if scheme.lower() != "bearer" or not key.strip():
         return None
-    keys: KeyStore = request.app.state.keys
+    keys: KeyStore = context(request).keys
     try:
         return keys.tenant_for(key.strip())
     except KeyStoreError:
@@ -86,7 +88,7 @@ def _refusal(refused: Refused, limits: ShareLimits) -> JSONResponse:
 
 class ReadRoute(APIRoute):
     """The route class of the routers that hold read routes: a route in ``READ_ROUTES``
-    passes the app's fair share (``app.state.fair_share``) after routing, before its body
+    passes the app's fair share (``ApiContext.fair_share``) after routing, before its body
     is read; the others are plain routes."""
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
@@ -96,7 +98,7 @@ class ReadRoute(APIRoute):
         route = self.path
 
         async def gated(request: Request) -> Response:
-            share: FairShare | None = getattr(request.app.state, "fair_share", None)
+            share: FairShare | None = context(request).fair_share
             tenant = None if share is None else _tenant(request)
             if share is None or tenant is None:
                 return await handler(request)
@@ -129,15 +131,14 @@ async def _run(
 
 
 def _component(request: Request) -> str:
-    return str(getattr(request.app.state, "component", "api"))
+    return context(request).component
 
 
-def limit_reads(app: FastAPI, settings: Settings, component: str) -> None:
-    """Hold the read routes of ``app`` to a fair share per tenant (not with ``read_limits``
-    off); the routes are those of routers built with ``route_class=ReadRoute``."""
-    app.state.component = component
-    app.state.fair_share = FairShare(limits_from(settings)) if settings.read_limits else None
+def read_share(settings: Settings, component: str) -> FairShare | None:
+    """The fair share per tenant that holds the read routes (those of routers built with
+    ``route_class=ReadRoute``); None with ``read_limits`` off."""
     READS_IN_FLIGHT.labels(component).set(0)
     for route in READ_ROUTES:
         for reason in REASONS:
             READS_THROTTLED.labels(component, route, reason)
+    return FairShare(limits_from(settings)) if settings.read_limits else None

@@ -18,6 +18,7 @@ from starlette.concurrency import run_in_threadpool
 
 from memstream_api.auth import Tenant
 from memstream_api.checkout_routes import unavailable_error
+from memstream_api.context import serving
 from memstream_api.errors import AUTH, BODY, WRITE_REFUSALS, ErrorBody, unavailable
 from memstream_api.ingest import COMPONENT, DEFAULT_AGENT, DeliveryErrorBody, deliver
 from memstream_api.positions import POSITION_DESCRIPTION
@@ -83,7 +84,7 @@ async def post_feedback(
     """Durable like ``POST /v1/events`` before 202. When this API still remembers the packet,
     the event carries its question family. Every target must name a memory of the tenant
     (404 lists those that do not): feedback on nothing would be silently lost."""
-    checkout: CheckoutService = request.app.state.checkout
+    checkout: CheckoutService = serving(request).checkout
     try:
         graph = await run_in_threadpool(checkout.live_graph)
     except NoProjection as exc:

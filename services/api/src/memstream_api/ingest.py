@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.concurrency import run_in_threadpool
 
 from memstream_api.auth import Tenant
+from memstream_api.context import context, serving
 from memstream_api.errors import (
     AUTH,
     RETRY_AFTER_S,
@@ -320,7 +321,7 @@ async def post_events(request: Request, tenant: Tenant) -> Response | Accepted:
     reach the ledger whatever single process dies; without an outbox, once Kafka has
     acknowledged every event (acks=all).
     """
-    slots: IngestSlots = request.app.state.ingest_slots
+    slots: IngestSlots = context(request).ingest_slots
     if not slots.take(tenant):
         API_REFUSED.labels(COMPONENT, "tenant_ingest_open").inc()
         detail = (
@@ -338,7 +339,7 @@ async def _ingest(request: Request, tenant: str) -> Response | Accepted:
     try:
         # Within the route's limit: memstream_api.limits refused a larger body unread.
         body = await request.body()
-        items, batch = _items(body, request.app.state.max_batch)
+        items, batch = _items(body, context(request).max_batch)
         events = _complete(body, items, batch, tenant)
     except _Rejected as rejected:
         EVENTS_REJECTED.labels(component=COMPONENT, reason=rejected.reason).inc(rejected.count)
@@ -354,7 +355,8 @@ async def deliver(request: Request, events: list[Event], batch: bool = False) ->
     position once they are (spooled in the outbox, or acknowledged by Kafka without one),
     else the 413 (an event can never fit the broker's record limit), 429 (the tenant's
     outbox share is full) or 503 to answer. Nothing of a refused batch is produced."""
-    producer: BatchProducer = request.app.state.producer
+    up = serving(request)
+    producer: BatchProducer = up.producer
     values = await run_in_threadpool(producer.encode, events)
     limit = producer.limit.bytes
     found = oversized(events, values, limit, sealed=producer.seals)
@@ -369,11 +371,11 @@ async def deliver(request: Request, events: list[Event], batch: bool = False) ->
         )
     EVENTS_RECEIVED.labels(component=COMPONENT).inc(len(events))
     ids = [e.id for e in events]
-    positions: WritePositions = request.app.state.positions
+    positions: WritePositions = up.positions
     writing = await positions.start(events[0].tenant)
-    outbox: Outbox | None = request.app.state.outbox
+    outbox: Outbox | None = up.outbox
     if outbox is not None:
-        wait_s = request.app.state.settings.outbox_ack_wait_s
+        wait_s = context(request).settings.outbox_ack_wait_s
         spooled = await _spool(outbox, events, values, wait_s, writing)
         if isinstance(spooled, Response):
             return spooled

@@ -37,6 +37,7 @@ from memstream.stack.epoch import read_epoch
 from prometheus_client import Counter, Histogram
 from starlette.concurrency import run_in_threadpool
 
+from memstream_api.context import context, serving
 from memstream_api.outbox import Outbox
 
 log = logging.getLogger(__name__)
@@ -189,7 +190,7 @@ def refuse(exc: ForeignPosition | MalformedPosition) -> Exception:
 
 async def checked(request: Request, tenant: str, token: str) -> Position:
     """The position ``token`` names for ``tenant``, or the refusal (before any wait)."""
-    secret = await request.app.state.positions.secret(tenant)
+    secret = await serving(request).positions.secret(tenant)
     try:
         return verify(token, tenant, secret)
     except (ForeignPosition, MalformedPosition) as exc:
@@ -202,12 +203,13 @@ async def wait_after(request: Request, tenant: str, token: str | None, route: st
     if token is None:
         return None
     position = await checked(request, tenant, token)
-    state = request.app.state
-    bound = float(state.settings.read_after_max_wait_s)
+    ctx = context(request)
+    up = ctx.serving
+    bound = float(ctx.settings.read_after_max_wait_s)
     started = time.monotonic()
-    waiter = _Waiter(state.checkout, state.vectors, state.outbox, state.read_after_watch)
+    waiter = _Waiter(up.checkout, up.vectors, up.outbox, up.read_after_watch)
     try:
-        missing = await waiter.wait(position, started + bound, state.settings)
+        missing = await waiter.wait(position, started + bound, ctx.settings)
     finally:
         waiter.release()
     done = Waited(time.monotonic() - started, missing, bound)

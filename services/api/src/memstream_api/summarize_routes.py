@@ -15,6 +15,7 @@ from memstream.summarize.service import Summarizer
 
 from memstream_api.auth import Tenant
 from memstream_api.checkout_routes import FOREIGN_POSITION, READ_RESPONSES, unavailable_error
+from memstream_api.context import serving
 from memstream_api.errors import BODY, THROTTLED, ErrorBody
 from memstream_api.fair_share import ReadRoute, metered
 from memstream_api.read_after import wait_after
@@ -57,7 +58,7 @@ def build_summarizer(
 
 
 def summarizer(request: Request) -> Summarizer:
-    found: Summarizer | SummarizeDisabled = request.app.state.summarizer
+    found: Summarizer | SummarizeDisabled = serving(request).summarizer
     if isinstance(found, SummarizeDisabled):
         raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE, detail=str(found))
     return found

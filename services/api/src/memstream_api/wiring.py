@@ -1,10 +1,13 @@
-"""Builds the checkout service over the stores of the live projection version."""
+"""Builds the checkout and forget services over this process's stores."""
 
 from __future__ import annotations
 
 import threading
+from functools import partial
 
 from memstream.checkout.service import CheckoutService
+from memstream.forget.service import ForgetService, Forgetting
+from memstream.forget.topics import purge_topics
 from memstream.graph.factory import open_graph_store
 from memstream.graph.port import GraphStore
 from memstream.kafka.topics import CHECKOUTS
@@ -13,10 +16,14 @@ from memstream.projection.projectors import VectorProjector
 from memstream.projection.runner import ProjectionManager
 from memstream.projection.versions import FileProjectionRegistry, VersionInfo, registry_path
 from memstream.settings import Settings
+from memstream.shred.port import DataKeys
 from memstream.shred.traces import TraceSealer
+from memstream.summarize.providers import SummarizeDisabled
+from memstream.summarize.service import Summarizer
 from memstream.vectors.factory import open_vector_index
 from memstream.vectors.port import VectorIndex
 
+from memstream_api.context import ApiContext
 from memstream_api.producing import BatchProducer
 
 
@@ -58,4 +65,25 @@ def build_checkout(
         graph_for=graph_for,
         index_for=index_for,
         trace=trace,
+    )
+
+
+def build_forget(
+    ctx: ApiContext,
+    checkout: CheckoutService,
+    keys: DataKeys,
+    summarizer: Summarizer | SummarizeDisabled,
+) -> ForgetService:
+    """The forget service over this process's stores and what it holds in memory."""
+    memory: dict[str, Forgetting] = {"recent_packets": checkout.packets}
+    if isinstance(summarizer, Summarizer):
+        memory = {"summary_cache_entries": summarizer.cache, **memory}
+    return ForgetService(
+        checkout=checkout,
+        keys=keys,
+        topics=partial(purge_topics, ctx.bootstrap, ctx.settings),
+        archive=ctx.settings.archive_dir,
+        memory=memory,
+        pending=ctx.pending_purges,
+        component=ctx.component,
     )

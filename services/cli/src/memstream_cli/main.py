@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from importlib.metadata import entry_points
+
 import typer
 
 from memstream_cli import (
-    bench_cmd,
     checkout_cmd,
     emit_cmd,
     feedback_cmd,
@@ -44,7 +45,10 @@ app.add_typer(projections_cmd.projections_app, name="projections")
 app.add_typer(keys_cmd.keys_app, name="keys")
 app.add_typer(latent_cmd.latents_app, name="latents")
 app.add_typer(invalidate_cmd.invalidations_app, name="invalidations")
-app.add_typer(bench_cmd.bench_app, name="bench")
+# Command groups of the tooling packages (``memstream bench``): found by their entry points,
+# so the CLI does not import the tools that import it.
+for found in entry_points(group="memstream.cli"):
+    app.add_typer(found.load(), name=found.name)
 
 if __name__ == "__main__":
     app()

@@ -1,1 +1,1 @@
-"""memstream as an MCP server: seven tools over the HTTP API, for stdio and streamable HTTP."""
+"""memstream as an MCP server: nine tools over the HTTP API, for stdio and streamable HTTP."""

@@ -47,6 +47,11 @@ class MemoryBackend:
     async def lineage(self, item_id: str) -> Any:
         return (await self.call("GET", f"/v1/lineage/{quote(item_id, safe='')}")).json()
 
+    async def forget(self, subject: str, dry_run: bool, wait_s: float) -> Any:
+        path = f"/v1/subjects/{quote(subject, safe='')}"
+        params = {"dry_run": str(dry_run).lower(), "wait_s": wait_s}
+        return (await self.call("DELETE", path, params=params)).json()
+
     async def checkout_text(self, body: dict[str, Any]) -> str:
         return (await self.call("POST", "/v1/checkout", json=drop_none(body))).text
 

@@ -1,4 +1,4 @@
-"""The seven memstream tools, described for the model that chooses among them.
+"""The memstream tools, described for the model that chooses among them.
 
 Each tool forwards to the HTTP API through a ``MemoryBackend`` that ``backend_for`` opens for
 the call: stdio opens one under ``MEMSTREAM_API_KEY``, the API's ``/mcp`` endpoint one under
@@ -35,10 +35,15 @@ episodes and other derived views on top.
   it costs a model call, so use it for broad "what do we know about X" questions.
 - `search` looks at one altitude: single events, facts, whole episodes (sessions) or other
   derived artifacts; `lineage` drills from any id down to the ledger events beneath it.
-- `remember` writes a new event; `feedback` tells memory which items helped or misled."""
+- `remember` writes a new event; `feedback` tells memory which items helped or misled;
+  `invalidate` says a memory is wrong.
+- `forget` purges a person or thing from memory for good (a dry run unless told otherwise)."""
 
 READ = ToolAnnotations(readOnlyHint=True, openWorldHint=False)
 WRITE = ToolAnnotations(readOnlyHint=False, destructiveHint=False, openWorldHint=False)
+FORGET = ToolAnnotations(
+    readOnlyHint=False, destructiveHint=True, idempotentHint=True, openWorldHint=False
+)
 
 # The tools take the HTTP routes' types (memstream.wire): a refusal names the argument.
 Query = Annotated[
@@ -59,11 +64,6 @@ StreamArg = Annotated[
 ]
 
 
-TOOLS = frozenset(
-    {"checkout", "recall", "summarize_recall", "remember", "feedback", "lineage", "search"}
-)
-
-
 def build_server(backend_for: BackendFor, component: str) -> MCPServer:
     """An MCP server whose tools reach memory through ``backend_for(ctx)``; ``component``
     labels its tool metrics."""
@@ -72,13 +72,12 @@ def build_server(backend_for: BackendFor, component: str) -> MCPServer:
         instructions=INSTRUCTIONS,
         middleware=[tool_metrics(component, TOOLS)],
     )
-    _read_tools(server, backend_for)
-    _llm_tools(server, backend_for)
-    _write_tools(server, backend_for)
+    for register in REGISTRARS:
+        register(server, backend_for)
     return server
 
 
-def _read_tools(server: MCPServer, backend_for: BackendFor) -> None:
+def _checkout(server: MCPServer, backend_for: BackendFor) -> None:
     @server.tool(annotations=READ)
     async def checkout(
         query: Query,
@@ -117,6 +116,8 @@ def _read_tools(server: MCPServer, backend_for: BackendFor) -> None:
         async with backend_for(ctx) as memory:
             return await memory.checkout_text(body)
 
+
+def _recall(server: MCPServer, backend_for: BackendFor) -> None:
     @server.tool(annotations=READ)
     async def recall(
         query: Query,
@@ -134,6 +135,8 @@ def _read_tools(server: MCPServer, backend_for: BackendFor) -> None:
             result: dict[str, Any] = await memory.post("/v1/recall", body)
             return result
 
+
+def _search(server: MCPServer, backend_for: BackendFor) -> None:
     @server.tool(annotations=READ)
     async def search(
         query: Query,
@@ -157,6 +160,8 @@ def _read_tools(server: MCPServer, backend_for: BackendFor) -> None:
             result: dict[str, Any] = await memory.post("/v1/search", body)
             return result
 
+
+def _lineage(server: MCPServer, backend_for: BackendFor) -> None:
     @server.tool(annotations=READ)
     async def lineage(
         item_id: Annotated[ItemId, Field(description="an event, fact or artifact id")],
@@ -170,7 +175,7 @@ def _read_tools(server: MCPServer, backend_for: BackendFor) -> None:
             return result
 
 
-def _llm_tools(server: MCPServer, backend_for: BackendFor) -> None:
+def _summarize_recall(server: MCPServer, backend_for: BackendFor) -> None:
     @server.tool(annotations=READ)
     async def summarize_recall(
         query: Query,
@@ -201,7 +206,7 @@ def _llm_tools(server: MCPServer, backend_for: BackendFor) -> None:
             return result
 
 
-def _write_tools(server: MCPServer, backend_for: BackendFor) -> None:
+def _remember(server: MCPServer, backend_for: BackendFor) -> None:
     @server.tool(annotations=WRITE)
     async def remember(
         text: Annotated[Body, Field(description="what to remember, in plain words")],
@@ -237,6 +242,8 @@ def _write_tools(server: MCPServer, backend_for: BackendFor) -> None:
             result = await memory.post("/v1/events", {"events": [event]})
             return {"id": result["ids"][0], "position": result["position"]}
 
+
+def _feedback(server: MCPServer, backend_for: BackendFor) -> None:
     @server.tool(annotations=WRITE)
     async def feedback(
         target_ids: Annotated[
@@ -265,6 +272,8 @@ def _write_tools(server: MCPServer, backend_for: BackendFor) -> None:
             result: dict[str, Any] = await memory.post("/v1/feedback", body)
             return result
 
+
+def _invalidate(server: MCPServer, backend_for: BackendFor) -> None:
     @server.tool(annotations=WRITE)
     async def invalidate(
         target_ids: Annotated[
@@ -289,3 +298,35 @@ def _write_tools(server: MCPServer, backend_for: BackendFor) -> None:
         async with backend_for(ctx) as memory:
             result: dict[str, Any] = await memory.post("/v1/invalidate", body)
             return result
+
+
+def _forget(server: MCPServer, backend_for: BackendFor) -> None:
+    @server.tool(annotations=FORGET)
+    async def forget(
+        subject: Annotated[
+            Annotated[str, Field(min_length=1, max_length=500), STORABLE],
+            Field(description="the person or thing to forget, as memory names it"),
+        ],
+        ctx: Context,
+        dry_run: Annotated[
+            bool, Field(description="true: only report what would go (the default)")
+        ] = True,
+        wait_s: Annotated[
+            float, Field(ge=0, le=120, description="seconds to watch the stores obey")
+        ] = 30.0,
+    ) -> dict[str, Any]:
+        """Forget a data subject for good: every event linked to it and everything derived
+        from them, in every store (a right-to-be-forgotten purge). Irreversible, so by
+        default it only reports what would go; call again with dry_run=false to purge.
+        Returns the report: what was removed where, and whether every store obeyed."""
+        async with backend_for(ctx) as memory:
+            result: dict[str, Any] = await memory.forget(subject, dry_run, wait_s)
+            return result
+
+
+# Every tool, as the server registers it; ``TOOLS`` names them for the tool metrics.
+REGISTRARS = (
+    _checkout, _recall, _search, _lineage, _summarize_recall, _remember, _feedback,
+    _invalidate, _forget,
+)  # fmt: skip
+TOOLS = frozenset(register.__name__.removeprefix("_") for register in REGISTRARS)

@@ -71,6 +71,14 @@ class SummaryCache:
         with self._lock:
             return len(self._matching(tenant, memory_ids))
 
+    def held(self, tenant: str, ids: Collection[str], subject_key: str) -> int:
+        """How many entries a purge of ``ids`` forgets (:class:`memstream.forget.Forgetting`)."""
+        return self.count(tenant, ids)
+
+    def forget(self, tenant: str, ids: Collection[str], subject_key: str) -> int:
+        """A purge: forget the entries resting on any of ``ids``; how many went."""
+        return self.drop(tenant, ids)
+
     def drop(self, tenant: str, memory_ids: Collection[str] | None = None) -> int:
         """Purge hook: remove the tenant's entries whose candidates include any of
         ``memory_ids`` (every entry of the tenant when None); returns how many went."""

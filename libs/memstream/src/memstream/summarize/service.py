@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from memstream.checkout.packet.snippets import shorten
-from memstream.checkout.service import RecallRequest
+from memstream.checkout.request import RecallQuery
 from memstream.checkout.synthesis.learned import losing_ids
 from memstream.records.packet import AnswerPool, Candidate, OutcomeRecord
 from memstream.summarize import metrics
@@ -31,7 +31,7 @@ NOTHING_SUPPORTED = (
     "The recalled memories support no cited answer to this query (see unsupported and warnings)."
 )
 
-Recall = Callable[[str, RecallRequest], AnswerPool]
+Recall = Callable[[str, RecallQuery], AnswerPool]
 TokenCounter = Callable[[str], int]
 
 
@@ -128,7 +128,7 @@ class Summarizer:
 
     def summarize(self, tenant: str, req: SummarizeRequest) -> SummarizeResult:
         """Raises ``NoProjection`` (memory unavailable) and ``ProviderError`` (call failed)."""
-        recall = RecallRequest(query=req.query, k=req.k, stream=req.stream, as_of=req.as_of)
+        recall = RecallQuery(query=req.query, k=req.k, stream=req.stream, as_of=req.as_of)
         # A summary never rests on what an invalidation names or on a memory whose failure
         # record loses it the answer to a proven alternative.
         candidates, left_out = set_aside(self.recall(tenant, recall))

@@ -37,6 +37,7 @@ from memstream.checkout.retrieve.candidates import (
     hit_candidate,
     known_by,
 )
+from memstream.checkout.retrieve.config import PLAIN, RetrievalConfig
 from memstream.checkout.retrieve.expand import related_terms
 from memstream.checkout.retrieve.facts import PredicateRanker
 from memstream.checkout.retrieve.reach import (
@@ -171,15 +172,11 @@ class Retriever:
     index: VectorIndex
     embedder: Embedder
     pool: int = 40
-    # The hierarchical lane: off by default, it did not lift LoCoMo Recall@10 (README).
-    episodes: bool = False
-    # The query-side levers (a checkout sets them per request; off here, so ``/v1/recall``
-    # and the benchmarks' baselines stay the plain fused lanes).
-    time_lane: bool = False  # the periods the question's dates name (``_Run.time``)
-    second_hop: bool = False  # the entities and words of the first hits (``_Run.hop``)
-    rerank: bool = False  # the fused top by cheap features (``retrieve.rerank``)
-    vote_depth: int | None = None  # how many of each lane's best items vote (``Lanes.fused``)
-    expand: bool = False  # the sparse query with the question's related words (``expand``)
+    # The request's levers; PLAIN keeps ``/v1/recall`` and the benchmarks' baselines the
+    # fused lanes alone. Time lane: ``_Run.time``; second hop: ``_Run.hop``; rerank:
+    # ``retrieve.rerank``; expand: ``retrieve.expand``; votes: ``Lanes.fused``.
+    config: RetrievalConfig = PLAIN
+    k: int = 10  # the packet's k: how deep each lane votes with ``top_votes``
 
     def lane(
         self,
@@ -218,22 +215,23 @@ class Retriever:
         # find: its round trips run while the index searches.
         facts = _GRAPH_READS.submit(run.read_facts) if plan.entity_keys() else None
         run.embed()
-        found = run.vector_lanes(latents is not None or self.episodes)
+        lever = self.config
+        found = run.vector_lanes(latents is not None or lever.episodes)
         if facts is not None:
             run.facts(facts.result())
         if latents is not None:
             latents.extend(found)
-        if self.episodes:
+        if lever.episodes:
             run.episodes(found)
-        if self.second_hop:
+        if lever.second_hop:
             run.hop()
-        if self.time_lane:
+        if lever.time_lane:
             run.time()
         run.chain()
         if plan.operation == "latest_value" or stream is not None:
             run.recent()
         fused = run.in_time(run.fused())
-        if self.rerank:
+        if lever.rerank:
             fused = rerank(plan, fused)
         return fused if as_of is None else [c for c in fused if known_by(c, as_of)]
 
@@ -254,14 +252,14 @@ class _Run:
     ranges: list[DayRange] = field(default_factory=list)  # the periods the question names
 
     def fused(self) -> list[Candidate]:
-        return self.lanes.fused(self.r.vote_depth)
+        return self.lanes.fused(self.r.config.vote_depth(self.r.k))
 
     def best(self) -> list[Candidate]:
-        return self.lanes.best(self.r.vote_depth)
+        return self.lanes.best(self.r.config.vote_depth(self.r.k))
 
     def embed(self) -> None:
         self.vector = self.r.embedder.embed([self.plan.query])[0].tolist()
-        if self.r.expand and isinstance(self.r.embedder, TermNeighbours):
+        if self.r.config.expand and isinstance(self.r.embedder, TermNeighbours):
             self.related = related_terms(self.plan, self.r.embedder) or None
         self.clock.lap("embed")
 

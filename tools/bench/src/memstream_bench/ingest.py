@@ -21,10 +21,10 @@ from memstream.kafka.topics import LEDGER
 from memstream.ledger.opening import data_keys
 from memstream.sdk import MemoryClient
 from memstream.shred.port import DataKeys
-
-from memstream_cli.bench.stack import throwaway_stack
 from memstream_cli.progress import Report, Stage, stage
 from memstream_cli.stack.supervisor import EmbeddedStack
+
+from memstream_bench.stack import throwaway_stack
 
 
 def make_events(n: int, tenant: str, streams: int = 64) -> list[Any]:

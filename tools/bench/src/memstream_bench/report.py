@@ -1,6 +1,6 @@
-"""README result tables, rendered from the JSON the benches wrote (``make bench-results``).
+"""Result tables of docs/benchmarks.md, from the JSON the benches wrote (``make bench-results``).
 
-Each table sits between ``<!-- bench:NAME -->`` and ``<!-- /bench:NAME -->`` in the README;
+Each table sits between ``<!-- bench:NAME -->`` and ``<!-- /bench:NAME -->`` in the page;
 ``update_readme`` replaces what is between the markers and nothing else.
 """
 
@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from memstream_cli.bench.keys import keys_table
+from memstream_bench.keys import keys_table
 
 Doc = dict[str, Any]
 
@@ -353,7 +353,7 @@ def update_readme(text: str, blocks: dict[str, str]) -> str:
     for name, body in blocks.items():
         pattern = re.compile(rf"(<!-- bench:{name} -->\n).*?(<!-- /bench:{name} -->)", re.S)
         if not pattern.search(text):
-            raise ValueError(f"README has no <!-- bench:{name} --> block")
+            raise ValueError(f"the page has no <!-- bench:{name} --> block")
         text = pattern.sub(lambda m: f"{m.group(1)}{body}\n{m.group(2)}", text)  # noqa: B023
     return text
 

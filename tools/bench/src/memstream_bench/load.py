@@ -33,14 +33,14 @@ from memstream.sdk import MemoryClient, emit_by_tenant
 from memstream.settings import Settings
 from memstream.shred.port import DataKeys
 from memstream.stack.epoch import read_epoch
-
-from memstream_cli.bench.ingest import raw_produce_rate
-from memstream_cli.bench.stack import throwaway_stack
-from memstream_cli.bench.stats import percentile
 from memstream_cli.progress import Report, Stage, stage
 from memstream_cli.stack.stackfile import StackInfo
 from memstream_cli.stack.status import GROUPS
 from memstream_cli.stack.supervisor import EmbeddedStack
+
+from memstream_bench.ingest import raw_produce_rate
+from memstream_bench.stack import throwaway_stack
+from memstream_bench.stats import percentile
 
 _PRODUCTS = ["laptop", "router", "headset", "monitor", "keyboard", "printer", "camera", "phone"]
 _CITIES = ["Lisbon", "Oslo", "Denver", "Nairobi", "Osaka", "Lima", "Tallinn", "Perth"]

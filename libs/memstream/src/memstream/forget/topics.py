@@ -20,6 +20,7 @@ from typing import Any
 
 import orjson
 from confluent_kafka import Message
+
 from memstream.forget.purge import (
     RETENTION_NOTE,
     Residual,
@@ -40,7 +41,7 @@ class Reach:
     """What one purge reaches, as the topic scans test it."""
 
     tenant: str
-    forms: frozenset[str]  # the subject's name forms (projection.names.name_forms)
+    forms: frozenset[str]  # the subject's name forms (text.names.name_forms)
     ids: Set[str]  # purged event, fact and latent ids
 
 

@@ -27,12 +27,12 @@ import psutil
 from memstream.keys import KeyStore
 from memstream.sdk import emit_by_tenant
 from memstream.settings import Settings
-
-from memstream_cli.bench.load import CHECKOUT_QUERIES, settle, workload
-from memstream_cli.bench.stack import throwaway_stack
-from memstream_cli.bench.stats import percentile
 from memstream_cli.progress import Report, stage
 from memstream_cli.stack.supervisor import EmbeddedStack
+
+from memstream_bench.load import CHECKOUT_QUERIES, settle, workload
+from memstream_bench.stack import throwaway_stack
+from memstream_bench.stats import percentile
 
 FLOODER, NEIGHBOUR = "tenant-0", "tenant-1"  # the generator's names for two tenants
 NAMES = ("Maria", "Tomas", "Aiko", "Priya", "Jonas", "Lea", "Omar", "Grace")

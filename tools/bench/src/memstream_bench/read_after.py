@@ -28,11 +28,11 @@ from memstream.records.packet import CheckoutPacket
 from memstream.sdk import emit_by_tenant
 from memstream.settings import Settings
 from memstream.stack.epoch import read_epoch
-
-from memstream_cli.bench.load import visible, workload
-from memstream_cli.bench.stack import throwaway_stack
 from memstream_cli.progress import Report, stage
 from memstream_cli.stack.stackfile import StackInfo
+
+from memstream_bench.load import visible, workload
+from memstream_bench.stack import throwaway_stack
 
 WRITER = "writer-b"  # tenant B; the bulk is workload()'s tenant-0
 PROBE_GAP_S = 0.5

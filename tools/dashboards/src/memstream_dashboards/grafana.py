@@ -1,8 +1,4 @@
-"""The dashboard model, PromQL helpers and the Grafana JSON they render to (pure).
-
-Queries use fixed ``[1m]`` windows (not Grafana's ``$__rate_interval``) so the integration
-test can run every one of them against a real Prometheus.
-"""
+"""The dashboard model and the Grafana JSON it renders to (pure)."""
 
 from __future__ import annotations
 
@@ -12,12 +8,9 @@ from typing import Any, Literal
 
 DATASOURCE = {"type": "prometheus", "uid": "prometheus"}
 TAG = "memstream"
-WINDOW = "1m"
 
 Kind = Literal["timeseries", "stat"]
 Steps = tuple[tuple[float | None, str], ...]  # (from value, colour); None = the base step
-UP_IS_GOOD: Steps = ((None, "red"), (1, "green"))
-ZERO_IS_GOOD: Steps = ((None, "green"), (1, "red"))
 
 
 @dataclass(frozen=True)
@@ -48,24 +41,6 @@ class Dashboard:
     @property
     def filename(self) -> str:
         return f"{self.uid.removeprefix('memstream-')}.json"
-
-
-def rate(metric: str, by: str = "", where: str = "") -> str:
-    """``sum [by (...)] (rate(metric{where}[1m]))``."""
-    selector = f"{metric}{{{where}}}" if where else metric
-    inner = f"rate({selector}[{WINDOW}])"
-    return f"sum by ({by}) ({inner})" if by else f"sum({inner})"
-
-
-def quantile(q: float, histogram: str, by: str = "", where: str = "") -> str:
-    """``histogram_quantile(q, sum by (le, ...) (rate(histogram_bucket{where}[1m])))``."""
-    by_le = f"le, {by}" if by else "le"
-    return f"histogram_quantile({q}, {rate(f'{histogram}_bucket', by_le, where)})"
-
-
-def ratio(part: str, whole: str) -> str:
-    """``(part or vector(0)) / whole``: 0 while ``part`` has no series yet, not "no data"."""
-    return f"({part} or vector(0)) / {whole}"
 
 
 def _panel_json(panel: Panel, panel_id: int, x: int, y: int) -> dict[str, Any]:

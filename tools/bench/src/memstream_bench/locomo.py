@@ -31,11 +31,11 @@ from memstream.projection.status import caught_up, live_version, projection_stat
 from memstream.projection.versions import FileProjectionRegistry, registry_path
 from memstream.sdk import MemoryClient
 from memstream.settings import Settings
-
-from memstream_cli.bench.stack import throwaway_stack
-from memstream_cli.bench.stats import percentile
 from memstream_cli.progress import Report, Stage, stage
 from memstream_cli.stack.stackfile import StackInfo
+
+from memstream_bench.stack import throwaway_stack
+from memstream_bench.stats import percentile
 
 ABSTAIN = ("ask_user", "no_memory")
 _SESSION = re.compile(r"^session_(\d+)$")

@@ -23,10 +23,10 @@ import numpy as np
 import numpy.typing as npt
 from memstream.embed.port import Embedder
 from memstream.embed.registry import DEFAULT_EMBEDDER, get_embedder
-
-from memstream_cli.bench.bm25 import BM25, top_k_indices
-from memstream_cli.bench.keys import locomo_keys
 from memstream_cli.progress import Report
+
+from memstream_bench.bm25 import BM25, top_k_indices
+from memstream_bench.keys import locomo_keys
 
 RRF_K = 60
 CATEGORIES = (1, 2, 3, 4)
@@ -235,7 +235,7 @@ def locomo_retrieval(
                 found = len(gold & {ids[i] for i in top})
                 rows[method].append((int(qa["category"]), found / len(gold), float(found > 0)))
     return {
-        "path": str(path),
+        "path": path.name,  # the data file, not where it sits on one machine
         "k": k,
         "turn_text": "date speaker: text",
         "conversations": len(samples),
@@ -283,5 +283,5 @@ def run_embed_bench(
                 say("locomo: ranking turns per form of index key")
                 result["locomo_keys"] = locomo_keys(path, model, k=k)
         else:
-            result["locomo"] = {"path": str(path), "skipped": "file not found"}
+            result["locomo"] = {"path": path.name, "skipped": "file not found"}
     return result

@@ -32,9 +32,9 @@ from memstream.graph.port import GraphStore
 from memstream.keys import KeyStore
 from memstream.projection.versions import FileProjectionRegistry, registry_path
 from memstream.settings import Settings
-
-from memstream_cli.bench.stack import throwaway_stack
 from memstream_cli.progress import Report
+
+from memstream_bench.stack import throwaway_stack
 
 SUBJECTS = (
     "the staging database",

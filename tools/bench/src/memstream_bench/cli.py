@@ -7,60 +7,60 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
-
-from memstream_cli.bench.faults import FAULTS
 from memstream_cli.common import JsonFlag, err, out, print_json
 from memstream_cli.progress import stages
+from rich.table import Table
+
+from memstream_bench.faults import FAULTS
 
 # The benches import the stack supervisor, the MCP server and more (~2 s): every other
 # `memstream` command starts without them. Each runner is imported when its bench runs.
 
 
 def run_chaos_bench(*args: Any, **kwargs: Any) -> dict[str, Any]:
-    from memstream_cli.bench.chaos import run_chaos_bench as run
+    from memstream_bench.chaos import run_chaos_bench as run
 
     return run(*args, **kwargs)
 
 
 def run_embed_bench(*args: Any, **kwargs: Any) -> dict[str, Any]:
-    from memstream_cli.bench.embed import run_embed_bench as run
+    from memstream_bench.embed import run_embed_bench as run
 
     return run(*args, **kwargs)
 
 
 def run_ingest_bench(*args: Any, **kwargs: Any) -> dict[str, Any]:
-    from memstream_cli.bench.ingest import run_ingest_bench as run
+    from memstream_bench.ingest import run_ingest_bench as run
 
     return run(*args, **kwargs)
 
 
 def run_learn_bench(*args: Any, **kwargs: Any) -> dict[str, Any]:
-    from memstream_cli.bench.learn import run_learn_bench as run
+    from memstream_bench.learn import run_learn_bench as run
 
     return run(*args, **kwargs)
 
 
 def run_load_bench(*args: Any, **kwargs: Any) -> dict[str, Any]:
-    from memstream_cli.bench.load import run_load_bench as run
+    from memstream_bench.load import run_load_bench as run
 
     return run(*args, **kwargs)
 
 
 def run_locomo_bench(*args: Any, **kwargs: Any) -> dict[str, Any]:
-    from memstream_cli.bench.locomo import run_locomo_bench as run
+    from memstream_bench.locomo import run_locomo_bench as run
 
     return run(*args, **kwargs)
 
 
 def run_neighbours_bench(*args: Any, **kwargs: Any) -> dict[str, Any]:
-    from memstream_cli.bench.neighbours import run_neighbours_bench as run
+    from memstream_bench.neighbours import run_neighbours_bench as run
 
     return run(*args, **kwargs)
 
 
 def run_read_after_bench(*args: Any, **kwargs: Any) -> dict[str, Any]:
-    from memstream_cli.bench.read_after import run_read_after_bench as run
+    from memstream_bench.read_after import run_read_after_bench as run
 
     return run(*args, **kwargs)
 
@@ -134,7 +134,7 @@ def embed(
     if "locomo" in doc:
         out.print_json(data=doc["locomo"])
     if "locomo_keys" in doc:
-        from memstream_cli.bench.keys import keys_table
+        from memstream_bench.keys import keys_table
 
         out.print(keys_table(doc["locomo_keys"]))
 
@@ -290,16 +290,18 @@ def read_after(
 @bench_app.command("report")
 def report(
     results: Annotated[Path, typer.Option("--results", help="folder of bench JSON files")],
-    readme: Annotated[Path, typer.Option("--readme")] = Path("README.md"),
+    page: Annotated[
+        Path, typer.Option("--page", "--readme", help="the page holding the tables")
+    ] = Path("docs/benchmarks.md"),
 ) -> None:
-    """Rewrite the README's result tables from the JSON the benches wrote."""
-    from memstream_cli.bench.report import blocks_from, update_readme
+    """Rewrite the result tables of ``page`` from the JSON the benches wrote."""
+    from memstream_bench.report import blocks_from, update_readme
 
     blocks = blocks_from(results)
     if not blocks:
         raise typer.BadParameter(f"no bench JSON in {results}", param_hint="--results")
-    readme.write_text(update_readme(readme.read_text(), blocks))
-    err.print(f"updated {', '.join(sorted(blocks))} in {readme}")
+    page.write_text(update_readme(page.read_text(), blocks))
+    err.print(f"updated {', '.join(sorted(blocks))} in {page}")
 
 
 @bench_app.command("chaos")

@@ -9,7 +9,6 @@ from pathlib import Path
 
 from memstream.settings import Settings
 from memstream.stack.net import free_port
-
 from memstream_cli.progress import Report
 from memstream_cli.stack.supervisor import EmbeddedStack
 

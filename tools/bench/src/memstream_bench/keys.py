@@ -24,7 +24,7 @@ from memstream.embed.port import Embedder
 from memstream.projection.keys import KeyParts, Turn, context_key, plain_key
 from memstream.vectors.sparse import doc_vector, query_vector
 
-from memstream_cli.bench.locomo import _SESSION, session_time
+from memstream_bench.locomo import _SESSION, session_time
 
 RRF_K = 60
 CATEGORIES = (1, 2, 3, 4)
@@ -141,7 +141,7 @@ def locomo_keys(path: Path, embedder: Embedder, k: int = 10) -> dict[str, Any]:
                     found = sum(1 for e in evidence if e in top)
                     rows[form][lane].append((found / len(evidence), float(found > 0)))
     return {
-        "path": str(path),
+        "path": path.name,  # the data file, not where it sits on one machine
         "k": k,
         "questions": len(rows[next(iter(FORMS))]["rrf"]),
         "forms": {f: {lane: _summary(v) for lane, v in lanes.items()} for f, lanes in rows.items()},

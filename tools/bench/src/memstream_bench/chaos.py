@@ -34,11 +34,11 @@ from memstream.kafka.topics import LEDGER
 from memstream.keys import KeyStore
 from memstream.projection.status import caught_up, live_version, projection_status
 from memstream.settings import Settings
-
-from memstream_cli.bench.faults import FAULTS
-from memstream_cli.bench.stack import throwaway_stack
 from memstream_cli.progress import Report
 from memstream_cli.stack.supervisor import EmbeddedStack
+
+from memstream_bench.faults import FAULTS
+from memstream_bench.stack import throwaway_stack
 
 BASELINE = "none"  # the row of the undisturbed load before the first kill
 TENANTS = ("chaos-a", "chaos-b")

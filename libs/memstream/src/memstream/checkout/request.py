@@ -1,0 +1,40 @@
+"""What the checkout service is asked: one checkout, one recall (the HTTP bodies that carry
+them are the API's)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal
+
+from memstream.checkout.retrieve.config import RetrievalConfig
+from memstream.records.latent import Purpose
+
+Mode = Literal["fused", "hybrid", "dense", "sparse"]
+
+
+@dataclass(frozen=True)
+class CheckoutQuery:
+    """One checkout: the question, its time and budget, and the levers it runs with."""
+
+    query: str
+    as_of: datetime | None = None
+    max_tokens: int = 1500
+    k: int = 10
+    purpose: Purpose | None = None  # adds a memory weave for this reasoning step
+    stream: str | None = None
+    task_id: str | None = None  # the task it serves (for learning)
+    config: RetrievalConfig | None = None  # None: the service's default
+    fresh: bool = False  # a read after its own write: names resolve against memory now
+
+
+@dataclass(frozen=True)
+class RecallQuery:
+    """The raw top ``k``: every lane fused, or one vector-index lane alone."""
+
+    query: str
+    k: int = 10
+    stream: str | None = None
+    mode: Mode = "fused"
+    as_of: datetime | None = None
+    fresh: bool = False

@@ -1,0 +1,164 @@
+"""Forgetting a data subject: the workflow every surface calls (the HTTP route, and through
+it the CLI and the MCP ``forget`` tool).
+
+plan (the live graph, and a bounded search for events that name the subject unlinked) →
+tombstone (the caller makes it durable, as any event) → shred (the events' and traces' data
+keys) → forget what this process holds in memory → watch the stores obey. A purge still
+unfinished when the watch ends keeps being watched in the background.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Set
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Protocol
+
+from memstream.checkout.request import RecallQuery
+from memstream.checkout.service import CheckoutService
+from memstream.events.envelope import MemoryPurge
+from memstream.forget.metrics import PURGES, PendingPurges
+from memstream.forget.purge import PurgeReport, is_complete, planned, tombstone
+from memstream.forget.topics import Reach, TopicsOutcome
+from memstream.forget.watch import WATCH_MAX_POLL_S, converged, follow_up, store_checks, watch
+from memstream.graph.port import PurgeScope
+from memstream.shred.port import DataKeys
+from memstream.text.names import entity_key, name_forms, names_in
+
+NAMED_CANDIDATES = 200  # the most a recall returns
+
+
+class Forgetting(Protocol):
+    """Something a process holds in memory that a purge must forget (a cache, recent
+    packets): how much it holds of what the purge reaches, and forgetting it."""
+
+    def held(self, tenant: str, ids: Set[str], subject_key: str) -> int: ...
+
+    def forget(self, tenant: str, ids: Set[str], subject_key: str) -> int: ...
+
+
+# The topics' part of a purge: shred the traces it reaches, report per topic.
+PurgeTopics = Callable[[DataKeys, Reach, int, Iterable[str]], TopicsOutcome]
+
+
+class NoSubject(ValueError):
+    """The subject has no letter or digit: nothing in memory can be named so."""
+
+
+@dataclass(frozen=True)
+class PurgePlan:
+    """What one purge reaches."""
+
+    tenant: str
+    subject: str
+    key: str
+    scope: PurgeScope
+
+    @property
+    def ids(self) -> set[str]:
+        return {*self.scope.event_ids, *self.scope.fact_ids, *self.scope.latent_ids}
+
+
+@dataclass
+class ForgetService:
+    """Purges of one process's tenants. ``memory``: what it holds in memory, by the name the
+    report counts it under; ``reread``: drops what is cheap to read again (parsed
+    artifacts, lexicons) after the purge and at each check, as a checkout may have read one
+    meanwhile."""
+
+    checkout: CheckoutService
+    keys: DataKeys
+    topics: PurgeTopics
+    archive: Path
+    memory: Mapping[str, Forgetting]
+    pending: PendingPurges
+    component: str
+    clock: Callable[[], datetime] = lambda: datetime.now(UTC)
+
+    def plan(self, tenant: str, subject: str) -> PurgePlan:
+        """What a purge of ``subject`` reaches (:class:`NoSubject`; ``NoProjection``)."""
+        key = entity_key(subject)
+        if not key:
+            raise NoSubject(f"{subject!r} names no entity")
+        graph = self.checkout.live_graph()
+        named = self._named_events(tenant, subject, key)
+        return PurgePlan(tenant, subject, key, graph.purge_scope(tenant, key, named))
+
+    def _named_events(self, tenant: str, subject: str, key: str) -> list[str]:
+        """Events whose text names the subject without the extractor linking them (written
+        in lower case, say): the best sparse matches, kept when they name it as whole words.
+        A bounded search, not a scan: the dry run shows what it found."""
+        forms = name_forms(subject, key)
+        found = self.checkout.recall(
+            tenant, RecallQuery(query=subject, k=NAMED_CANDIDATES, mode="sparse")
+        )
+        return sorted({c.ref.event_id for c in found if names_in(c.text, forms)})
+
+    def preview(self, plan: PurgePlan) -> PurgeReport:
+        """The dry run: what would go, changing nothing."""
+        removed = planned(plan.scope)
+        for name, held in self.memory.items():
+            removed[name] = held.held(plan.tenant, plan.ids, plan.key)
+        PURGES.labels(self.component, "dry_run").inc()
+        return PurgeReport(
+            subject=plan.subject,
+            subject_key=plan.key,
+            removed=removed,
+            dry_run=True,
+            tombstone_id=None,
+            complete=True,
+        )
+
+    def tombstone(self, plan: PurgePlan) -> MemoryPurge:
+        """The ``memory.purge`` event for ``plan``; the caller makes it durable."""
+        secret = self.keys.tenant_secret(plan.tenant)
+        return tombstone(plan.tenant, plan.key, plan.scope, self.clock(), secret)
+
+    def carry_out(self, plan: PurgePlan, tombstone_id: str, wait_s: float) -> PurgeReport:
+        """Once the tombstone is durable: shred, forget, watch up to ``wait_s``. Raises
+        what reading the topics raised (the tombstone is in; sending the purge again
+        finishes it: destroying a key twice is harmless)."""
+        removed, topics = self._shred(plan)
+        for name, held in self.memory.items():
+            removed[name] = held.forget(plan.tenant, plan.ids, plan.key)
+        self.checkout.forget_tenant(plan.tenant)
+        checks = store_checks(self.checkout, self.archive, plan.tenant, plan.scope)
+
+        def check() -> dict[str, bool]:
+            done = converged(checks, f"purge {tombstone_id}")
+            self.checkout.forget_tenant(plan.tenant)  # a checkout may have read one since
+            return done
+
+        completed = watch(check, wait_s, WATCH_MAX_POLL_S)
+        complete = is_complete(completed)
+        PURGES.labels(self.component, "complete" if complete else "incomplete").inc()
+        if not complete:
+            follow_up(self.pending, tombstone_id, check)
+        return PurgeReport(
+            subject=plan.subject,
+            subject_key=plan.key,
+            removed=removed,
+            dry_run=False,
+            tombstone_id=tombstone_id,
+            completed=completed,
+            complete=complete,
+            topics=topics.topics,
+            residual=topics.residual,
+        )
+
+    def _shred(self, plan: PurgePlan) -> tuple[dict[str, int], TopicsOutcome]:
+        """Destroy the data keys of what the purge removes: the events' (every sealed copy
+        in raw, ledger, archive and dead letters), then the checkout traces' that name the
+        subject or cite what it removes (this process's recent packets included: their
+        traces may not be in the topic yet)."""
+        tenant, scope = plan.tenant, plan.scope
+        events = self.keys.destroy(tenant, "event", scope.event_ids)
+        # The latent builder destroys the keys of every artifact ever built from the events
+        # when the tombstone reaches it; the ones the live graph names go here already.
+        artifacts = self.keys.destroy(tenant, "latent", scope.latent_ids)
+        recent = self.checkout.packets.reaching(tenant, plan.ids, plan.key)
+        reach = Reach(tenant, name_forms(plan.subject, plan.key), plan.ids)
+        outcome = self.topics(self.keys, reach, events, recent)
+        removed = planned(scope) | {"data_keys": events, "artifact_keys": artifacts}
+        return removed | {"checkout_traces": outcome.traces_shredded}, outcome

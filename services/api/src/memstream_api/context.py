@@ -1,0 +1,89 @@
+"""The API's typed context: what every route reaches, instead of untyped ``app.state``.
+
+``ApiContext`` is made by ``create_app`` (settings, keys, limits); its ``serving`` part is
+opened by the lifespan (stores, producer, caches, the forget service) and is there for every
+request the app answers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from fastapi import FastAPI, Request
+
+if TYPE_CHECKING:
+    from memstream.checkout.service import CheckoutService
+    from memstream.fairshare import FairShare
+    from memstream.forget.metrics import PendingPurges
+    from memstream.forget.service import ForgetService
+    from memstream.keys import KeyStore
+    from memstream.projection.runner import ProjectionManager
+    from memstream.settings import Settings
+    from memstream.shred.port import DataKeys
+    from memstream.summarize.providers import SummarizeDisabled
+    from memstream.summarize.service import Summarizer
+
+    from memstream_api.ingest import IngestSlots
+    from memstream_api.outbox import Outbox
+    from memstream_api.positions import WritePositions
+    from memstream_api.producing import BatchProducer
+    from memstream_api.read_after import KafkaWatch
+
+
+@dataclass(frozen=True)
+class Serving:
+    """What the lifespan opens, for as long as the app serves."""
+
+    data_keys: DataKeys
+    positions: WritePositions
+    producer: BatchProducer
+    outbox: Outbox | None
+    vectors: ProjectionManager | None  # the embedded stack's in-process vector projection
+    checkout: CheckoutService
+    summarizer: Summarizer | SummarizeDisabled
+    read_after_watch: KafkaWatch
+    forget: ForgetService
+
+
+@dataclass
+class ApiContext:
+    """One app's context."""
+
+    settings: Settings
+    bootstrap: str
+    component: str
+    keys: KeyStore  # API keys: the tenant of each
+    max_batch: int
+    ingest_slots: IngestSlots
+    pending_purges: PendingPurges
+    fair_share: FairShare | None = None  # None: reads are not held to a share
+    _serving: Serving | None = None
+
+    @property
+    def serving(self) -> Serving:
+        if self._serving is None:
+            raise RuntimeError("the API has not started serving (its lifespan did not run)")
+        return self._serving
+
+    def serve(self, serving: Serving | None) -> None:
+        self._serving = serving
+
+
+def attach(app: FastAPI, ctx: ApiContext) -> None:
+    app.state.ctx = ctx
+
+
+def context_of(app: FastAPI) -> ApiContext:
+    ctx: ApiContext = app.state.ctx
+    return ctx
+
+
+def context(request: Request) -> ApiContext:
+    """The context of the app answering ``request``."""
+    return context_of(request.app)
+
+
+def serving(request: Request) -> Serving:
+    """What the app answering ``request`` opened (its stores, producer, services)."""
+    return context_of(request.app).serving
