@@ -6,7 +6,7 @@ import threading
 from functools import partial
 
 from memstream.checkout.service import CheckoutService
-from memstream.forget.service import ForgetService, Forgetting
+from memstream.forget.service import ForgetService, Forgetting, NothingHeld
 from memstream.forget.topics import purge_topics
 from memstream.graph.factory import open_graph_store
 from memstream.graph.port import GraphStore
@@ -75,9 +75,11 @@ def build_forget(
     summarizer: Summarizer | SummarizeDisabled,
 ) -> ForgetService:
     """The forget service over this process's stores and what it holds in memory."""
-    memory: dict[str, Forgetting] = {"recent_packets": checkout.packets}
-    if isinstance(summarizer, Summarizer):
-        memory = {"summary_cache_entries": summarizer.cache, **memory}
+    cache = summarizer.cache if isinstance(summarizer, Summarizer) else NothingHeld()
+    memory: dict[str, Forgetting] = {
+        "summary_cache_entries": cache,
+        "recent_packets": checkout.packets,
+    }
     return ForgetService(
         checkout=checkout,
         keys=keys,

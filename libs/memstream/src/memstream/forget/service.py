@@ -38,6 +38,16 @@ class Forgetting(Protocol):
     def forget(self, tenant: str, ids: Set[str], subject_key: str) -> int: ...
 
 
+class NothingHeld:
+    """A holder that is off in this process (summaries without a model): holds nothing."""
+
+    def held(self, tenant: str, ids: Set[str], subject_key: str) -> int:
+        return 0
+
+    def forget(self, tenant: str, ids: Set[str], subject_key: str) -> int:
+        return 0
+
+
 # The topics' part of a purge: shred the traces it reaches, report per topic.
 PurgeTopics = Callable[[DataKeys, Reach, int, Iterable[str]], TopicsOutcome]
 

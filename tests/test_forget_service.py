@@ -1,0 +1,140 @@
+"""The forget workflow, with in-memory stand-ins for the stores: what a dry run reports and
+leaves alone, and what a purge destroys, forgets and watches. The real stores are the e2e
+purge tests'."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from memstream.checkout.memory import PacketMemory, RecentPacket
+from memstream.events.payloads import QuestionFamily
+from memstream.forget.metrics import PendingPurges
+from memstream.forget.service import ForgetService, NoSubject, NothingHeld
+from memstream.forget.topics import Reach, TopicsOutcome
+from memstream.graph.port import PurgeScope
+
+T = "atelier-9"
+SCOPE = PurgeScope(event_ids=["ev-1", "ev-2"], fact_ids=["ev-1#0"], latent_ids=["lat-1"])
+
+
+@dataclass
+class Graph:
+    asked: list[tuple[str, str, list[str]]] = field(default_factory=list)
+    held: int = 0  # events still held after the tombstone
+
+    def purge_scope(self, tenant: str, key: str, named: list[str]) -> PurgeScope:
+        self.asked.append((tenant, key, named))
+        return SCOPE
+
+    def events_held(self, tenant: str, ids: list[str]) -> int:
+        return self.held
+
+    def latents_by_id(self, tenant: str, ids: list[str]) -> list[Any]:
+        return []
+
+
+@dataclass
+class Checkout:
+    graph: Graph
+    packets: PacketMemory = field(default_factory=PacketMemory)
+    forgotten: list[str] = field(default_factory=list)
+
+    def live_graph(self) -> Graph:
+        return self.graph
+
+    def live_index(self) -> None:
+        return None  # this process holds no index: nothing to watch there
+
+    def recall(self, tenant: str, query: Any) -> list[Any]:
+        return []
+
+    def forget_tenant(self, tenant: str) -> None:
+        self.forgotten.append(tenant)
+
+
+@dataclass
+class Keys:
+    destroyed: list[tuple[str, list[str]]] = field(default_factory=list)
+
+    def destroy(self, tenant: str, kind: str, ids: Iterable[str]) -> int:
+        ids = list(ids)
+        self.destroyed.append((kind, sorted(ids)))
+        return len(ids)
+
+    def tenant_secret(self, tenant: str) -> bytes:
+        return b"k" * 32
+
+
+def forget_service(tmp_path: Path, graph: Graph) -> tuple[ForgetService, Checkout, Keys]:
+    checkout, keys = Checkout(graph), Keys()
+    family = QuestionFamily(operation="lookup", entities=["ngozi"], terms=[])
+    checkout.packets.remember("pk-1", RecentPacket(T, ["ev-1"], family))
+    checkout.packets.remember("pk-2", RecentPacket(T, ["ev-9"], family))  # names the subject
+    other = QuestionFamily(operation="lookup", entities=["idris"], terms=[])
+    checkout.packets.remember("pk-3", RecentPacket(T, ["ev-9"], other))
+    checkout.packets.remember("pk-4", RecentPacket("elsewhere", ["ev-1"], family))
+
+    def topics(keys: Any, reach: Reach, events: int, recent: Iterable[str]) -> TopicsOutcome:
+        assert reach.ids == {"ev-1", "ev-2", "ev-1#0", "lat-1"} and events == 2
+        return TopicsOutcome(traces_shredded=len(list(recent)), topics={}, residual=[])
+
+    service = ForgetService(
+        checkout=checkout,  # type: ignore[arg-type]
+        keys=keys,  # type: ignore[arg-type]
+        topics=topics,
+        archive=tmp_path / "no-archive",
+        memory={"summary_cache_entries": NothingHeld(), "recent_packets": checkout.packets},
+        pending=PendingPurges("test"),
+        component="test",
+        clock=lambda: datetime(2031, 5, 1, tzinfo=UTC),
+    )
+    return service, checkout, keys
+
+
+def test_a_dry_run_reports_what_would_go_and_changes_nothing(tmp_path: Path) -> None:
+    service, checkout, keys = forget_service(tmp_path, Graph())
+    plan = service.plan(T, "Ngozi")
+    report = service.preview(plan)
+    assert report.dry_run and report.tombstone_id is None and report.complete
+    assert report.removed["events"] == 2 and report.removed["facts"] == 1
+    assert report.removed["recent_packets"] == 2  # pk-1 cites ev-1, pk-2 named her
+    assert report.removed["summary_cache_entries"] == 0
+    assert keys.destroyed == [] and checkout.forgotten == []
+    assert checkout.packets.get(T, "pk-1") is not None
+
+
+def test_a_purge_destroys_the_keys_forgets_what_it_holds_and_watches(tmp_path: Path) -> None:
+    service, checkout, keys = forget_service(tmp_path, Graph())
+    plan = service.plan(T, "Ngozi")
+    event = service.tombstone(plan)
+    assert event.type == "memory.purge" and event.payload.event_ids == ["ev-1", "ev-2"]
+    assert "ngozi" not in event.model_dump_json().lower()  # named by digest only
+    report = service.carry_out(plan, event.id, wait_s=0)
+    assert keys.destroyed == [("event", ["ev-1", "ev-2"]), ("latent", ["lat-1"])]
+    assert report.removed["data_keys"] == 2 and report.removed["artifact_keys"] == 1
+    assert report.removed["checkout_traces"] == 2 and report.removed["recent_packets"] == 2
+    assert checkout.packets.get(T, "pk-1") is None and checkout.packets.get(T, "pk-2") is None
+    assert checkout.packets.get(T, "pk-3") is not None  # neither cites nor names her
+    assert checkout.packets.get("elsewhere", "pk-4") is not None  # another tenant's
+    assert T in checkout.forgotten  # parsed artifacts and lexicons go too
+    assert report.complete and report.completed == {"graph": True, "latents": True}
+
+
+def test_a_store_that_has_not_obeyed_leaves_the_purge_pending(tmp_path: Path) -> None:
+    service, _, _ = forget_service(tmp_path, Graph(held=1))
+    plan = service.plan(T, "Ngozi")
+    report = service.carry_out(plan, "tomb-1", wait_s=0)
+    assert not report.complete and report.completed["graph"] is False
+    assert service.pending.oldest_age() >= 0.0 and "tomb-1" in service.pending._since
+
+
+@pytest.mark.parametrize("subject", ["!!!", "¿ ?", "()"])
+def test_a_subject_without_a_letter_names_nothing(tmp_path: Path, subject: str) -> None:
+    service, _, _ = forget_service(tmp_path, Graph())
+    with pytest.raises(NoSubject):
+        service.plan(T, subject)
