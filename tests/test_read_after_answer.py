@@ -13,7 +13,8 @@ from memstream.checkout.service import CheckoutService
 from memstream.position import ForeignPosition, MalformedPosition, Position
 from memstream.projection.progress import Missing
 from memstream.projection.versions import ProjectionConfig, VersionInfo
-from memstream_api.read_after import KafkaWatch, Waited, _Waiter, refuse
+from memstream_api.offsets_watch import KafkaWatch
+from memstream_api.read_after import Waited, _Waiter, refuse
 
 
 def test_applied_answer_has_no_warning_and_says_so() -> None:

@@ -48,9 +48,11 @@ from memstream_api.http_metrics import HttpMetrics
 from memstream_api.limits import BodyGuard, Pace
 from memstream_api.mcp_endpoint import PATH as MCP_PATH
 from memstream_api.mcp_endpoint import mount_mcp
+from memstream_api.offsets_watch import KafkaWatch
 from memstream_api.outbox import Outbox
 from memstream_api.positions import WritePositions
 from memstream_api.producing import BatchProducer
+from memstream_api.slots import IngestSlots
 from memstream_api.wiring import build_checkout, build_forget
 
 COMPONENT = "api"
@@ -85,7 +87,7 @@ def create_app(
         component=COMPONENT,
         keys=KeyStore.from_settings(settings),
         max_batch=max_batch,
-        ingest_slots=ingest.IngestSlots(settings.api_tenant_ingest_concurrency),
+        ingest_slots=IngestSlots(settings.api_tenant_ingest_concurrency),
         pending_purges=PendingPurges(COMPONENT),
         fair_share=fair_share.read_share(settings, COMPONENT),
     )
@@ -166,7 +168,7 @@ class _Opening:
         stack.push_async_callback(run_in_threadpool, follower.stop)
         checkout = build_checkout(settings, manager, producer, TraceSealer(sealing))
         summarizer = summarize_routes.build_summarizer(settings, checkout)
-        watch = read_after.KafkaWatch(bootstrap).start()
+        watch = KafkaWatch(bootstrap).start()
         stack.push_async_callback(run_in_threadpool, watch.stop)
         forget = build_forget(self.ctx, checkout, data_keys, summarizer)
         positions = WritePositions(data_keys, settings.data_dir)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from memstream.checkout.request import CheckoutQuery, Mode, RecallQuery
-from memstream.checkout.retrieve.config import PRESETS
+from memstream.checkout.retrieve.config import LEVERS, PRESETS
 from memstream.events.envelope import StreamName
 from memstream.records.latent import Purpose
 from memstream.wire import STORABLE, ItemId, JsonInt, Position, RfcTimestamp
@@ -29,18 +29,6 @@ AFTER = (
 def _lever(what: str) -> Any:
     """A body's lever: None means the preset's."""
     return Field(default=None, description=f"{what} (None: as the preset has it)")
-
-
-# Each lever as ``meta`` reports it, and the body field that switches it.
-LEVERS: dict[str, str] = {
-    "episode_lane": "episodes",
-    "time_lane": "time_lane",
-    "second_hop": "second_hop",
-    "rerank": "rerank",
-    "top_votes": "top_votes",
-    "text_rows": "text_rows",
-    "expand": "expand",
-}
 
 
 class CheckoutRequest(BaseModel):
@@ -98,9 +86,7 @@ class CheckoutRequest(BaseModel):
 
     def to_query(self) -> CheckoutQuery:
         """What the checkout service is asked (the ``after`` wait is the route's)."""
-        switches = {"episodes": self.episodes} | {
-            f: getattr(self, f) for f in LEVERS.values() if f != "episodes"
-        }
+        switches = {f: getattr(self, f) for f in LEVERS.values()}
         config = PRESETS[self.preset or "checkout"].with_switches(switches)
         return CheckoutQuery(
             query=self.query,

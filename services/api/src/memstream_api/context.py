@@ -24,11 +24,11 @@ if TYPE_CHECKING:
     from memstream.summarize.providers import SummarizeDisabled
     from memstream.summarize.service import Summarizer
 
-    from memstream_api.ingest import IngestSlots
+    from memstream_api.offsets_watch import KafkaWatch
     from memstream_api.outbox import Outbox
     from memstream_api.positions import WritePositions
     from memstream_api.producing import BatchProducer
-    from memstream_api.read_after import KafkaWatch
+    from memstream_api.slots import IngestSlots
 
 
 @dataclass(frozen=True)

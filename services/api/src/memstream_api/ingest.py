@@ -40,6 +40,7 @@ from memstream_api.errors import (
 from memstream_api.outbox import Outbox, OutboxFull, TenantBacklog
 from memstream_api.positions import POSITION_DESCRIPTION, WritePositions, Writing
 from memstream_api.producing import BatchProducer
+from memstream_api.slots import IngestSlots
 
 COMPONENT = "api"
 log = logging.getLogger(__name__)
@@ -113,29 +114,6 @@ def init_metrics() -> None:
     EVENTS_RECEIVED.labels(component=COMPONENT)
     for reason in REJECT_REASONS:
         EVENTS_REJECTED.labels(component=COMPONENT, reason=reason)
-
-
-class IngestSlots:
-    """Ingest requests each tenant has open (on the event loop: no lock). A tenant holding
-    ``per_tenant`` of them, slow bodies say, is refused more until one ends; others are not
-    touched."""
-
-    def __init__(self, per_tenant: int) -> None:
-        self.per_tenant = per_tenant
-        self.open: dict[str, int] = {}
-
-    def take(self, tenant: str) -> bool:
-        if self.open.get(tenant, 0) >= self.per_tenant:
-            return False
-        self.open[tenant] = self.open.get(tenant, 0) + 1
-        return True
-
-    def give(self, tenant: str) -> None:
-        left = self.open.get(tenant, 0) - 1
-        if left > 0:
-            self.open[tenant] = left
-        else:
-            self.open.pop(tenant, None)
 
 
 class _Rejected(Exception):

@@ -20,6 +20,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import IO, Any, Literal
 
+from memstream.checkout.retrieve.config import LEVERS as CONFIG_LEVERS
 from memstream.client import MemoryHttpClient
 from memstream.embed.registry import get_embedder
 from memstream.events import EventIn
@@ -155,15 +156,7 @@ LANES: dict[str, Literal["fused", "dense", "sparse"]] = {
 }
 # Levers measured on and off in the same run: the request flag, and the packet meta telling
 # whether it served the packet (every question is checked out again with each one flipped).
-LEVERS = {
-    "episodes": "episode_lane",
-    "time_lane": "time_lane",
-    "second_hop": "second_hop",
-    "rerank": "rerank",
-    "top_votes": "top_votes",
-    "text_rows": "text_rows",
-    "expand": "expand",
-}
+LEVERS = {field: meta for meta, field in CONFIG_LEVERS.items()}
 VARIANTS = tuple(f"packet_{lever}_{side}" for lever in LEVERS for side in ("on", "off"))
 # The same ledger projected a second time with plain keys (each event found by its own words
 # alone), asked after the live version: the context keys off, in the same run.

@@ -69,6 +69,26 @@ class PurgePlan:
     def ids(self) -> set[str]:
         return {*self.scope.event_ids, *self.scope.fact_ids, *self.scope.latent_ids}
 
+    def report(
+        self,
+        removed: dict[str, int],
+        tombstone_id: str | None,
+        completed: dict[str, bool],
+        topics: TopicsOutcome | None,
+    ) -> PurgeReport:
+        """The report: a dry run without a tombstone, a purge with what each store did."""
+        return PurgeReport(
+            subject=self.subject,
+            subject_key=self.key,
+            removed=removed,
+            dry_run=tombstone_id is None,
+            tombstone_id=tombstone_id,
+            completed=completed,
+            complete=is_complete(completed),
+            topics=topics.topics if topics else {},
+            residual=topics.residual if topics else [],
+        )
+
 
 @dataclass
 class ForgetService:
@@ -111,14 +131,7 @@ class ForgetService:
         for name, held in self.memory.items():
             removed[name] = held.held(plan.tenant, plan.ids, plan.key)
         PURGES.labels(self.component, "dry_run").inc()
-        return PurgeReport(
-            subject=plan.subject,
-            subject_key=plan.key,
-            removed=removed,
-            dry_run=True,
-            tombstone_id=None,
-            complete=True,
-        )
+        return plan.report(removed, None, {}, None)
 
     def tombstone(self, plan: PurgePlan) -> MemoryPurge:
         """The ``memory.purge`` event for ``plan``; the caller makes it durable."""
@@ -145,17 +158,7 @@ class ForgetService:
         PURGES.labels(self.component, "complete" if complete else "incomplete").inc()
         if not complete:
             follow_up(self.pending, tombstone_id, check)
-        return PurgeReport(
-            subject=plan.subject,
-            subject_key=plan.key,
-            removed=removed,
-            dry_run=False,
-            tombstone_id=tombstone_id,
-            completed=completed,
-            complete=complete,
-            topics=topics.topics,
-            residual=topics.residual,
-        )
+        return plan.report(removed, tombstone_id, completed, topics)
 
     def _shred(self, plan: PurgePlan) -> tuple[dict[str, int], TopicsOutcome]:
         """Destroy the data keys of what the purge removes: the events' (every sealed copy

@@ -23,8 +23,8 @@ class RetrievalConfig:
     second_hop: bool = False  # search again with what the best hits name
     rerank: bool = False  # the fused top by term coverage, speakers, adjacency
     top_votes: bool = False  # each lane votes with its best VOTE_DEPTH x k items only
-    expand: bool = False  # the keyword searches add the question's related words
     text_rows: bool = False  # an evidence row for every relevant event's text
+    expand: bool = False  # the keyword searches add the question's related words
 
     def vote_depth(self, k: int) -> int | None:
         """How many of each lane's best items vote in the fusion (None: all)."""
@@ -45,6 +45,8 @@ class RetrievalConfig:
 
 # ``meta`` names the episodes lever after its lane.
 META_NAMES = {"episodes": "episode_lane"}
+# Each lever by the name ``meta`` reports it under: the request field that switches it.
+LEVERS: dict[str, str] = {META_NAMES.get(f.name, f.name): f.name for f in fields(RetrievalConfig)}
 # The fused lanes alone: ``/v1/recall``'s fused mode and the benchmarks' baselines.
 PLAIN = RetrievalConfig()
 # A checkout's default: on where a lever lifted LoCoMo Recall@10 measured on and off in one
