@@ -8,9 +8,9 @@ from collections.abc import Callable
 
 import pytest
 from memstream.forget.metrics import PendingPurges
+from memstream.forget.watch import converged, follow_up, watch
 from memstream.graph.port import GraphUnavailable
 from memstream.vectors.port import IndexUnavailable
-from memstream_api.purge_routes import _follow_up, converged, watch
 from stackproc import wait_until
 
 
@@ -58,7 +58,7 @@ def test_the_background_watch_outlives_failed_checks_and_clears_the_purge() -> N
         answers.append(converged(checks, "purge tomb-1"))
         return answers[-1]
 
-    _follow_up(pending, "tomb-1", check)
+    follow_up(pending, "tomb-1", check)
     wait_until(lambda: answers[-1:] == [{"vectors": True}], 60, "the stores converged")
     assert answers[:4] == [{"vectors": False}] * 4
     wait_until(lambda: pending.oldest_age() == 0.0, 60, "the purge marked complete")

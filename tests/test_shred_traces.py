@@ -14,6 +14,7 @@ import orjson
 import pytest
 from confluent_kafka import Producer
 from memstream.forget.purge import clear_event_reaches, trace_reaches
+from memstream.forget.topics import Reach, purge_topics
 from memstream.kafka.clients import make_producer
 from memstream.kafka.dlq import dead_letter
 from memstream.kafka.topics import CHECKOUTS, DLQ, LEDGER, RAW, ensure_topics
@@ -30,7 +31,6 @@ from memstream.shred.traces import (
     seal_trace,
 )
 from memstream.text.names import entity_key, name_forms
-from memstream_api.shredding import Reach, purge_topics
 
 SUBJECT = "Zoë Quist-Marlowe"
 FORMS = name_forms(SUBJECT, entity_key(SUBJECT))
