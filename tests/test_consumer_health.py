@@ -17,7 +17,14 @@ from memstream.kafka.clients import make_producer
 from memstream.kafka.dlq import DeadLetterWriter
 from memstream.kafka.topics import LEDGER, ensure_topics
 from memstream.metrics import serve_metrics
-from memstream.ops.loops import RESTART_RECENT_S, STALL_S, Loop, loops_of, read_loops
+from memstream.ops.loops import (
+    RESTART_RECENT_S,
+    STALL_S,
+    Loop,
+    loops_of,
+    members_of,
+    read_loops,
+)
 from memstream.projection.runner import ProjectionManager
 from memstream.projection.versions import FileProjectionRegistry, ProjectionConfig
 from memstream.settings import Settings
@@ -95,6 +102,26 @@ def test_lag_without_commits_is_a_stall_even_while_waiting_for_a_store() -> None
     assert loop_of(*recent, *lag).summary(NOW)["waiting"] is True
     caught_up = healthy_samples(last_commit_timestamp_seconds=NOW - 10 * STALL_S)
     assert loop_of(*caught_up).problems(NOW) == []  # nothing to commit is not a stall
+
+
+def test_members_are_read_from_what_each_process_reports() -> None:
+    g = "memstream-projection-v1-graph"
+    assigned = "memstream_consumer_assigned_partitions"
+    samples = [
+        sample("memstream_consumer_member", 1, group=g, client_id=f"{g}-4242", pid="4242"),
+        sample(assigned, 1, group=g, topic="memory.ledger", partition="3"),
+        sample(assigned, 1, group=g, topic="memory.ledger", partition="1"),
+        sample(assigned, 1, group=g, topic="memory.latents", partition="0"),
+        # a group this process reports no membership of: not a member
+        sample(assigned, 1, group="other", topic="t", partition="0"),
+    ]
+    (member,) = members_of(samples)
+    assert member.as_json() == {
+        "client_id": f"{g}-4242",
+        "pid": 4242,
+        "component": "graph-projector",
+        "assignment": {"memory.latents": [0], "memory.ledger": [1, 3]},
+    }
 
 
 def test_lag_series_alone_are_not_a_loop() -> None:

@@ -171,6 +171,44 @@ def test_killing_workers_mid_ingest_loses_and_duplicates_nothing(stack: RunningS
     assert f"ok: {n} entries" in verify.stdout
 
 
+SPINE_GROUPS = {
+    "memstream-sequencer": "sequencer",
+    "memstream-archiver": "archiver",
+    "memstream-retrospective": "retrospective",
+    "memstream-latents": "latent-builder",
+    "memstream-graph-v1": "graph-projector",
+    "memstream-vector-v1": "api",  # the embedded stack's vector projection
+}
+
+
+def test_status_names_each_groups_members_and_what_they_hold(stack: RunningStack) -> None:
+    found: list[dict[str, Any]] = []
+
+    def assigned() -> bool:
+        found[:] = [healthy_status(stack.data_dir)]
+        groups = found[0]["consumer_groups"]
+        return all(
+            g in groups and groups[g]["members"] and groups[g]["members"][0]["assignment"]
+            for g in SPINE_GROUPS
+        )
+
+    wait_until(assigned, 90, "every group's member to hold its partitions")
+    doc = found[0]
+    groups = doc["consumer_groups"]
+    assert set(doc["lag"]) <= set(groups)
+    for group, component in SPINE_GROUPS.items():
+        (member,) = groups[group]["members"]  # one replica of each in this stack
+        assert member["pid"] == doc["components"][component]["pid"], group
+        assert member["client_id"] == f"{group}-{member['pid']}"
+        assert isinstance(groups[group]["lag"], int), group
+    raw = groups["memstream-sequencer"]["members"][0]["assignment"]["memory.events.raw"]
+    assert raw == list(range(len(raw))) and raw  # one member holds every partition
+    retro = groups["memstream-retrospective"]["members"][0]["assignment"]
+    assert set(retro) == {"memory.ledger", "memory.checkouts"}
+    table = memstream("status", data_dir=stack.data_dir).stdout
+    assert "consumer group" in table and "memstream-sequencer" in table
+
+
 def test_status_reports_components_and_lag(stack: RunningStack) -> None:
     doc = healthy_status(stack.data_dir)
     assert doc["kafka"]["bootstrap"] == stack.bootstrap

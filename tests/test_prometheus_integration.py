@@ -62,6 +62,9 @@ BUSY = {
     'sum(rate(memstream_purge_items_removed_total{store="graph", kind="events"}[1m]))',
     # consumer loops commit; a ledger entry FalkorDB cannot hold is dead-lettered alone
     "sum(rate(memstream_consumer_committed_total[1m]))",
+    # each worker says it is a member of its group, and was assigned partitions at start
+    'sum(memstream_consumer_member{group="memstream-sequencer"})',
+    'sum(memstream_consumer_rebalances_total{kind="assign"})',
     'sum(rate(memstream_events_dead_lettered_total{component="graph-projector"}[1m]))',
     # a third tenant's burst of concurrent recalls every round: the fair share refuses some
     'sum(rate(memstream_reads_throttled_total{reason="concurrency"}[1m]))',

@@ -123,6 +123,23 @@ CONSUMER_QUEUED_TENANTS = Gauge(
     "Tenants with records in a tenant-fair consumer loop's read-ahead (each takes its turn)",
     ["component", "group"],
 )
+# Who is in a group: each member says so itself (the embedded broker's group description
+# lists no members), with the partitions it holds and how often they changed hands.
+CONSUMER_MEMBER = Gauge(
+    "memstream_consumer_member",
+    "1 while this process is a member of the consumer group, by its Kafka client id and pid",
+    ["component", "group", "client_id", "pid"],
+)
+CONSUMER_ASSIGNED = Gauge(
+    "memstream_consumer_assigned_partitions",
+    "1 for each partition the group has assigned to this member",
+    ["component", "group", "topic", "partition"],
+)
+CONSUMER_REBALANCES = Counter(
+    "memstream_consumer_rebalances_total",
+    "Rebalances this member went through: partitions assigned to it, or taken from it",
+    ["component", "group", "kind"],
+)
 FAIR_SERIES = (CONSUMER_READAHEAD_BYTES, CONSUMER_QUEUED_TENANTS)
 CONSUMER_SERIES = (
     CONSUMER_RUNNING,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from memstream.settings import LOG_FORMAT
@@ -57,6 +57,20 @@ def up(
         out.print("stopped.", style="dim")
 
 
+def groups_table(groups: dict[str, Any]) -> Table:
+    """One row per member of each consumer group: who it is and what it holds."""
+    table = Table("consumer group", "member (client id)", "pid", "partitions", "lag")
+    for group, g in groups.items():
+        lag = "?" if g["lag"] is None else str(g["lag"])
+        if not g["members"]:
+            table.add_row(group, "[red]no member[/red]", "", "", lag)
+        for i, m in enumerate(g["members"]):
+            held = "; ".join(f"{t} {','.join(map(str, ps))}" for t, ps in m["assignment"].items())
+            table.add_row(group if i == 0 else "", m["client_id"], str(m["pid"]), held or "none",
+                          lag if i == 0 else "")  # fmt: skip
+    return table
+
+
 def status(data_dir: DataDir = None, json_out: JsonFlag = False) -> None:
     """Health of each component and consumer lag per group."""
     settings = settings_for(data_dir)
@@ -77,5 +91,6 @@ def status(data_dir: DataDir = None, json_out: JsonFlag = False) -> None:
         for group, lag in doc["lag"].items():
             table.add_row(f"lag {group}", "", f"{lag.get('topic')}: {lag.get('total', lag)}")
         out.print(table)
+        out.print(groups_table(doc["consumer_groups"]))
     if not doc["healthy"]:
         raise typer.Exit(1)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from confluent_kafka import Consumer, Producer
@@ -27,10 +28,17 @@ def producer_config(bootstrap: str, **extra: Any) -> dict[str, Any]:
     return conf
 
 
+def member_id(group: str) -> str:
+    """This process's Kafka client id in ``group``: the group and the pid, so a member seen
+    in ``memstream status`` or on a dashboard names the process behind it."""
+    return f"{group}-{os.getpid()}"
+
+
 def consumer_config(bootstrap: str, group: str, settings: Settings, **extra: Any) -> dict[str, Any]:
     conf: dict[str, Any] = {
         "bootstrap.servers": bootstrap,
         "group.id": group,
+        "client.id": member_id(group),
         "auto.offset.reset": "earliest",
         "enable.auto.commit": False,
         "enable.partition.eof": False,

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import os
 import signal
 import threading
 import time
@@ -51,16 +52,20 @@ from dataclasses import dataclass, field
 from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 from prometheus_client.metrics import MetricWrapperBase
 
+from memstream.kafka.clients import member_id
 from memstream.kafka.dlq import DeadLetterWriter
 from memstream.kafka.fair import FairQueue
 from memstream.metrics import (
     BATCH_SECONDS,
     BATCH_SIZE,
+    CONSUMER_ASSIGNED,
     CONSUMER_COMMITTED,
     CONSUMER_LAG,
     CONSUMER_LAST_COMMIT,
+    CONSUMER_MEMBER,
     CONSUMER_QUEUED_TENANTS,
     CONSUMER_READAHEAD_BYTES,
+    CONSUMER_REBALANCES,
     CONSUMER_RETRIES,
     CONSUMER_RUNNING,
     CONSUMER_SERIES,
@@ -157,6 +162,9 @@ class BatchLoop:
     def _assigned(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         parts = sorted((tp.topic, tp.partition) for tp in partitions)
         log.info("%s assigned %s", self.component, parts)
+        CONSUMER_REBALANCES.labels(self.component, self.group, "assign").inc()
+        for topic, p in parts:
+            CONSUMER_ASSIGNED.labels(self.component, self.group, topic, str(p)).set(1)
         if self.on_assign is not None:
             self.on_assign(self._mine(partitions))
         self.assigned = parts
@@ -164,6 +172,7 @@ class BatchLoop:
 
     def _revoked(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         parts = {(tp.topic, tp.partition) for tp in partitions}
+        CONSUMER_REBALANCES.labels(self.component, self.group, "revoke").inc()
         if self.on_revoke is not None:
             self.on_revoke(self._mine(partitions))
         self.assigned = [tp for tp in self.assigned if tp not in parts]
@@ -172,6 +181,7 @@ class BatchLoop:
         self._paused, self._rebalanced = False, True
         for topic, p in parts:  # the new owner reports it; a stale copy here would count it twice
             CONSUMER_LAG.remove(self.component, self.group, topic, str(p))
+            CONSUMER_ASSIGNED.remove(self.component, self.group, topic, str(p))
             self.committed.pop((topic, p), None)
 
     def _update_lag(self, last: Positions) -> None:
@@ -397,6 +407,9 @@ class BatchLoop:
         now = time.time()
         for series in self._series():  # every series exists from the start (0 = nothing yet)
             series.labels(self.component, self.group)
+        for kind in ("assign", "revoke"):
+            CONSUMER_REBALANCES.labels(self.component, self.group, kind)
+        CONSUMER_MEMBER.labels(*self._member()).set(1)
         CONSUMER_RUNNING.labels(self.component, self.group).set(1)
         CONSUMER_STARTED.labels(self.component, self.group).set(now)
         # Until the first commit, "no commit for T s" counts from the start.
@@ -409,6 +422,8 @@ class BatchLoop:
         self.consumer.close()
         for topic, p in self.assigned:  # e.g. a dropped projection version: no stale lag
             CONSUMER_LAG.remove(self.component, self.group, topic, str(p))
+            CONSUMER_ASSIGNED.remove(self.component, self.group, topic, str(p))
+        CONSUMER_MEMBER.remove(*self._member())  # closed: no longer a member
         if not clean:
             CONSUMER_RUNNING.labels(self.component, self.group).set(0)
             for gauge in (CONSUMER_WAITING, *(FAIR_SERIES if self.fair else ())):
@@ -416,6 +431,9 @@ class BatchLoop:
             return
         for series in self._series():
             series.remove(self.component, self.group)
+
+    def _member(self) -> tuple[str, str, str, str]:
+        return (self.component, self.group, member_id(self.group), str(os.getpid()))
 
     def _series(self) -> tuple[MetricWrapperBase, ...]:
         return (*CONSUMER_SERIES, *FAIR_SERIES) if self.fair else CONSUMER_SERIES

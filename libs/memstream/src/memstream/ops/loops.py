@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from prometheus_client.samples import Sample
 
@@ -39,6 +39,9 @@ LOOP_SERIES = (RUNNING, STARTED, RESTARTS, LAST_COMMIT, WAITING, LAG)
 UNDELIVERABLE = "memstream_outbox_undeliverable"
 OLDEST_AGE = "memstream_outbox_oldest_age_seconds"
 OUTBOX_SERIES = (UNDELIVERABLE, OLDEST_AGE)
+MEMBER = "memstream_consumer_member"
+ASSIGNED = "memstream_consumer_assigned_partitions"
+MEMBER_SERIES = (MEMBER, ASSIGNED)
 
 
 @dataclass
@@ -116,6 +119,49 @@ def loops_of(samples: Iterable[Sample]) -> dict[str, Loop]:
 def read_loops(metrics_url: str) -> dict[str, Loop]:
     """The loops of the process serving ``metrics_url`` (none if it does not answer)."""
     return loops_of(scrape([metrics_url], LOOP_SERIES))
+
+
+@dataclass
+class Member:
+    """One member of a consumer group, as its own process reports it."""
+
+    group: str
+    component: str
+    client_id: str = ""
+    pid: int | None = None
+    assignment: dict[str, list[int]] = field(default_factory=dict)  # topic -> partitions
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "client_id": self.client_id,
+            "pid": self.pid,
+            "component": self.component,
+            "assignment": {t: sorted(ps) for t, ps in sorted(self.assignment.items())},
+        }
+
+
+def members_of(samples: Iterable[Sample]) -> list[Member]:
+    """The group memberships one process reports: one per group it is a member of."""
+    by_group: dict[str, Member] = {}
+    for s in samples:
+        group, component = s.labels.get("group"), s.labels.get("component")
+        if group is None or component is None or s.value < 1:
+            continue
+        m = by_group.setdefault(group, Member(group, component))
+        if s.name == MEMBER:
+            m.client_id = s.labels.get("client_id", "")
+            pid = s.labels.get("pid", "")
+            m.pid = int(pid) if pid.isdigit() else None
+        elif s.name == ASSIGNED and "topic" in s.labels:
+            partition = s.labels.get("partition", "")
+            if partition.isdigit():
+                m.assignment.setdefault(s.labels["topic"], []).append(int(partition))
+    return [m for m in by_group.values() if m.client_id]  # a member says who it is
+
+
+def read_members(metrics_url: str) -> list[Member]:
+    """:func:`members_of` the process serving ``metrics_url`` (none if it does not answer)."""
+    return members_of(scrape([metrics_url], MEMBER_SERIES))
 
 
 def outbox_problems(samples: Iterable[Sample], max_age_s: float) -> list[str]:

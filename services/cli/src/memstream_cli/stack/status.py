@@ -28,6 +28,7 @@ from memstream.ops.loops import (
     child_restarts,
     process_started,
     read_loops,
+    read_members,
     read_outbox,
     restarting,
 )
@@ -132,14 +133,38 @@ def collect_status(ep: Endpoints, outbox_max_age_s: float = 300.0) -> dict[str, 
             api["metrics_url"] = f"{ep.api_url}/metrics"
             _judge("api", api, None, 0, now, outbox_max_age_s)
     problems = [p for c in components.values() for p in c.get("problems", [])]
+    groups = consumer_groups(ep.kafka_bootstrap if kafka_ok else None, components, lag)
     return {
         "kafka": {"bootstrap": ep.kafka_bootstrap, "healthy": components[kafka_key]["healthy"]},
         "metrics_endpoints": metrics,
         "components": components,
         "lag": lag,
+        "consumer_groups": groups,
         "healthy": all(bool(c.get("healthy", True)) for c in components.values()),
         "problems": problems,
     }
+
+
+def consumer_groups(
+    bootstrap: str | None, components: dict[str, Any], lag: dict[str, Any]
+) -> dict[str, Any]:
+    """``{group: {"members": [{"client_id", "pid", "component", "assignment": {topic:
+    [partitions]}}], "lag"}}`` for every group the stack runs. Each member reports itself
+    on its ``/metrics`` (the broker's group description may list none); a group whose
+    members are all gone is listed with none. ``lag``: records behind, or None unread."""
+    groups: dict[str, dict[str, Any]] = {g: {"members": [], "lag": None} for g in lag}
+    for c in components.values():
+        url = c.get("metrics_url")
+        for m in read_members(url) if url else []:
+            groups.setdefault(m.group, {"members": [], "lag": None})["members"].append(m.as_json())
+    for group, g in groups.items():
+        g["members"].sort(key=lambda m: str(m["client_id"]))
+        known = lag.get(group)
+        if known is None and bootstrap is not None:
+            read = {t for m in g["members"] for t in m["assignment"]}
+            known = _lag(bootstrap, group, GROUPS.get(group) or tuple(sorted(read)))
+        g["lag"] = known.get("total") if known is not None else None
+    return dict(sorted(groups.items()))
 
 
 def _embedded(ep: Endpoints, components: dict[str, Any], now: float, max_age_s: float) -> None:
