@@ -358,7 +358,13 @@ def test_forget_is_a_dry_run_unless_told_and_counted_as_a_tool(
         done = await session.call_tool("forget", {**subject, "dry_run": False, "wait_s": 60})
         return dry, done
 
+    def counted() -> float:
+        samples = scrape([f"{stack.api_url}/metrics"], {"memstream_mcp_tool_calls_total"})
+        return sum(s.value for s in samples if s.labels["tool"] == "forget")
+
+    before = counted()
     dry, done = run(lambda: http_session(stack, keys[OTHER]), forget)
+    assert counted() == before + 2  # under its own name, not "unknown"
     assert not dry.is_error and dry.structured_content["dry_run"] is True, text_of(dry)
     assert dry.structured_content["removed"]["events"] >= 1
     assert not done.is_error and done.structured_content["dry_run"] is False, text_of(done)
