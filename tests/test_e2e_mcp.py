@@ -21,7 +21,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult
 from memstream import position
-from memstream.client import MemoryHttpClient, MemstreamHttpError
+from memstream.client import MemoryHttpClient
 from memstream.metrics import scrape
 from memstream.settings import Settings
 from memstream.shred.sqlite import SqliteDataKeys
@@ -337,47 +337,6 @@ def test_tool_calls_are_counted_on_the_api_metrics(
     # The stack is shared with other modules: these two calls, counted once each.
     assert after[("search", "ok")] == before.get(("search", "ok"), 0) + 1
     assert after[("lineage", "error")] == before.get(("lineage", "error"), 0) + 1
-
-
-def test_forget_is_a_dry_run_unless_told_and_counted_as_a_tool(
-    stack: RunningStack, keys: dict[str, str]
-) -> None:
-    told = "Bartholomé Quispe-Nakamura left his umbrella at the pottery studio."
-
-    async def remember(session: ClientSession) -> CallToolResult:
-        return await session.call_tool("remember", {"text": told, "stream": "forget-me"})
-
-    written = run(lambda: http_session(stack, keys[OTHER]), remember)
-    event_id = str(written.structured_content["id"])
-    with MemoryHttpClient(stack.api_url, keys[OTHER]) as client:
-        wait_until(lambda: _lineage_found(client, event_id), 60, "the event in memory")
-
-    async def forget(session: ClientSession) -> tuple[CallToolResult, CallToolResult]:
-        subject = {"subject": "bartholomé quispe-nakamura"}
-        dry = await session.call_tool("forget", subject)
-        done = await session.call_tool("forget", {**subject, "dry_run": False, "wait_s": 60})
-        return dry, done
-
-    def counted() -> float:
-        samples = scrape([f"{stack.api_url}/metrics"], {"memstream_mcp_tool_calls_total"})
-        return sum(s.value for s in samples if s.labels["tool"] == "forget")
-
-    before = counted()
-    dry, done = run(lambda: http_session(stack, keys[OTHER]), forget)
-    assert counted() == before + 2  # under its own name, not "unknown"
-    assert not dry.is_error and dry.structured_content["dry_run"] is True, text_of(dry)
-    assert dry.structured_content["removed"]["events"] >= 1
-    assert not done.is_error and done.structured_content["dry_run"] is False, text_of(done)
-    assert done.structured_content["tombstone_id"] and done.structured_content["complete"]
-    with MemoryHttpClient(stack.api_url, keys[OTHER]) as client:
-        assert not _lineage_found(client, event_id)  # gone from the graph
-
-
-def _lineage_found(client: MemoryHttpClient, item_id: str) -> bool:
-    try:
-        return bool(client.lineage(item_id)["events"])
-    except MemstreamHttpError:
-        return False
 
 
 def test_http_mcp_on_loopback_refuses_a_foreign_host(

@@ -13,10 +13,12 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 import orjson
 import pytest
 from leakscan import files_holding, found_in, memory_of
+from mcpcall import call_tool, text_of
 from memstream.client import MemoryHttpClient, MemstreamHttpError
 from memstream.events.payloads import QuestionFamily
 from memstream.kafka.clients import make_producer
@@ -24,6 +26,7 @@ from memstream.kafka.reading import read_to_end
 from memstream.kafka.topics import CHECKOUTS, DLQ, LATENTS, LEDGER, RAW
 from memstream.learning.trace import CheckoutTrace
 from memstream.ledger.opening import EntryOpener
+from memstream.metrics import scrape
 from memstream.projection.latents import decode_artifacts
 from memstream.projection.status import caught_up
 from memstream.records.latent import LatentArtifact
@@ -397,6 +400,41 @@ def test_a_clear_raw_event_is_reported_as_residual_with_its_time(
     assert before + kept - timedelta(seconds=5) <= until <= after + kept + timedelta(seconds=5)
     assert "until it restarts" in raw["note"]
     assert not canoe()
+
+
+def test_the_mcp_forget_tool_is_a_dry_run_unless_told_then_purges(stack: RunningStack) -> None:
+    """The agents' way to the same workflow, in a tenant and with a subject of its own."""
+    tenant, subject = "atelier-mcp", "bartholomé quispe-nakamura"
+    key = memstream("keys", "create", "--tenant", tenant, data_dir=stack.data_dir).stdout.strip()
+    told = "Bartholomé Quispe-Nakamura left his umbrella at the pottery studio."
+    with MemoryHttpClient(stack.api_url, key) as client:
+        (event_id,) = client.emit(
+            [{"stream": "mcp", "type": "observation", "payload": {"text": told}}]
+        )
+        wait_until(lambda: _lineage_found(client, event_id), 60, "the event in memory")
+
+    def counted() -> float:
+        samples = scrape([f"{stack.api_url}/metrics"], {"memstream_mcp_tool_calls_total"})
+        return sum(s.value for s in samples if s.labels["tool"] == "forget")
+
+    before = counted()
+    dry = anyio.run(call_tool, stack.api_url, key, "forget", {"subject": subject})
+    assert not dry.is_error and dry.structured_content["dry_run"] is True, text_of(dry)
+    assert dry.structured_content["removed"]["events"] == 1
+    args = {"subject": subject, "dry_run": False, "wait_s": 60}
+    done = anyio.run(call_tool, stack.api_url, key, "forget", args)
+    assert not done.is_error and done.structured_content["dry_run"] is False, text_of(done)
+    assert done.structured_content["tombstone_id"] and done.structured_content["complete"]
+    assert counted() == before + 2  # under its own name, not "unknown"
+    with MemoryHttpClient(stack.api_url, key) as client:
+        assert not _lineage_found(client, event_id)  # gone from the graph
+
+
+def _lineage_found(client: MemoryHttpClient, item_id: str) -> bool:
+    try:
+        return bool(client.lineage(item_id)["events"])
+    except MemstreamHttpError:
+        return False
 
 
 def test_a_restarted_stack_does_not_bring_her_back(tmp_path: Path) -> None:
