@@ -48,9 +48,6 @@ class ArtifactCache:
                 known[a.artifact_id] = a
         return [known[i] for i in ids if i in known and known[i].stale_at is None]
 
-    def __len__(self) -> int:
-        return len(self._parsed)
-
     def put(self, version: str, tenant: str, artifact: LatentArtifact, at: float) -> None:
         """Hold ``artifact`` as parsed at ``at``."""
         self._parsed[(version, tenant, artifact.artifact_id)] = (at, artifact)
