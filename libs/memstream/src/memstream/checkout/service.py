@@ -133,6 +133,13 @@ class CheckoutService:
             raise NoProjection("no live projection version yet")
         return reg.versions[reg.live]
 
+    def _index(self, info: VersionInfo) -> VectorIndex:
+        """The version's vector index; ``NoProjection`` while it is not open here."""
+        index = self.index_for(info)
+        if index is None:
+            raise NoProjection(f"the vector index of {info.name} is not open yet")
+        return index
+
     def lexicon(self, info: VersionInfo, tenant: str, fresh: bool = False) -> Lexicon:
         """The tenant's entities as the planner resolves names against them (kept briefly and
         refreshed in the background: a name learnt a second ago may not resolve yet, the rest
@@ -176,15 +183,14 @@ class CheckoutService:
         for a question about the work, invalidations marked, re-ordered by what outcomes
         taught. ``laps`` gets the plan's time; the pool's lanes get theirs."""
         info = self.live()
-        as_of = iso_utc(as_utc(ask.as_of)) if ask.as_of is not None else None
+        when = as_utc(ask.as_of) if ask.as_of is not None else None
+        as_of = iso_utc(when) if when is not None else None
         now = iso_utc(self.clock().astimezone(UTC))
         plan = plan_query(ask.query, now, as_of, self.lexicon(info, tenant, ask.fresh))
         laps.lap("plan")
-        index = self.index_for(info)
-        if index is None:
-            raise NoProjection(f"the vector index of {info.name} is not open yet")
         embedder = get_embedder(info.config.embedder)
         graph = self.graph_for(info)
+        index = self._index(info)
         retriever = Retriever(graph, index, embedder, pool=ask.pool, config=config, k=ask.k)
         lanes_ms: dict[str, float] = {}
         hits: list[VectorHit] = []
@@ -194,7 +200,7 @@ class CheckoutService:
             plan,
             stream=ask.stream,
             timings=lanes_ms,
-            as_of=as_utc(ask.as_of) if ask.as_of is not None else None,
+            as_of=when,
             latents=hits if ask.latents else None,
         )
         step.lap("lanes")
@@ -204,7 +210,7 @@ class CheckoutService:
         found = [c for c in found if plan.admits(c.type)]  # work answers work only
         found = self._invalidated(graph, tenant, found, as_of)
         step.lap("invalidations")
-        found, learned = self._learned(info, graph, tenant, plan, found, ask.as_of)
+        found, learned = self._learned(info, graph, tenant, plan, found, when)
         step.lap("feedback")
         lanes_ms |= {k: v for k, v in step.ms.items() if k != "lanes"}
         return Pool(info, plan, found, learned, hits, embedder, lanes_ms)
@@ -286,11 +292,10 @@ class CheckoutService:
         if not info.config.feedback or not candidates:
             return candidates, Learned()
         ids = {c.item_id for c in candidates} | {c.ref.event_id for c in candidates}
-        when = as_utc(as_of) if as_of is not None else None
-        records = graph.feedback(tenant, sorted(ids), as_of=iso_utc(when) if when else None)
+        records = graph.feedback(tenant, sorted(ids), as_of=iso_utc(as_of) if as_of else None)
         if not records:
             return candidates, Learned()
-        now = when or self.clock()
+        now = as_of or self.clock()
         ranked, found, notes = learned_pool(plan, candidates, records, now, self.prior_policy)
         return ranked, Learned(found, notes)
 
@@ -329,11 +334,9 @@ class CheckoutService:
             ask = _Ask(q.query, q.as_of, q.fresh, q.stream, max(20, q.k), q.k, False, raw=True)
             return self._pool(tenant, ask, PLAIN, Laps()).candidates
         info = self.live()
-        index = self.index_for(info)
-        if index is None:
-            raise NoProjection(f"the vector index of {info.name} is not open yet")
         graph = self.graph_for(info)
-        retriever = Retriever(graph, index, get_embedder(info.config.embedder), pool=max(20, q.k))
+        embedder = get_embedder(info.config.embedder)
+        retriever = Retriever(graph, self._index(info), embedder, pool=max(20, q.k))
         as_of = as_utc(q.as_of) if q.as_of is not None else None
         found = retriever.lane(tenant, q.query, q.mode, q.k, q.stream, as_of)
         return self._invalidated(graph, tenant, found, iso_utc(as_of) if as_of else None)
@@ -368,10 +371,8 @@ class CheckoutService:
     def search(self, tenant: str, req: SearchRequest) -> list[SearchHit]:
         """The best ``req.k`` items at ``req.altitude`` in the live version."""
         info = self.live()
-        index = self.index_for(info)
-        if index is None:
-            raise NoProjection(f"the vector index of {info.name} is not open yet")
-        searcher = Searcher(self.graph_for(info), index, get_embedder(info.config.embedder))
+        embedder = get_embedder(info.config.embedder)
+        searcher = Searcher(self.graph_for(info), self._index(info), embedder)
         return searcher.search(tenant, req)
 
     def latents(

@@ -159,11 +159,6 @@ def members_of(samples: Iterable[Sample]) -> list[Member]:
     return [m for m in by_group.values() if m.client_id]  # a member says who it is
 
 
-def read_members(metrics_url: str) -> list[Member]:
-    """:func:`members_of` the process serving ``metrics_url`` (none if it does not answer)."""
-    return members_of(scrape([metrics_url], MEMBER_SERIES))
-
-
 def outbox_problems(samples: Iterable[Sample], max_age_s: float) -> list[str]:
     """Why a process's outbox is unhealthy: accepted events the broker refused for good and
     the DLQ does not have yet, or a record older than ``max_age_s`` not proved archived."""
@@ -180,11 +175,6 @@ def outbox_problems(samples: Iterable[Sample], max_age_s: float) -> list[str]:
                 f"and archived (bound {max_age_s:g}s)"
             )
     return out
-
-
-def read_outbox(metrics_url: str, max_age_s: float) -> list[str]:
-    """:func:`outbox_problems` of the process serving ``metrics_url``."""
-    return outbox_problems(scrape([metrics_url], OUTBOX_SERIES), max_age_s)
 
 
 def child_restarts(supervisor_metrics_url: str) -> dict[str, int]:

@@ -24,12 +24,17 @@ from memstream.kafka.topics import (
     RETROSPECTIVE_GROUP,
     SEQUENCER_GROUP,
 )
+from memstream.metrics import scrape
 from memstream.ops.loops import (
+    LOOP_SERIES,
+    MEMBER_SERIES,
+    OUTBOX_SERIES,
+    Member,
     child_restarts,
+    loops_of,
+    members_of,
+    outbox_problems,
     process_started,
-    read_loops,
-    read_members,
-    read_outbox,
     restarting,
 )
 
@@ -82,22 +87,27 @@ def _lag(bootstrap: str, group: str, topics: tuple[str, ...]) -> dict[str, Any]:
 
 def _judge(
     name: str, c: dict[str, Any], pid: int | None, restarts: int, now: float, max_age_s: float
-) -> None:
+) -> list[Member]:
     """Add the consumers of the component's metrics endpoint and its problems to ``c``
-    (its outbox's too: ``max_age_s`` bounds the age of its oldest record)."""
+    (its outbox's too: ``max_age_s`` bounds the age of its oldest record); returns the
+    group memberships it reports. One scrape serves all three."""
     problems: list[str] = []
+    members: list[Member] = []
     if pid is not None and (why := restarting(restarts, process_started(pid), now)):
         problems.append(f"{name} {why}")
     url = c.get("metrics_url")
     if url and c["healthy"]:
-        loops = read_loops(url)
+        samples = scrape([url], (*LOOP_SERIES, *OUTBOX_SERIES, *MEMBER_SERIES))
+        loops = loops_of(samples)
         c["consumers"] = {g: loop.summary(now) for g, loop in sorted(loops.items())}
         problems += [p for loop in loops.values() for p in loop.problems(now)]
-        problems += read_outbox(url, max_age_s)
+        problems += outbox_problems(samples, max_age_s)
+        members = members_of(samples)
     if restarts:
         c["restarts"] = restarts
     c["problems"] = problems
     c["healthy"] = c["healthy"] and not problems
+    return members
 
 
 def collect_status(ep: Endpoints, outbox_max_age_s: float = 300.0) -> dict[str, Any]:
@@ -118,10 +128,11 @@ def collect_status(ep: Endpoints, outbox_max_age_s: float = 300.0) -> dict[str, 
                 continue
             lag[group] = _lag(ep.kafka_bootstrap, group, read)
     metrics: list[str] = []
+    members: list[Member] = []
     now = time.time()
     if ep.stack is not None:
         metrics = list(ep.stack.metrics_endpoints)
-        _embedded(ep, components, now, outbox_max_age_s)
+        members = _embedded(ep, components, now, outbox_max_age_s)
         kafka_key = "tansu"
     else:
         kafka_key = "kafka"
@@ -131,9 +142,9 @@ def collect_status(ep: Endpoints, outbox_max_age_s: float = 300.0) -> dict[str, 
         api["url"] = ep.api_url
         if ep.stack is None:  # a stack of services: the API's own consumers (vector projection)
             api["metrics_url"] = f"{ep.api_url}/metrics"
-            _judge("api", api, None, 0, now, outbox_max_age_s)
+            members += _judge("api", api, None, 0, now, outbox_max_age_s)
     problems = [p for c in components.values() for p in c.get("problems", [])]
-    groups = consumer_groups(ep.kafka_bootstrap if kafka_ok else None, components, lag)
+    groups = consumer_groups(ep.kafka_bootstrap if kafka_ok else None, members, lag)
     return {
         "kafka": {"bootstrap": ep.kafka_bootstrap, "healthy": components[kafka_key]["healthy"]},
         "metrics_endpoints": metrics,
@@ -146,17 +157,15 @@ def collect_status(ep: Endpoints, outbox_max_age_s: float = 300.0) -> dict[str, 
 
 
 def consumer_groups(
-    bootstrap: str | None, components: dict[str, Any], lag: dict[str, Any]
+    bootstrap: str | None, members: list[Member], lag: dict[str, Any]
 ) -> dict[str, Any]:
     """``{group: {"members": [{"client_id", "pid", "component", "assignment": {topic:
     [partitions]}}], "lag"}}`` for every group the stack runs. Each member reports itself
     on its ``/metrics`` (the broker's group description may list none); a group whose
     members are all gone is listed with none. ``lag``: records behind, or None unread."""
     groups: dict[str, dict[str, Any]] = {g: {"members": [], "lag": None} for g in lag}
-    for c in components.values():
-        url = c.get("metrics_url")
-        for m in read_members(url) if url else []:
-            groups.setdefault(m.group, {"members": [], "lag": None})["members"].append(m.as_json())
+    for m in members:
+        groups.setdefault(m.group, {"members": [], "lag": None})["members"].append(m.as_json())
     for group, g in groups.items():
         g["members"].sort(key=lambda m: str(m["client_id"]))
         known = lag.get(group)
@@ -167,8 +176,11 @@ def consumer_groups(
     return dict(sorted(groups.items()))
 
 
-def _embedded(ep: Endpoints, components: dict[str, Any], now: float, max_age_s: float) -> None:
-    """The supervised children of an embedded stack: alive, answering, not in trouble."""
+def _embedded(
+    ep: Endpoints, components: dict[str, Any], now: float, max_age_s: float
+) -> list[Member]:
+    """The supervised children of an embedded stack: alive, answering, not in trouble; and
+    the group memberships they report."""
     assert ep.stack is not None
     secret = ep.graph_password
     password = secret.get_secret_value() if secret is not None else None
@@ -188,5 +200,7 @@ def _embedded(ep: Endpoints, components: dict[str, Any], now: float, max_age_s: 
         healthy = _pid_alive(c.pid) and (c.metrics_url is None or _http_ok(c.metrics_url))
         components[name] = {"healthy": healthy, "pid": c.pid, "metrics_url": c.metrics_url}
     components["tansu"] = components.pop("kafka") | components.get("tansu", {})
+    members: list[Member] = []
     for name, c in components.items():
-        _judge(name, c, c.get("pid"), restarts.get(name, 0), now, max_age_s)
+        members += _judge(name, c, c.get("pid"), restarts.get(name, 0), now, max_age_s)
+    return members
