@@ -3,7 +3,10 @@ read from the metrics it serves, as ``memstream status`` reads them."""
 
 from __future__ import annotations
 
+import http.server
 import os
+import socket
+import subprocess
 import threading
 import time
 import uuid
@@ -205,3 +208,61 @@ def test_a_loop_that_keeps_crashing_makes_status_unhealthy(
     assert doc["healthy"] is False
     assert any(p.startswith(f"consumer {group}") for p in doc["problems"])
     assert projector["consumers"][group]["restarts"] >= 3
+
+
+class _SlowMetrics(http.server.BaseHTTPRequestHandler):
+    """A ``/metrics`` that answers, but only after a few seconds: a busy process."""
+
+    def do_GET(self) -> None:
+        time.sleep(3)
+        body = b"# HELP up Up\n# TYPE up gauge\nup 1\n"
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None: ...
+
+
+def test_status_names_what_did_not_answer_and_waits_for_what_is_slow(
+    broker: str, falkordb_server: Server
+) -> None:
+    slow = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _SlowMetrics)
+    threading.Thread(target=slow.serve_forever, daemon=True).start()
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        silent_url = f"http://127.0.0.1:{s.getsockname()[1]}/metrics"
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    slow_url = f"http://127.0.0.1:{slow.server_address[1]}/metrics"
+    stack = StackInfo(
+        pid=os.getpid(),
+        started_at="2025-10-01T00:00:00Z",
+        data_dir="/nonexistent",
+        kafka_bootstrap=broker,
+        falkordb_url=f"redis://127.0.0.1:{falkordb_server.port}",
+        api_url="http://127.0.0.1:9/never",
+        metrics_endpoints=[slow_url, silent_url],
+        components={
+            "slow": ComponentInfo(pid=os.getpid(), log="", metrics_url=slow_url),
+            "silent": ComponentInfo(pid=os.getpid(), log="", metrics_url=silent_url),
+            "gone": ComponentInfo(pid=gone.pid, log="", metrics_url=None),
+        },
+        dev_key_file="/nonexistent",
+    )
+    try:
+        doc = collect_status(Endpoints(broker, None, stack))
+    finally:
+        slow.shutdown()
+    parts = doc["components"]
+    assert parts["slow"]["healthy"] is True, parts["slow"]["problems"]
+    assert parts["silent"]["healthy"] is False
+    assert [p.split(" did not answer")[0] for p in parts["silent"]["problems"]] == [
+        f"silent: {silent_url}"
+    ]
+    assert parts["gone"]["healthy"] is False
+    assert parts["gone"]["problems"] == [f"gone: process {gone.pid} is not running"]
+    assert doc["healthy"] is False
+    for name, part in parts.items():  # every unhealthy verdict says why
+        assert part.get("healthy", True) or part["problems"], name

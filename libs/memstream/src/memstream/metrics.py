@@ -186,17 +186,22 @@ def serve_metrics(port: int, host: str = "127.0.0.1") -> int:
     return int(server.server_port)
 
 
+def read_samples(url: str, names: Collection[str], timeout: float = 3.0) -> list[Sample]:
+    """The samples called ``names`` from one ``/metrics`` URL; raises ``OSError`` when it does
+    not answer within ``timeout``."""
+    with urllib.request.urlopen(url, timeout=timeout) as resp:
+        text = resp.read().decode()
+    return [x for f in text_string_to_metric_families(text) for x in f.samples if x.name in names]
+
+
 def scrape(urls: list[str], names: Collection[str], timeout: float = 3.0) -> list[Sample]:
     """The samples called ``names`` from every ``/metrics`` URL that answers (one read each)."""
     found: list[Sample] = []
     for url in urls:
         try:
-            with urllib.request.urlopen(url, timeout=timeout) as resp:
-                text = resp.read().decode()
+            found += read_samples(url, names, timeout)
         except OSError:
             continue
-        for family in text_string_to_metric_families(text):
-            found += [x for x in family.samples if x.name in names]
     return found
 
 

@@ -3,12 +3,14 @@
 A component is healthy when its process lives, answers ``/metrics`` and has no problem: a
 supervised process restarting in a loop, or one of its consumer loops restarting in a loop,
 stopped on an error or stalled (lag without commits). The rules are in
-:mod:`memstream.ops.loops`; each problem is listed with its reason.
+:mod:`memstream.ops.loops`. Every unhealthy verdict carries its reason in ``problems``: a
+process gone, an endpoint that did not answer (and how), a loop in trouble.
 """
 
 from __future__ import annotations
 
 import time
+import urllib.error
 import urllib.request
 from typing import Any
 
@@ -24,7 +26,7 @@ from memstream.kafka.topics import (
     RETROSPECTIVE_GROUP,
     SEQUENCER_GROUP,
 )
-from memstream.metrics import scrape
+from memstream.metrics import read_samples
 from memstream.ops.loops import (
     LOOP_SERIES,
     MEMBER_SERIES,
@@ -50,12 +52,26 @@ GROUPS: dict[str, tuple[str, ...]] = {
 RUN_BY = {RETROSPECTIVE_GROUP: "retrospective", LATENTS_GROUP: "latent-builder"}
 
 
-def _http_ok(url: str) -> bool:
+# A busy machine can take seconds to answer; slow is not dead, so status waits this long
+# before it calls an endpoint silent (and then says so).
+ANSWER_TIMEOUT_S = 10.0
+
+
+def _silence(exc: BaseException) -> str:
+    reason = getattr(exc, "reason", None) or exc
+    return f"did not answer within {ANSWER_TIMEOUT_S:g} s ({reason})"
+
+
+def _http_problem(name: str, url: str) -> str | None:
+    """None when ``url`` answers 200; else why not, as a problem line."""
     try:
-        with urllib.request.urlopen(url, timeout=2) as resp:
-            return bool(resp.status == 200)
-    except Exception:
-        return False
+        with urllib.request.urlopen(url, timeout=ANSWER_TIMEOUT_S) as resp:
+            status = int(resp.status)
+    except urllib.error.HTTPError as exc:
+        status = exc.code
+    except (OSError, ValueError) as exc:
+        return f"{name}: {url} {_silence(exc)}"
+    return None if status == 200 else f"{name}: {url} answered {status}"
 
 
 def _pid_alive(pid: int) -> bool:
@@ -91,13 +107,19 @@ def _judge(
     """Add the consumers of the component's metrics endpoint and its problems to ``c``
     (its outbox's too: ``max_age_s`` bounds the age of its oldest record); returns the
     group memberships it reports. One scrape serves all three."""
-    problems: list[str] = []
+    problems: list[str] = list(c.get("problems", []))
     members: list[Member] = []
     if pid is not None and (why := restarting(restarts, process_started(pid), now)):
         problems.append(f"{name} {why}")
     url = c.get("metrics_url")
     if url and c["healthy"]:
-        samples = scrape([url], (*LOOP_SERIES, *OUTBOX_SERIES, *MEMBER_SERIES))
+        try:
+            samples = read_samples(
+                url, (*LOOP_SERIES, *OUTBOX_SERIES, *MEMBER_SERIES), ANSWER_TIMEOUT_S
+            )
+        except (OSError, ValueError) as exc:
+            problems.append(f"{name}: {url} {_silence(exc)}")
+            samples = []
         loops = loops_of(samples)
         c["consumers"] = {g: loop.summary(now) for g, loop in sorted(loops.items())}
         problems += [p for loop in loops.values() for p in loop.problems(now)]
@@ -114,12 +136,15 @@ def collect_status(ep: Endpoints, outbox_max_age_s: float = 300.0) -> dict[str, 
     """``{"kafka": {...}, "metrics_endpoints": [...], "components": {...}, "lag": {...}}``;
     an outbox holding an event longer than ``outbox_max_age_s`` is a problem."""
     components: dict[str, Any] = {}
+    kafka_problems: list[str] = []
     try:
-        md = AdminClient({"bootstrap.servers": ep.kafka_bootstrap}).list_topics(timeout=3)
-        kafka_ok, topics = True, sorted(t for t in md.topics if not t.startswith("__"))
-    except Exception:
-        kafka_ok, topics = False, []
-    components["kafka"] = {"healthy": kafka_ok, "topics": topics}
+        admin = AdminClient({"bootstrap.servers": ep.kafka_bootstrap})
+        md = admin.list_topics(timeout=ANSWER_TIMEOUT_S)
+        topics = sorted(t for t in md.topics if not t.startswith("__"))
+    except Exception as exc:  # KafkaException: the broker did not give its metadata
+        kafka_problems, topics = [f"kafka: {ep.kafka_bootstrap} {_silence(exc)}"], []
+    kafka_ok = not kafka_problems
+    components["kafka"] = {"healthy": kafka_ok, "topics": topics, "problems": kafka_problems}
     lag: dict[str, Any] = {}
     if kafka_ok:
         for group, read in GROUPS.items():
@@ -138,7 +163,9 @@ def collect_status(ep: Endpoints, outbox_max_age_s: float = 300.0) -> dict[str, 
         kafka_key = "kafka"
     if ep.api_url:
         api = components.setdefault("api", {})
-        api["healthy"] = _http_ok(f"{ep.api_url}/healthz") and api.get("healthy", True)
+        if why := _http_problem("api", f"{ep.api_url}/healthz"):
+            api["problems"] = [*api.get("problems", []), why]
+        api["healthy"] = api.get("healthy", True) and not why
         api["url"] = ep.api_url
         if ep.stack is None:  # a stack of services: the API's own consumers (vector projection)
             api["metrics_url"] = f"{ep.api_url}/metrics"
@@ -184,12 +211,19 @@ def _embedded(
     assert ep.stack is not None
     secret = ep.graph_password
     password = secret.get_secret_value() if secret is not None else None
+    graph_problems: list[str] = []
     try:
-        graph = redis.Redis.from_url(ep.stack.falkordb_url, socket_timeout=2, password=password)
-        graph_ok = bool(graph.ping())
-    except Exception:
-        graph_ok = False
-    components["falkordb"] = {"healthy": graph_ok, "url": ep.stack.falkordb_url}
+        graph = redis.Redis.from_url(
+            ep.stack.falkordb_url, socket_timeout=ANSWER_TIMEOUT_S, password=password
+        )
+        graph.ping()
+    except redis.RedisError as exc:
+        graph_problems.append(f"falkordb: PING {_silence(exc)}")
+    components["falkordb"] = {
+        "healthy": not graph_problems,
+        "url": ep.stack.falkordb_url,
+        "problems": graph_problems,
+    }
     supervisor = ep.stack.components.get("supervisor")
     url = supervisor.metrics_url if supervisor is not None else None
     restarts = child_restarts(url) if url else {}
@@ -197,8 +231,13 @@ def _embedded(
         if name in ("tansu", "falkordb"):
             components.setdefault(name, {})["pid"] = c.pid
             continue
-        healthy = _pid_alive(c.pid) and (c.metrics_url is None or _http_ok(c.metrics_url))
-        components[name] = {"healthy": healthy, "pid": c.pid, "metrics_url": c.metrics_url}
+        alive = _pid_alive(c.pid)
+        components[name] = {
+            "healthy": alive,
+            "pid": c.pid,
+            "metrics_url": c.metrics_url,
+            "problems": [] if alive else [f"{name}: process {c.pid} is not running"],
+        }
     components["tansu"] = components.pop("kafka") | components.get("tansu", {})
     members: list[Member] = []
     for name, c in components.items():
