@@ -76,7 +76,19 @@ class Settings(BaseSettings):
         "the broker reports one",
     )
 
-    sequencer_processes: int = Field(default=1, ge=1, description="embedded stack workers")
+    replicas: int = Field(
+        default=1,
+        ge=1,
+        le=16,
+        description="embedded stack: processes of each consumer-group worker that is correct "
+        "at N (the sequencer and the graph projector); one consumer group, its partitions "
+        "shared among them",
+    )
+    worker_replicas: dict[str, int] = Field(
+        default_factory=dict,
+        description="embedded stack: per-worker overrides of `replicas`, as JSON "
+        '(`{"sequencer": 3}`)',
+    )
     heavy_nice: int = Field(
         default=10,
         ge=0,

@@ -23,9 +23,18 @@ def up(
     sample_data: Annotated[
         bool, typer.Option("--sample-data/--no-sample-data", help="load the sample events once")
     ] = False,
+    replicas: Annotated[
+        int | None,
+        typer.Option(
+            "--replicas",
+            min=1,
+            max=16,
+            help="processes of each worker that scales out (MEMSTREAM_REPLICAS)",
+        ),
+    ] = None,
 ) -> None:
     """Run the embedded stack (broker, graph server, workers, API) until Ctrl-C."""
-    settings = settings_for(data_dir)
+    settings = settings_for(data_dir, **({} if replicas is None else {"replicas": replicas}))
     logging.basicConfig(level=settings.log_level, format=LOG_FORMAT)
     stack = EmbeddedStack(settings, settings.data_dir, api_port or settings.api_port)
     install_stop_signals(stack)

@@ -13,6 +13,7 @@ class ComponentInfo(BaseModel):
     pid: int
     log: str
     metrics_url: str | None = None
+    worker: str | None = None  # the worker a replica belongs to (sequencer-2: sequencer)
 
 
 class StackInfo(BaseModel):

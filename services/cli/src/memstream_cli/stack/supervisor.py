@@ -51,10 +51,57 @@ API_START_S = 120.0  # the API's first answer (it opens the vector index before 
 # Throughput work nobody waits on: started nicer (MEMSTREAM_HEAVY_NICE), so under load the
 # sequencer, the projections and the API (a read after= waits on them) get the cores first.
 HEAVY_WORKERS = frozenset({"latent-builder", "retrospective", "archiver"})
+# Consumer-group workers and their modules, in start order (the last three with the
+# embedded projections only).
+WORKER_MODULES = {
+    "sequencer": "memstream_sequencer.main",
+    "archiver": "memstream_archiver.main",
+    "graph-projector": "memstream_projector.graph",
+    "retrospective": "memstream_retrospective.main",
+    "latent-builder": "memstream_latents.main",
+}
+PROJECTION_WORKERS = ("graph-projector", "retrospective", "latent-builder")
+# Workers that run as one process whatever MEMSTREAM_REPLICAS says, and why: at N they would
+# not be correct yet.
+SINGLE = {
+    "archiver": "its segment files are per tenant and one process appends to them",
+    "retrospective": "a tenant's checkout traces and task outcomes must meet in one process",
+    "latent-builder": "it groups a tenant's whole ledger in one process",
+}
 
 
 class StackError(RuntimeError):
     """The stack cannot start; the message says why and what to do."""
+
+
+def replicas_of(settings: Settings, role: str) -> int:
+    """How many processes of ``role`` the stack runs; raises StackError when a per-worker
+    override asks for more than one of a worker that must run alone."""
+    asked = settings.worker_replicas.get(role)
+    if role in SINGLE:
+        if asked is not None and asked != 1:
+            raise StackError(f"{role} runs as one process ({SINGLE[role]}); {asked} asked")
+        return 1
+    return asked if asked is not None else settings.replicas
+
+
+def plan_workers(settings: Settings) -> list[tuple[str, str, str]]:
+    """``(name, role, module)`` of every consumer-group worker: the first replica of a role
+    is named after it, the others ``<role>-2``, ``<role>-3`` ..."""
+    unknown = sorted(set(settings.worker_replicas) - set(WORKER_MODULES))
+    if unknown:
+        raise StackError(f"MEMSTREAM_WORKER_REPLICAS names no worker: {', '.join(unknown)}")
+    roles = [
+        r for r in WORKER_MODULES if settings.embedded_projections or r not in PROJECTION_WORKERS
+    ]
+    planned = []
+    for role in roles:
+        n = replicas_of(settings, role)
+        if n < 1:
+            raise StackError(f"{role}: {n} replicas asked; at least one runs")
+        names = [role] + [f"{role}-{i}" for i in range(2, n + 1)]
+        planned += [(name, role, WORKER_MODULES[role]) for name in names]
+    return planned
 
 
 @dataclass
@@ -69,6 +116,7 @@ class Worker:
     next_start: float = 0.0
     pass_fds: tuple[int, ...] = ()
     nice: int = 0
+    role: str = ""  # the worker it is a replica of ("" = its name)
 
     def start(self) -> None:
         argv = [sys.executable, "-m", self.module]
@@ -127,6 +175,7 @@ class EmbeddedStack:
     def start(self) -> StackInfo:
         """Start everything in dependency order; raises StackError with the reason."""
         os.umask(PRIVATE_UMASK)  # what the supervisor writes is private, as its children's
+        plan_workers(self.settings)  # a replica count that cannot run fails before anything starts
         try:
             self.api_socket = listening_socket(self.settings.api_host, self.api_port)
         except OSError as exc:
@@ -165,22 +214,12 @@ class EmbeddedStack:
             MEMSTREAM_API_HOST=self.settings.api_host,
             MEMSTREAM_API_PORT=str(self.api_port),
         )
-        n_seq = self.settings.sequencer_processes
-        seq_names = ["sequencer"] + [f"sequencer-{i}" for i in range(2, n_seq + 1)]
-        workers = [
-            *((n, "memstream_sequencer.main") for n in seq_names),
-            ("archiver", "memstream_archiver.main"),
-        ]
-        if self.settings.embedded_projections:
-            workers.append(("graph-projector", "memstream_projector.graph"))
-            workers.append(("retrospective", "memstream_retrospective.main"))
-            workers.append(("latent-builder", "memstream_latents.main"))
         env["MEMSTREAM_EMBEDDED_PROJECTIONS"] = str(self.settings.embedded_projections).lower()
-        for name, module in workers:
+        for name, role, module in plan_workers(self.settings):
             port = free_port()
             wenv = dict(env, MEMSTREAM_METRICS_PORT=str(port))
-            w = Worker(name, module, port, self.logs / f"{name}.log", wenv)
-            w.nice = self.settings.heavy_nice if name in HEAVY_WORKERS else 0
+            w = Worker(name, module, port, self.logs / f"{name}.log", wenv, role=role)
+            w.nice = self.settings.heavy_nice if role in HEAVY_WORKERS else 0
             self.workers.append(w)
         assert self.api_socket is not None
         fd = self.api_socket.fileno()
@@ -227,7 +266,9 @@ class EmbeddedStack:
             if w.name == "api":
                 url = f"{api_url}/metrics"
             assert w.proc is not None
-            components[w.name] = ComponentInfo(pid=w.proc.pid, log=str(w.log), metrics_url=url)
+            components[w.name] = ComponentInfo(
+                pid=w.proc.pid, log=str(w.log), metrics_url=url, worker=w.role or w.name
+            )
             if url:
                 metrics.append(url)
         info = StackInfo(
@@ -344,8 +385,8 @@ class EmbeddedStack:
             log.warning("pipeline not drained before stop; events may remain in the broker")
         # Derived workers together, then the spine together: each stop is a group leave and
         # a flush, and one after the other they took seconds each.
-        spine = {"archiver"} | {w.name for w in self.workers if w.name.startswith("sequencer")}
-        for wave in ([w for w in self.workers if w.name not in spine], self.workers):
+        spine = {"archiver", "sequencer"}
+        for wave in ([w for w in self.workers if w.role not in spine], self.workers):
             stop_all([w.proc for w in wave if w.proc is not None], timeout=15.0)
         for s in reversed(self.servers):
             s.stop()

@@ -1,0 +1,140 @@
+"""Two replicas of each worker that scales out, one consumer group each, under HTTP load: a
+replica of the sequencer and one of the graph projector killed with SIGKILL. The supervisor
+starts them again, ``memstream status`` shows every partition held by a living member, every
+accepted event is ledgered exactly once, the chain verifies and the graph converges."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from loadgen import Load
+from memstream.kafka.topics import LEDGER, RAW, SEQUENCER_GROUP
+from memstream.projection.status import caught_up
+from stackproc import RunningStack, memstream, owned_stack, pid_alive, wait_until
+
+PARTITIONS = 4  # the stack's default per topic
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
+    """This module owns its stack: it kills replicas and counts every event of the stack."""
+    yield from owned_stack(tmp_path_factory, "replicas", env={"MEMSTREAM_REPLICAS": "2"})
+
+
+def groups(stack: RunningStack) -> dict[str, Any]:
+    res = memstream("status", "--json", data_dir=stack.data_dir, check=False)
+    doc: dict[str, Any] = json.loads(res.stdout) if res.stdout.strip() else {}
+    return dict(doc.get("consumer_groups", {}))
+
+
+def holders(group: dict[str, Any], topic: str) -> dict[int, list[int]]:
+    """pid -> the partitions of ``topic`` the member of that pid reports holding."""
+    return {
+        int(m["pid"]): list(m["assignment"].get(topic, []))
+        for m in group["members"]
+        if m["pid"] is not None
+    }
+
+
+def shared_by_two_living(stack: RunningStack, name: str, topic: str, gone: int = 0) -> bool:
+    """Two living members (neither the pid ``gone``) share ``topic``'s partitions: each
+    holds some, none is held twice, none is left."""
+    group = groups(stack).get(name)
+    if group is None:
+        return False
+    held = holders(group, topic)
+    parts = [p for ps in held.values() for p in ps]
+    return (
+        len(held) == 2
+        and gone not in held
+        and all(pid_alive(pid) and ps for pid, ps in held.items())
+        and sorted(parts) == list(range(PARTITIONS))
+    )
+
+
+def graph_group(stack: RunningStack) -> str:
+    (name,) = [
+        g
+        for g, doc in groups(stack).items()
+        if any(m["component"] == "graph-projector" for m in doc["members"])
+    ]
+    return name
+
+
+def converged(stack: RunningStack, n: int) -> bool:
+    res = memstream("projections", "list", "--json", data_dir=stack.data_dir, check=False)
+    if res.returncode != 0:
+        return False
+    (v,) = [v for v in json.loads(res.stdout)["versions"] if v["live"]]
+    return caught_up(v, n, exact=True)
+
+
+def test_each_scaling_worker_runs_two_members_sharing_the_partitions(stack: RunningStack) -> None:
+    info = json.loads((stack.data_dir / "stack.json").read_text())["components"]
+    for role in ("sequencer", "graph-projector"):
+        assert info[role]["worker"] == info[f"{role}-2"]["worker"] == role
+        assert info[role]["pid"] != info[f"{role}-2"]["pid"]
+    for single in ("archiver", "retrospective", "latent-builder"):
+        assert single in info and f"{single}-2" not in info
+    wait_until(
+        lambda: shared_by_two_living(stack, SEQUENCER_GROUP, RAW), 90, "two sequencers sharing"
+    )
+    wait_until(lambda: len(groups(stack).get(graph_group(stack), {}).get("members", [])) == 2,
+               90, "two graph projectors")  # fmt: skip
+    graph = graph_group(stack)
+    wait_until(
+        lambda: shared_by_two_living(stack, graph, LEDGER), 90, "two graph projectors sharing"
+    )
+    table = memstream("status", data_dir=stack.data_dir).stdout
+    for pid in holders(groups(stack)[SEQUENCER_GROUP], RAW):  # a row for each member
+        assert f" {pid} " in table, pid
+
+
+def test_replicas_killed_under_load_lose_and_duplicate_nothing(stack: RunningStack) -> None:
+    keys = {
+        t: memstream("keys", "create", "--tenant", t, data_dir=stack.data_dir).stdout.strip()
+        for t in ("north-7", "south_2")
+    }
+    graph = graph_group(stack)
+    load = Load(stack, keys)
+    thread = threading.Thread(target=load.run)
+    thread.start()
+    try:
+        wait_until(lambda: sum(map(len, load.accepted.values())) >= 200, 60, "load running")
+        victims = {
+            "sequencer-2": stack.pid("sequencer-2"),
+            "graph-projector": stack.pid("graph-projector"),
+        }
+        for pid in victims.values():
+            os.kill(pid, signal.SIGKILL)
+        for name, pid in victims.items():
+            wait_until(lambda n=name, p=pid: stack.pid(n) != p, 60, f"{name} restarted")  # type: ignore[misc]
+        seq_gone, graph_gone = victims["sequencer-2"], victims["graph-projector"]
+        wait_until(lambda: shared_by_two_living(stack, SEQUENCER_GROUP, RAW, seq_gone),
+                   120, "the raw partitions held by living sequencers")  # fmt: skip
+        wait_until(lambda: shared_by_two_living(stack, graph, LEDGER, graph_gone),
+                   120, "the ledger partitions held by living graph projectors")  # fmt: skip
+        seen = sum(map(len, load.accepted.values()))
+        wait_until(lambda: sum(map(len, load.accepted.values())) > seen + 100, 60, "load after")
+    finally:
+        load.stop.set()
+        thread.join(60)
+    assert not any(f.startswith("HTTP") for f in load.failed), load.failed
+    accepted = set().union(*load.accepted.values())
+
+    def ledgered() -> Counter[str]:
+        return Counter(e["id"] for e in stack.ledger() if e["tenant"] in keys)
+
+    wait_until(lambda: accepted <= set(ledgered()), 120, "every accepted event in the ledger")
+    counts = ledgered()
+    assert max(counts.values()) == 1, [i for i, c in counts.items() if c > 1][:5]
+    assert memstream("verify", data_dir=stack.data_dir, check=False).returncode == 0
+    total = len(stack.ledger())
+    wait_until(lambda: converged(stack, total), 180, "graph and vectors to match the ledger")
