@@ -19,11 +19,12 @@ install: $(UV)
 run: install
 	.venv/bin/memstream up --sample-data
 
-## system-deps: Debian's Prometheus (promtool and the server) and Chromium (explorer tests)
+## system-deps: Debian's Prometheus (promtool and the server), Chromium (explorer tests) and
+## PostgreSQL (the data-key store's second adapter; the tests start their own server)
 system-deps:
-	@{ command -v promtool && command -v prometheus && test -x /usr/bin/chromium; } >/dev/null 2>&1 || { \
-	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus chromium >/dev/null; \
-	  else echo "prometheus, promtool or chromium missing: run 'sudo apt-get install prometheus chromium'" >&2; exit 1; fi; }
+	@{ command -v promtool && command -v prometheus && test -x /usr/bin/chromium && ls /usr/lib/postgresql/*/bin/postgres; } >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus chromium postgresql >/dev/null; \
+	  else echo "prometheus, promtool, chromium or postgresql missing: run 'sudo apt-get install prometheus chromium postgresql'" >&2; exit 1; fi; }
 
 ## test: lint, type-check and the whole suite against real servers (two workers); the type
 ## check runs beside the suite, its verdict read at the end

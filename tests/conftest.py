@@ -20,6 +20,7 @@ import pytest
 from memstream.stack.net import free_port
 from memstream.stack.servers import Server, falkordb_password, start_falkordb, start_tansu
 from messages_standin import MessagesStandin, llm_env, running_standin
+from pgserver import Postgres, running_postgres
 from stackproc import RunningStack, owned_stack
 
 
@@ -77,3 +78,11 @@ def shared_llm_stack(
 def llm_stack(shared_llm_stack: RunningStack) -> RunningStack:
     """``memstream up`` with summarize_recall on, its model being ``shared_standin``."""
     return shared_llm_stack
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[Postgres]:
+    """A real PostgreSQL server (Debian's package) for the session; each user makes a fresh
+    database of its own in it."""
+    with running_postgres() as server:
+        yield server

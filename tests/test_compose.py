@@ -198,7 +198,7 @@ def test_topology_has_the_expected_services(services: dict[str, dict[str, Any]])
     images = {name: str(svc.get("image", "")) for name, svc in services.items()}
     assert any(i.startswith("apache/kafka") for i in images.values()), "Apache Kafka missing"
     assert any(re.fullmatch(r"neo4j:5(\..*)?", i) for i in images.values()), "Neo4j 5 missing"
-    for image in ("qdrant/qdrant", "prom/prometheus", "grafana/grafana"):
+    for image in ("qdrant/qdrant", "prom/prometheus", "grafana/grafana", "postgres:"):
         assert any(i.startswith(image) for i in images.values()), f"{image} missing"
     assert set(MEMSTREAM_SERVICES) <= set(services)
     kafka = [svc for svc in services.values() if str(svc.get("image", "")).startswith("apache/")]

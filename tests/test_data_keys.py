@@ -1,19 +1,28 @@
-"""The ``DataKeys`` contract over ``SqliteDataKeys``: one key per (tenant, kind, id), destroyed
-keys gone for good (from reads, from the database file and from its write-ahead log), tenant
-secrets, and two processes sharing one file."""
+"""The ``DataKeys`` contract over both adapters, SQLite (the embedded stack's file) and
+PostgreSQL (a real server the suite starts): one key per (tenant, kind, id), destroyed keys
+gone for good, tenant secrets, two processes sharing one store. Then what only the SQLite file
+promises: it is private, and a destroyed key leaves no bytes in it or in its write-ahead log."""
 
 from __future__ import annotations
 
+import os
 import stat
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
+import threading
+import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from memstream.shred.port import DataKeys
-from memstream.shred.sqlite import KEY_BYTES, SqliteDataKeys
+from memstream.settings import Settings
+from memstream.shred.factory import open_data_keys
+from memstream.shred.port import KEY_BYTES, DataKeys
+from memstream.shred.postgres import PostgresDataKeys
+from memstream.shred.sqlite import SqliteDataKeys
+from pgserver import Postgres
+from pydantic import SecretStr
 
 
 @pytest.fixture
@@ -21,19 +30,41 @@ def path(tmp_path: Path) -> Path:
     return tmp_path / "keys" / "data-keys.sqlite"
 
 
+@pytest.fixture(params=["sqlite", "postgres"])
+def settings(request: pytest.FixtureRequest, path: Path) -> Settings:
+    """Settings that name a fresh store of each adapter."""
+    if request.param == "sqlite":
+        return Settings(data_keys_file=path)
+    pg: Postgres = request.getfixturevalue("postgres_server")
+    url = pg.fresh_database(f"keys_{uuid.uuid4().hex[:12]}")
+    return Settings(data_keys_url=SecretStr(url))
+
+
 @pytest.fixture
-def store(path: Path) -> Iterator[SqliteDataKeys]:
-    s = SqliteDataKeys(path)
-    yield s
-    s.close()
+def opened(settings: Settings) -> Iterator[Callable[[], DataKeys]]:
+    """Opens another handle on the same store (closed after the test)."""
+    handles: list[DataKeys] = []
+
+    def open_one() -> DataKeys:
+        handles.append(open_data_keys(settings))
+        return handles[-1]
+
+    yield open_one
+    for h in handles:
+        h.close()
 
 
-def test_it_is_a_data_keys(store: SqliteDataKeys) -> None:
-    keys: DataKeys = store  # mypy checks the Protocol
-    assert keys.get("t", "event", []) == {}
+@pytest.fixture
+def store(opened: Callable[[], DataKeys]) -> DataKeys:
+    return opened()
 
 
-def test_create_or_get_gives_the_same_key_every_time(store: SqliteDataKeys) -> None:
+def test_the_setting_chooses_the_adapter(settings: Settings, store: DataKeys) -> None:
+    wanted = SqliteDataKeys if settings.data_keys_url is None else PostgresDataKeys
+    assert isinstance(store, wanted)
+
+
+def test_create_or_get_gives_the_same_key_every_time(store: DataKeys) -> None:
     first = store.create_or_get("acme", "event", ["e1", "e2"])
     assert set(first) == {"e1", "e2"}
     assert all(len(k) == KEY_BYTES for k in first.values())
@@ -44,7 +75,7 @@ def test_create_or_get_gives_the_same_key_every_time(store: SqliteDataKeys) -> N
     assert store.get("acme", "event", ["e1", "e2", "e3"]) == again
 
 
-def test_tenants_and_kinds_have_keys_of_their_own(store: SqliteDataKeys) -> None:
+def test_tenants_and_kinds_have_keys_of_their_own(store: DataKeys) -> None:
     a = store.create_or_get("acme", "event", ["x"])["x"]
     b = store.create_or_get("globex", "event", ["x"])["x"]
     c = store.create_or_get("acme", "latent", ["x"])["x"]
@@ -57,13 +88,13 @@ def test_tenants_and_kinds_have_keys_of_their_own(store: SqliteDataKeys) -> None
     assert store.get("acme", "event", ["x"]) == {}
 
 
-def test_get_leaves_out_destroyed_and_missing_keys(store: SqliteDataKeys) -> None:
+def test_get_leaves_out_destroyed_and_missing_keys(store: DataKeys) -> None:
     made = store.create_or_get("acme", "event", ["keep", "drop"])
     store.destroy("acme", "event", ["drop"])
     assert store.get("acme", "event", ["keep", "drop", "never"]) == {"keep": made["keep"]}
 
 
-def test_destroy_counts_what_existed_and_is_idempotent(store: SqliteDataKeys) -> None:
+def test_destroy_counts_what_existed_and_is_idempotent(store: DataKeys) -> None:
     store.create_or_get("acme", "event", ["a", "b", "c"])
     assert store.destroy("acme", "event", ["a", "b", "missing", "a"]) == 2
     assert store.destroy("acme", "event", ["a", "b"]) == 0
@@ -71,7 +102,7 @@ def test_destroy_counts_what_existed_and_is_idempotent(store: SqliteDataKeys) ->
     assert store.get("acme", "event", ["c"]).keys() == {"c"}
 
 
-def test_a_destroyed_key_is_never_made_again_by_get(store: SqliteDataKeys) -> None:
+def test_a_destroyed_key_is_never_made_again_by_get(store: DataKeys) -> None:
     old = store.create_or_get("acme", "event", ["e1"])["e1"]
     store.destroy("acme", "event", ["e1"])
     assert store.get("acme", "event", ["e1"]) == {}
@@ -79,7 +110,7 @@ def test_a_destroyed_key_is_never_made_again_by_get(store: SqliteDataKeys) -> No
     assert store.create_or_get("acme", "event", ["e1"])["e1"] != old
 
 
-def test_many_ids_at_once(store: SqliteDataKeys) -> None:
+def test_many_ids_at_once(store: DataKeys) -> None:
     ids = [f"id-{i}" for i in range(1_234)]  # beyond one statement's chunk
     made = store.create_or_get("acme", "event", ids)
     assert len(made) == len(ids) and len(set(made.values())) == len(ids)
@@ -87,16 +118,25 @@ def test_many_ids_at_once(store: SqliteDataKeys) -> None:
     assert set(store.get("acme", "event", ids)) == set(ids[1::2])
 
 
-def test_ids_with_unusual_characters(store: SqliteDataKeys) -> None:
-    odd = ["café/déjà vu", "a'b\"c", "x\x00y", "línea\nnueva", "%_*"]
+def test_ids_with_unusual_characters(store: DataKeys) -> None:
+    odd = ["café/déjà vu", "a'b\"c", "línea\nnueva", "%_*", "tab\there", "🔑" * 40]
     made = store.create_or_get("tenant-ü", "event", odd)
     assert set(made) == set(odd)
     assert store.destroy("tenant-ü", "event", ["%_*"]) == 1
     assert set(store.get("tenant-ü", "event", odd)) == set(odd) - {"%_*"}
 
 
-def test_tenant_secret_is_stable_and_per_tenant(path: Path) -> None:
-    one = SqliteDataKeys(path)
+@pytest.mark.parametrize(("tenant", "ids"), [("acme", ["x\x00y"]), ("ac\x00me", ["e"])])
+def test_nul_in_a_tenant_or_id_is_refused_and_nothing_is_made(
+    store: DataKeys, tenant: str, ids: list[str]
+) -> None:
+    with pytest.raises(ValueError, match="cannot contain NUL"):
+        store.create_or_get(tenant, "event", ["fine", *ids])
+    assert store.get("acme", "event", ["fine"]) == {}  # the whole call made nothing
+
+
+def test_tenant_secret_is_stable_and_per_tenant(opened: Callable[[], DataKeys]) -> None:
+    one = opened()
     s1 = one.tenant_secret("acme")
     assert len(s1) == KEY_BYTES
     assert one.tenant_secret("acme") == s1
@@ -104,26 +144,34 @@ def test_tenant_secret_is_stable_and_per_tenant(path: Path) -> None:
     one.create_or_get("acme", "event", ["e"])
     one.destroy("acme", "event", ["e"])  # a purge does not rotate it
     one.close()
-    reopened = SqliteDataKeys(path)
-    try:
-        assert reopened.tenant_secret("acme") == s1
-    finally:
-        reopened.close()
+    assert opened().tenant_secret("acme") == s1
 
 
-def test_the_file_is_private(store: SqliteDataKeys, path: Path) -> None:
-    store.create_or_get("acme", "event", ["e"])
-    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+def test_two_handles_racing_on_the_same_ids_agree_on_every_key(
+    opened: Callable[[], DataKeys],
+) -> None:
+    ids = [f"race-{i}" for i in range(300)]
+    handles = [opened(), opened()]
+    got: list[dict[str, bytes]] = []
+    threads = [
+        threading.Thread(target=lambda h=h: got.append(h.create_or_get("acme", "event", ids)))
+        for h in handles
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert len(got) == 2 and got[0] == got[1] and set(got[0]) == set(ids)
 
 
 _OTHER_PROCESS = textwrap.dedent(
     """
     import sys
-    from pathlib import Path
-    from memstream.shred.sqlite import SqliteDataKeys
+    from memstream.settings import Settings
+    from memstream.shred.factory import open_data_keys
 
-    store = SqliteDataKeys(Path(sys.argv[1]))
-    action = sys.argv[2]
+    store = open_data_keys(Settings())
+    action = sys.argv[1]
     if action == "read":
         print(store.get("acme", "event", ["mine"]).get("mine", b"").hex() or "none")
         print(store.tenant_secret("acme").hex())
@@ -136,28 +184,50 @@ _OTHER_PROCESS = textwrap.dedent(
 )
 
 
-def _other(path: Path, action: str) -> list[str]:
+def _other(settings: Settings, action: str) -> list[str]:
+    """``action`` on the same store, from another process configured by environment."""
+    env = dict(os.environ)
+    if settings.data_keys_url is not None:
+        env["MEMSTREAM_DATA_KEYS_URL"] = settings.data_keys_url.get_secret_value()
+    else:
+        env["MEMSTREAM_DATA_KEYS_FILE"] = str(settings.data_keys_path)
     out = subprocess.run(
-        [sys.executable, "-c", _OTHER_PROCESS, str(path), action],
+        [sys.executable, "-c", _OTHER_PROCESS, action],
         capture_output=True,
         text=True,
         check=True,
         timeout=120,
+        env=env,
     )
     return out.stdout.split()
 
 
-def test_two_processes_share_keys_and_destroys(store: SqliteDataKeys, path: Path) -> None:
+def test_two_processes_share_keys_and_destroys(store: DataKeys, settings: Settings) -> None:
     mine = store.create_or_get("acme", "event", ["mine"])["mine"]
     secret = store.tenant_secret("acme")
-    assert _other(path, "read") == [mine.hex(), secret.hex()]
-    theirs = _other(path, "make")[0]
+    assert _other(settings, "read") == [mine.hex(), secret.hex()]
+    theirs = _other(settings, "make")[0]
     assert store.get("acme", "event", ["theirs"]) == {"theirs": bytes.fromhex(theirs)}
-    assert _other(path, "destroy") == ["1"]
+    assert _other(settings, "destroy") == ["1"]
     assert store.get("acme", "event", ["mine"]) == {}
-    assert _other(path, "read")[0] == "none"  # gone for the other process too
+    assert _other(settings, "read")[0] == "none"  # gone for the other process too
     store.destroy("acme", "event", ["theirs"])
-    assert _other(path, "destroy") == ["0"]
+    assert _other(settings, "destroy") == ["0"]
+
+
+# What only the SQLite file promises.
+
+
+@pytest.fixture
+def sqlite_store(path: Path) -> Iterator[SqliteDataKeys]:
+    s = SqliteDataKeys(path)
+    yield s
+    s.close()
+
+
+def test_the_file_is_private(sqlite_store: SqliteDataKeys, path: Path) -> None:
+    sqlite_store.create_or_get("acme", "event", ["e"])
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
 
 
 def _on_disk(path: Path) -> bytes:
@@ -165,12 +235,12 @@ def _on_disk(path: Path) -> bytes:
     return b"".join(p.read_bytes() for p in sorted(path.parent.glob(path.name + "*")))
 
 
-def test_a_destroyed_key_leaves_no_bytes_on_disk(store: SqliteDataKeys, path: Path) -> None:
-    made = store.create_or_get("acme", "event", [f"e{i}" for i in range(50)])
+def test_a_destroyed_key_leaves_no_bytes_on_disk(sqlite_store: SqliteDataKeys, path: Path) -> None:
+    made = sqlite_store.create_or_get("acme", "event", [f"e{i}" for i in range(50)])
     gone = [made["e7"], made["e30"]]
     kept = made["e8"]
     assert all(k in _on_disk(path) for k in [*gone, kept])  # the search finds keys at all
-    assert store.destroy("acme", "event", ["e7", "e30"]) == 2
+    assert sqlite_store.destroy("acme", "event", ["e7", "e30"]) == 2
     wal = path.with_name(path.name + "-wal")
     data = path.read_bytes() + (wal.read_bytes() if wal.exists() else b"")
     for key in gone:
@@ -180,14 +250,14 @@ def test_a_destroyed_key_leaves_no_bytes_on_disk(store: SqliteDataKeys, path: Pa
 
 
 def test_a_destroyed_key_leaves_no_bytes_while_another_process_reads(
-    store: SqliteDataKeys, path: Path
+    sqlite_store: SqliteDataKeys, path: Path
 ) -> None:
     # Another process holding the file open must not keep the destroyed key in the log.
     other = SqliteDataKeys(path)
     try:
-        key = store.create_or_get("acme", "event", ["e"])["e"]
+        key = sqlite_store.create_or_get("acme", "event", ["e"])["e"]
         assert other.get("acme", "event", ["e"]) == {"e": key}
-        store.destroy("acme", "event", ["e"])
+        sqlite_store.destroy("acme", "event", ["e"])
         assert other.get("acme", "event", ["e"]) == {}
         assert key not in _on_disk(path)
     finally:

@@ -137,6 +137,11 @@ class Settings(BaseSettings):
     data_keys_file: Path | None = Field(
         default=None, description="data key store (SQLite); default <data_dir>/data-keys.sqlite"
     )
+    data_keys_url: SecretStr | None = Field(
+        default=None,
+        description="data key store on PostgreSQL (`postgresql://user:password@host/db`), for "
+        "processes on more than one machine; unset = the SQLite file",
+    )
     outbox: bool = Field(
         default=True,
         description="POST /v1/events spools events (fsync) in <data_dir>/outbox before 2xx",

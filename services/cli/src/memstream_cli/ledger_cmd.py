@@ -44,7 +44,8 @@ def verify(
     archive = settings.archive_dir
     if tenant is not None and not (archive / tenant).is_dir():
         fail(f"no archive for tenant {tenant!r} in {archive}")
-    keys = reading_keys(settings) if settings.data_keys_path.exists() else None
+    held = settings.data_keys_url is not None or settings.data_keys_path.exists()
+    keys = reading_keys(settings) if held else None
 
     def key_gone(t: str, event_id: str) -> bool:
         assert keys is not None

@@ -8,9 +8,9 @@ from typing import Any
 from memstream.ledger.purge import purged_form
 from memstream.settings import Settings
 from memstream.shred.artifacts import artifact_ref
+from memstream.shred.factory import open_data_keys
 from memstream.shred.port import DataKeys
 from memstream.shred.seal import is_sealed, open_event
-from memstream.shred.sqlite import SqliteDataKeys
 
 # What a purged entry names as its purger when only its destroyed key tells it was purged.
 SHREDDED = "data key destroyed"
@@ -90,10 +90,10 @@ def data_keys(settings: Settings) -> DataKeys | None:
     the same build without it, for cost comparisons; entries sealed before still open)."""
     if not settings.seal:
         return None
-    return SqliteDataKeys(settings.data_keys_path)
+    return open_data_keys(settings)
 
 
 def reading_keys(settings: Settings) -> DataKeys:
     """The key store a reader opens entries with: even with sealing off, entries sealed
     earlier must open (or read as purged)."""
-    return SqliteDataKeys(settings.data_keys_path)
+    return open_data_keys(settings)

@@ -7,6 +7,28 @@ from typing import Literal, Protocol
 
 # What a key seals: a ledger event, a latent artifact, a checkout trace, a dead letter.
 KeyKind = Literal["event", "latent", "packet", "dead_letter"]
+KEY_BYTES = 32  # AES-256
+_CHUNK = 500  # ids per statement: far below either database's bound-parameter limit
+
+
+def chunks(ids: Iterable[str]) -> Iterable[list[str]]:
+    """``ids`` without repeats, in lists of at most ``_CHUNK``: one statement each."""
+    batch: list[str] = []
+    for i in dict.fromkeys(ids):
+        batch.append(i)
+        if len(batch) == _CHUNK:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def key_text(value: str) -> str:
+    """A tenant or id as a store keeps it. NUL is refused, in every adapter alike: PostgreSQL
+    text cannot hold it, and a store must not quietly keep a different id than it was given."""
+    if "\x00" in value:
+        raise ValueError("a data key's tenant or id cannot contain NUL")
+    return value
 
 
 class DataKeys(Protocol):

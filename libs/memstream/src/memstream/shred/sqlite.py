@@ -16,26 +16,13 @@ import threading
 from collections.abc import Iterable
 from pathlib import Path
 
-from memstream.shred.port import KeyKind
+from memstream.shred.port import KEY_BYTES, KeyKind, chunks, key_text
 
-KEY_BYTES = 32  # AES-256
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS data_keys (tenant TEXT NOT NULL, kind TEXT NOT NULL, "
     "id TEXT NOT NULL, key BLOB NOT NULL, PRIMARY KEY (tenant, kind, id)) WITHOUT ROWID",
     "CREATE TABLE IF NOT EXISTS tenant_secrets (tenant TEXT PRIMARY KEY, secret BLOB NOT NULL)",
 )
-_CHUNK = 500  # ids per statement: far below SQLite's bound-parameter limit
-
-
-def _chunks(ids: Iterable[str]) -> Iterable[list[str]]:
-    batch: list[str] = []
-    for i in dict.fromkeys(ids):
-        batch.append(i)
-        if len(batch) == _CHUNK:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
 
 
 class SqliteDataKeys:
@@ -69,11 +56,13 @@ class SqliteDataKeys:
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
             try:
-                for chunk in _chunks(ids):
-                    self._db.executemany(
-                        "INSERT OR IGNORE INTO data_keys VALUES (?, ?, ?, ?)",
-                        [(tenant, kind, i, secrets.token_bytes(KEY_BYTES)) for i in chunk],
-                    )
+                for chunk in chunks(ids):
+                    rows = [
+                        (key_text(tenant), kind, key_text(i), secrets.token_bytes(KEY_BYTES))
+                        for i in chunk
+                    ]
+                    insert = "INSERT OR IGNORE INTO data_keys VALUES (?, ?, ?, ?)"
+                    self._db.executemany(insert, rows)
                     out.update(self._select(tenant, kind, chunk))
                 self._db.execute("COMMIT")
             except BaseException:
@@ -84,14 +73,14 @@ class SqliteDataKeys:
     def get(self, tenant: str, kind: KeyKind, ids: Iterable[str]) -> dict[str, bytes]:
         out: dict[str, bytes] = {}
         with self._lock:
-            for chunk in _chunks(ids):
+            for chunk in chunks(ids):
                 out.update(self._select(tenant, kind, chunk))
         return out
 
     def destroy(self, tenant: str, kind: KeyKind, ids: Iterable[str]) -> int:
         gone = 0
         with self._lock:
-            for chunk in _chunks(ids):
+            for chunk in chunks(ids):
                 marks = ",".join("?" * len(chunk))
                 cur = self._db.execute(
                     f"DELETE FROM data_keys WHERE tenant=? AND kind=? AND id IN ({marks})",
@@ -107,7 +96,7 @@ class SqliteDataKeys:
         with self._lock:
             self._db.execute(
                 "INSERT OR IGNORE INTO tenant_secrets VALUES (?, ?)",
-                (tenant, secrets.token_bytes(KEY_BYTES)),
+                (key_text(tenant), secrets.token_bytes(KEY_BYTES)),
             )
             row = self._db.execute(
                 "SELECT secret FROM tenant_secrets WHERE tenant=?", (tenant,)

@@ -1,0 +1,101 @@
+"""``PostgresDataKeys``: the data key store on a PostgreSQL server, for stacks of more than
+one machine (every process that seals or opens reaches the same keys over the network).
+
+The schema and the rules are the SQLite store's (:mod:`memstream.shred.sqlite`): a key is
+created once per (tenant, kind, id) and the first one wins (``ON CONFLICT DO NOTHING``, so
+two processes sealing the same id at once agree); a destroyed key is gone from every read.
+
+Where a destroyed key may still lie as bytes: a deleted row stays in its page until VACUUM
+reuses the space, and the server's write-ahead log and its backups hold what was written.
+``destroy`` runs VACUUM on the table, and the WAL recycles its segments, so the window is
+the life of the WAL and of the oldest backup: keep key backups short-lived and apart from
+the data they shred (a backup of both together can undo a purge).
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+from collections.abc import Iterable
+
+import psycopg
+
+from memstream.shred.port import KEY_BYTES, KeyKind, chunks, key_text
+
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS data_keys (tenant TEXT NOT NULL, kind TEXT NOT NULL, "
+    "id TEXT NOT NULL, key BYTEA NOT NULL, PRIMARY KEY (tenant, kind, id))",
+    "CREATE TABLE IF NOT EXISTS tenant_secrets (tenant TEXT PRIMARY KEY, secret BYTEA NOT NULL)",
+)
+# Two processes creating the tables at once race on the catalog; one lock orders them.
+_SCHEMA_LOCK = 7_305_115  # an arbitrary advisory lock id of memstream's
+
+
+class PostgresDataKeys:
+    """A :class:`memstream.shred.port.DataKeys` on PostgreSQL (one connection, serialised)."""
+
+    def __init__(self, url: str) -> None:
+        self._lock = threading.Lock()
+        self._db = psycopg.connect(url, autocommit=True)
+        with self._db.transaction():
+            self._db.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
+            for stmt in _SCHEMA:
+                self._db.execute(stmt)
+
+    def _select(self, tenant: str, kind: KeyKind, ids: list[str]) -> dict[str, bytes]:
+        rows = self._db.execute(
+            "SELECT id, key FROM data_keys WHERE tenant = %s AND kind = %s AND id = ANY(%s)",
+            (tenant, kind, ids),
+        )
+        return {str(i): bytes(k) for i, k in rows}
+
+    def create_or_get(self, tenant: str, kind: KeyKind, ids: Iterable[str]) -> dict[str, bytes]:
+        out: dict[str, bytes] = {}
+        tenant = key_text(tenant)
+        with self._lock, self._db.transaction():
+            for chunk in chunks(ids):
+                rows = [(tenant, kind, key_text(i), secrets.token_bytes(KEY_BYTES)) for i in chunk]
+                with self._db.cursor() as cur:
+                    cur.executemany(
+                        "INSERT INTO data_keys VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING",
+                        rows,
+                    )
+                out.update(self._select(tenant, kind, chunk))
+        return out
+
+    def get(self, tenant: str, kind: KeyKind, ids: Iterable[str]) -> dict[str, bytes]:
+        out: dict[str, bytes] = {}
+        with self._lock:
+            for chunk in chunks(ids):
+                out.update(self._select(tenant, kind, chunk))
+        return out
+
+    def destroy(self, tenant: str, kind: KeyKind, ids: Iterable[str]) -> int:
+        gone = 0
+        with self._lock:
+            for chunk in chunks(ids):
+                cur = self._db.execute(
+                    "DELETE FROM data_keys WHERE tenant = %s AND kind = %s AND id = ANY(%s)",
+                    (tenant, kind, chunk),
+                )
+                gone += cur.rowcount
+            if gone:
+                # Dead rows to reusable space now rather than at the next autovacuum.
+                self._db.execute("VACUUM data_keys")
+        return gone
+
+    def tenant_secret(self, tenant: str) -> bytes:
+        with self._lock:
+            self._db.execute(
+                "INSERT INTO tenant_secrets VALUES (%s, %s) ON CONFLICT DO NOTHING",
+                (key_text(tenant), secrets.token_bytes(KEY_BYTES)),
+            )
+            row = self._db.execute(
+                "SELECT secret FROM tenant_secrets WHERE tenant = %s", (tenant,)
+            ).fetchone()
+        assert row is not None  # inserted or already there, in this very call
+        return bytes(row[0])
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
