@@ -25,7 +25,7 @@ from memstream import position
 from memstream.client import MemoryHttpClient, MemstreamHttpError
 from memstream.events.payloads import QuestionFamily
 from memstream.kafka.reading import committed_offsets
-from memstream.kafka.topics import CHECKOUTS, LEDGER, RAW, RETROSPECTIVE_GROUP
+from memstream.kafka.topics import CHECKOUTS, LEARNING, RAW, RETROSPECTIVE_GROUP
 from memstream.learning.trace import CheckoutTrace
 from memstream.metrics import scrape
 from scratchtopics import tenant_reach
@@ -36,8 +36,10 @@ from topicread import read_topic
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
-    """This module owns its stack: it kills the retrospective pass mid-way."""
-    yield from owned_stack(tmp_path_factory, "learning")
+    """This module owns its stack: it kills the retrospective pass mid-way. Two replicas of
+    every worker that scales out, the retrospective pass included: a tenant's outcomes and
+    traces must meet in whichever replica holds the tenant."""
+    yield from owned_stack(tmp_path_factory, "learning", env={"MEMSTREAM_REPLICAS": "2"})
 
 
 TENANT = "atelier"
@@ -204,33 +206,70 @@ def test_praise_alone_does_not_put_an_unrelated_memory_on_top(
         assert all(PAINT not in a["support_ids"] for a in packet["answer_candidates"])
 
 
+RETRO_SERIES = {"memstream_retrospective_outcomes_total", "memstream_retrospective_traces"}
+
+
+def retro_replicas(stack: RunningStack) -> dict[str, dict[str, Any]]:
+    """The retrospective replicas in ``stack.json``, by name."""
+    info = json.loads((stack.data_dir / "stack.json").read_text())["components"]
+    return {n: c for n, c in info.items() if c.get("worker") == "retrospective"}
+
+
+def retro_metric(stack: RunningStack, name: str, **labels: str) -> float:
+    """``name`` summed over the retrospective replicas that answer."""
+    urls = [c["metrics_url"] for c in retro_replicas(stack).values()]
+    return sum(
+        float(s.value)
+        for s in scrape(urls, RETRO_SERIES)
+        if s.name == name and all(s.labels.get(k) == v for k, v in labels.items())
+    )
+
+
+def tenant_holder(stack: RunningStack) -> str:
+    """The retrospective replica whose partition of memory.learning holds the tenant."""
+    [part] = {
+        m.partition() for m in read_topic(stack.bootstrap, LEARNING) if m.key() == TENANT.encode()
+    }
+    res = memstream("status", "--json", data_dir=stack.data_dir)
+    members = json.loads(res.stdout)["consumer_groups"][RETROSPECTIVE_GROUP]["members"]
+    [pid] = [m["pid"] for m in members if part in m["assignment"].get(LEARNING, [])]
+    [name] = [n for n, c in retro_replicas(stack).items() if c["pid"] == pid]
+    return name
+
+
 def test_state_survives_a_restart_of_the_retrospective(
     stack: RunningStack, client: MemoryHttpClient, learned: dict[str, Any]
 ) -> None:
-    """A packet checked out before a kill -9 binds after the restart (the trace table is
-    rebuilt from memory.checkouts), and nothing is emitted twice (one proposal, no repeats)."""
+    """A packet checked out before a kill -9 of the replica holding the tenant binds after
+    the restart (its partitions' traces are rebuilt from memory.checkouts, wherever they
+    land), and nothing is emitted twice (one proposal, no repeats)."""
+    assert len(retro_replicas(stack)) == 2
     task = "door-fail-after-restart"
     packet = client.checkout(QUESTION, task_id=task)
-    old = stack.pid("retrospective")
+    victim = tenant_holder(stack)
+    old = stack.pid(victim)
     os.kill(old, signal.SIGKILL)
     wait_until(lambda: not pid_alive(old), 10, "the old process to die")
-    wait_until(lambda: stack.pid("retrospective") != old, 30, "the supervisor to restart it")
-    url = json.loads((stack.data_dir / "stack.json").read_text())["components"]["retrospective"]
-    names = {"memstream_retrospective_outcomes_total", "memstream_retrospective_traces"}
+    wait_until(lambda: stack.pid(victim) != old, 30, "the supervisor to restart it")
 
-    def metric(name: str, **labels: str) -> float | None:
-        for s in scrape([url["metrics_url"]], names):
-            if s.name == name and all(s.labels.get(k) == v for k, v in labels.items()):
-                return float(s.value)
-        return None
+    def both_members() -> bool:
+        res = memstream("status", "--json", data_dir=stack.data_dir, check=False)
+        groups = json.loads(res.stdout or "{}").get("consumer_groups", {})
+        members = groups.get(RETROSPECTIVE_GROUP, {}).get("members", [])
+        return len(members) == 2 and all(m["assignment"].get(LEARNING) for m in members)
 
-    wait_until(lambda: (metric("memstream_retrospective_traces") or 0) >= 7, 60, "traces restored")
+    wait_until(both_members, 90, "both replicas holding partitions again")
+    wait_until(lambda: retro_metric(stack, "memstream_retrospective_traces") >= 7, 60, "traces")
+    bound = retro_metric(stack, "memstream_retrospective_outcomes_total", result="bound")
+    late = retro_metric(stack, "memstream_retrospective_outcomes_total", result="late")
     client.emit([outcome_of(task, "failure", packet["packet_id"], WRONG)])
     wait_until(lambda: len(retro_feedback(stack)) == 7, 60, "feedback for the new outcome")
     [fb] = [e for e in retro_feedback(stack) if e["caused_by"] == [f"{task}-outcome"]]
     assert fb["payload"]["packet_id"] == packet["packet_id"]
-    assert metric("memstream_retrospective_outcomes_total", result="bound") == 1
-    assert metric("memstream_retrospective_outcomes_total", result="late") == 0
+    assert (
+        retro_metric(stack, "memstream_retrospective_outcomes_total", result="bound") == bound + 1
+    )
+    assert retro_metric(stack, "memstream_retrospective_outcomes_total", result="late") == late
     ids = [e["id"] for e in ledger(stack)]
     assert len(ids) == len(set(ids))
     proposals = [e for e in ledger(stack) if e["type"] == "memory.invalidate"
@@ -307,23 +346,24 @@ def mcp_feedback(stack: RunningStack, key: str, ids: list[str]) -> dict[str, Any
     return {"isError": result.is_error, "text": text_of(result)}
 
 
-def ledger_position(stack: RunningStack, event_id: str) -> tuple[int, int] | None:
-    for m in read_topic(stack.bootstrap, LEDGER):
+def learning_position(stack: RunningStack, event_id: str) -> tuple[int, int] | None:
+    """Where the pass reads the event: its copy in memory.learning."""
+    for m in read_topic(stack.bootstrap, LEARNING):
         if orjson.loads(m.value() or b"{}").get("id") == event_id:
             return m.partition() or 0, m.offset() or 0
     return None
 
 
-def test_an_outcome_waiting_for_its_trace_holds_the_ledger_commit(
+def test_an_outcome_waiting_for_its_trace_holds_the_commit(
     stack: RunningStack, client: MemoryHttpClient, learned: dict[str, Any]
 ) -> None:
     """The trace of a packet is still in flight: the outcome naming it waits, the group does
     not commit past it (even after later outcomes are settled), then it binds on arrival."""
     waiting, later = "door-in-flight", "door-after-the-waiting-one"
     [waiting_id] = client.emit([outcome_of(waiting, "success", "pk-in-flight", RIGHT)])
-    wait_until(lambda: ledger_position(stack, waiting_id) is not None, 60, "the outcome ledgered")
-    part, offset = ledger_position(stack, waiting_id) or (0, 0)
-    # a later outcome in the same stream (so the same partition) settles at once
+    wait_until(lambda: learning_position(stack, waiting_id) is not None, 60, "the outcome routed")
+    part, offset = learning_position(stack, waiting_id) or (0, 0)
+    # a later outcome of the same tenant (so the same partition) settles at once
     packet = client.checkout(QUESTION, task_id=later)
     client.emit([outcome_of(later, "success", packet["packet_id"], RIGHT)])
     wait_until(
@@ -332,7 +372,7 @@ def test_an_outcome_waiting_for_its_trace_holds_the_ledger_commit(
         "the later outcome settled",
     )
     assert not any(e["caused_by"] == [waiting_id] for e in retro_feedback(stack))
-    committed = committed_offsets(stack.bootstrap, RETROSPECTIVE_GROUP, LEDGER)
+    committed = committed_offsets(stack.bootstrap, RETROSPECTIVE_GROUP, LEARNING)
     assert committed[part] <= offset, (committed, part, offset)
     trace = CheckoutTrace(
         packet_id="pk-in-flight", tenant=TENANT, query=QUESTION, task_id=waiting,
@@ -350,7 +390,7 @@ def test_an_outcome_waiting_for_its_trace_holds_the_ledger_commit(
     [fb] = [e for e in retro_feedback(stack) if e["caused_by"] == [waiting_id]]
     assert fb["payload"]["packet_id"] == "pk-in-flight"
     wait_until(
-        lambda: committed_offsets(stack.bootstrap, RETROSPECTIVE_GROUP, LEDGER)[part] > offset,
+        lambda: committed_offsets(stack.bootstrap, RETROSPECTIVE_GROUP, LEARNING)[part] > offset,
         30,
         "the commit to move past it",
     )

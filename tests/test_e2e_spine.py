@@ -175,6 +175,7 @@ SPINE_GROUPS = {
     "memstream-sequencer": "sequencer",
     "memstream-archiver": "archiver",
     "memstream-retrospective": "retrospective",
+    "memstream-learning-route": "retrospective",
     "memstream-latents": "latent-builder",
     "memstream-graph-v1": "graph-projector",
     "memstream-vector-v1": "api",  # the embedded stack's vector projection
@@ -204,7 +205,8 @@ def test_status_names_each_groups_members_and_what_they_hold(stack: RunningStack
     raw = groups["memstream-sequencer"]["members"][0]["assignment"]["memory.events.raw"]
     assert raw == list(range(len(raw))) and raw  # one member holds every partition
     retro = groups["memstream-retrospective"]["members"][0]["assignment"]
-    assert set(retro) == {"memory.ledger", "memory.checkouts"}
+    assert set(retro) == {"memory.learning", "memory.checkouts"}
+    assert retro["memory.learning"] == retro["memory.checkouts"]  # co-partitioned
     table = memstream("status", data_dir=stack.data_dir).stdout
     assert "consumer group" in table and "memstream-sequencer" in table
 

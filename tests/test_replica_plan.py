@@ -56,7 +56,7 @@ def test_without_embedded_projections_only_the_spine_runs() -> None:
     ("override", "says"),
     [
         ({"archiver": 2}, "archiver runs as one process"),
-        ({"retrospective": 3}, "traces and task outcomes must meet in one process"),
+        ({"latent-builder": 3}, "groups a tenant.s whole ledger in one process"),
         ({"sequncer": 2}, "names no worker: sequncer"),
         ({"sequencer": 0}, "sequencer: 0 replicas asked"),
     ],

@@ -81,8 +81,8 @@ class Settings(BaseSettings):
         ge=1,
         le=16,
         description="embedded stack: processes of each consumer-group worker that is correct "
-        "at N (the sequencer and the graph projector); one consumer group, its partitions "
-        "shared among them",
+        "at N (the sequencer, the graph projector, the retrospective pass); one consumer "
+        "group each, its partitions shared among them",
     )
     worker_replicas: dict[str, int] = Field(
         default_factory=dict,

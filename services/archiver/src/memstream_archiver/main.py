@@ -26,8 +26,9 @@ from memstream.archive.purge import (
 from memstream.archive.segments import TenantWriter, archive_heads, tenant_dirs
 from memstream.kafka.clients import make_consumer, make_producer
 from memstream.kafka.dlq import DeadLetterWriter
-from memstream.kafka.loop import BatchLoop, tune_gc_for_batches
+from memstream.kafka.loop import BatchLoop
 from memstream.kafka.reading import headers_of
+from memstream.kafka.runner import run_loops
 from memstream.kafka.topics import ARCHIVER_GROUP, LEDGER
 from memstream.kafka.worker import start_worker
 from memstream.metrics import (
@@ -154,10 +155,8 @@ def main() -> None:
         batch_size=settings.batch_size,
         wait_s=settings.batch_wait_s,
     )
-    loop.install_signal_handlers()
-    tune_gc_for_batches()
     try:
-        loop.run()
+        run_loops([loop])
     finally:
         archiver.close()
 

@@ -35,7 +35,7 @@ from memstream.embed.port import Embedder
 from memstream.embed.registry import get_embedder
 from memstream.kafka.clients import make_consumer, make_producer
 from memstream.kafka.dlq import DeadLetterWriter
-from memstream.kafka.loop import BatchLoop, tune_gc_for_batches
+from memstream.kafka.loop import BatchLoop
 from memstream.kafka.produce import (
     DeliveryFailed,
     DeliveryReports,
@@ -44,6 +44,7 @@ from memstream.kafka.produce import (
     refused_as_too_large,
 )
 from memstream.kafka.reading import read_to_end
+from memstream.kafka.runner import run_loops
 from memstream.kafka.topics import LATENTS, LATENTS_GROUP, LEDGER
 from memstream.kafka.worker import start_worker
 from memstream.latent.builder import Built, LatentBuilder, LatentInput, Output, latent_input
@@ -330,9 +331,7 @@ def main() -> None:
         batch_size=settings.batch_size,
         wait_s=settings.batch_wait_s,
     )
-    loop.install_signal_handlers()
-    tune_gc_for_batches()
-    loop.run()
+    run_loops([loop])
     producer.flush(30)
 
 

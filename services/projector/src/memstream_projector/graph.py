@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import signal
-
 from memstream.graph.factory import open_graph_store
 from memstream.kafka.clients import make_producer
 from memstream.kafka.loop import tune_gc_for_batches
+from memstream.kafka.runner import install_stop
 from memstream.kafka.worker import start_worker
 from memstream.ledger.opening import EntryOpener, reading_keys
 from memstream.projection.projectors import GraphProjector
@@ -39,8 +38,7 @@ def main() -> None:
         factory=factory,
         group_of=lambda info: info.graph_group,
     )
-    signal.signal(signal.SIGTERM, lambda *_: manager.stopping.set())
-    signal.signal(signal.SIGINT, lambda *_: manager.stopping.set())
+    install_stop(manager.stopping)
     tune_gc_for_batches()
     manager.run_forever()
 

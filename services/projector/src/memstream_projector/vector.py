@@ -6,9 +6,8 @@ in-process Qdrant Edge index that checkout reads.
 
 from __future__ import annotations
 
-import signal
-
 from memstream.kafka.loop import tune_gc_for_batches
+from memstream.kafka.runner import install_stop
 from memstream.kafka.worker import start_worker
 from memstream.projection.embedded import vector_manager
 
@@ -18,8 +17,7 @@ COMPONENT = "vector-projector"
 def main() -> None:
     settings, bootstrap = start_worker(COMPONENT)
     manager = vector_manager(settings, bootstrap)
-    signal.signal(signal.SIGTERM, lambda *_: manager.stopping.set())
-    signal.signal(signal.SIGINT, lambda *_: manager.stopping.set())
+    install_stop(manager.stopping)
     tune_gc_for_batches()
     manager.run_forever()
 

@@ -1,16 +1,29 @@
 """Retrospective pass: memory.ledger + memory.checkouts -> memory.feedback (+ proposals).
 
-The I/O shell around :class:`memstream.learning.retrospective.Retrospective`. On start the
-trace table is read from the beginning of memory.checkouts and the task records from the
-ledger (see that module for why); then one consumer group reads both topics. What the pass
-emits goes to memory.events.raw, through the sequencer, into the ledger; ledger offsets are
-committed only after it was flushed, and never past an outcome that still waits for its trace.
-Run one replica: a tenant's traces and outcomes must meet in one process.
+The I/O shell around :class:`memstream.learning.retrospective.Retrospective`, in two loops:
+
+- **route** (group ``memstream-learning-route``, over memory.ledger): copies the entries the
+  pass reads (task records, feedback, proposals) as they are, sealed, to memory.learning keyed
+  by tenant alone. The ledger is keyed by tenant and stream, so a tenant's outcomes spread
+  over its partitions; re-keyed, they land on the partition of the tenant's checkout traces
+  (memory.checkouts is keyed by tenant, and both topics have the same partition count).
+- **pass** (group ``memstream-retrospective``, over memory.learning and memory.checkouts):
+  the range assignor gives each member the same partition numbers of both topics, so every
+  replica holds whole tenants: their traces, outcomes and task records meet in it. On each
+  assignment the member rebuilds those partitions' state from the beginning of both topics
+  (see the pass module for why the state is derived, not stored).
+
+What the pass emits goes to memory.events.raw, through the sequencer, into the ledger;
+offsets are committed only after it was flushed, and never past an outcome that still waits
+for its trace. A copy routed twice (a crash between producing and committing) changes
+nothing: what the pass emits has ids derived from the outcome, and its tallies are sets.
 """
 
 from __future__ import annotations
 
 import logging
+import sys
+import threading
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
@@ -18,10 +31,18 @@ from confluent_kafka import Message, Producer
 from memstream.events.envelope import MemoryFeedback, MemoryInvalidate
 from memstream.kafka.clients import make_consumer, make_producer
 from memstream.kafka.dlq import DeadLetterWriter
-from memstream.kafka.loop import BatchLoop, Positions, tune_gc_for_batches
+from memstream.kafka.loop import BatchLoop, Positions
 from memstream.kafka.produce import DeliveryReports, flush_or_raise, produce_with_backpressure
-from memstream.kafka.reading import read_to_end
-from memstream.kafka.topics import CHECKOUTS, LEDGER, RAW, RETROSPECTIVE_GROUP
+from memstream.kafka.reading import headers_of, partition_count, read_to_end
+from memstream.kafka.runner import run_loops
+from memstream.kafka.topics import (
+    CHECKOUTS,
+    LEARNING,
+    LEARNING_ROUTE_GROUP,
+    LEDGER,
+    RAW,
+    RETROSPECTIVE_GROUP,
+)
 from memstream.kafka.worker import start_worker
 from memstream.learning.metrics import (
     ASSIGNMENTS,
@@ -44,6 +65,8 @@ from memstream.learning.retrospective import (
     TraceOpen,
     read_entry,
     read_trace,
+    tenant_key,
+    watched,
 )
 from memstream.ledger.entry import Opener
 from memstream.ledger.opening import EntryOpener, reading_keys
@@ -54,6 +77,36 @@ from memstream.shred.traces import TraceOpener
 
 COMPONENT = "retrospective"
 log = logging.getLogger(COMPONENT)
+
+
+class LearningRouter:
+    """memory.ledger -> memory.learning: what the pass reads, keyed by tenant."""
+
+    def __init__(self, producer: Producer) -> None:
+        self.producer = producer
+        self.reports = DeliveryReports()
+        self._m_routed = EVENTS_PRODUCED.labels(COMPONENT, LEARNING)
+
+    def process(self, msgs: list[Message]) -> None:
+        routed = 0
+        for m in msgs:
+            value, key = m.value(), tenant_key(m.key())
+            # A record with no tenant in its key is malformed: the projectors dead-letter it.
+            if key is None or value is None or not watched(value):
+                continue
+            produce_with_backpressure(
+                self.producer,
+                LEARNING,
+                value,
+                key=key,
+                headers=list(headers_of(m).items()),
+                on_delivery=self.reports,
+                record_id=f"{m.partition()}:{m.offset()}",
+            )
+            routed += 1
+        if routed:  # raises when one was not written: nothing is committed
+            flush_or_raise(self.producer, 30, self.reports, f"{COMPONENT} copies to {LEARNING}")
+        self._m_routed.inc(routed)
 
 
 class RetrospectiveWorker:
@@ -77,41 +130,43 @@ class RetrospectiveWorker:
         self.pass_ = Retrospective(policy)
         self.clock = clock
         self.reports = DeliveryReports()
-        self.dead_ledger = DeadLetterWriter(producer, COMPONENT, LEDGER)
+        self.dead_ledger = DeadLetterWriter(producer, COMPONENT, LEARNING)
         self.dead_traces = DeadLetterWriter(producer, COMPONENT, CHECKOUTS)
         self.consumed: dict[tuple[str, int], int] = {}
         init_retrospective(COMPONENT)
         EVENTS_PRODUCED.labels(COMPONENT, RAW)
 
-    def restore(self) -> None:
-        """The trace table and the task records, rebuilt from the logs; then any proposal
-        those records call for that the ledger does not hold (a crash before producing it)."""
+    def rebuild(self, partitions: list[int]) -> None:
+        """The state of the tenants on ``partitions``, from the beginning of their traces and
+        learning records; then any proposal those records call for that the ledger does not
+        hold (a crash before producing it). Runs on every assignment."""
         traces = entries = 0
-        for m in read_to_end(self.bootstrap, CHECKOUTS):
+        for m in read_to_end(self.bootstrap, CHECKOUTS, partitions):
             trace = read_trace(m.value(), self.traces)
             # A bad one is dead-lettered when the loop reads it; a shredded one is skipped.
             if trace is not None and not isinstance(trace, str):
                 self.pass_.add_trace(trace)
                 traces += 1
-        for m in read_to_end(self.bootstrap, LEDGER):
+        for m in read_to_end(self.bootstrap, LEARNING, partitions):
             record = read_entry(m.value(), m.partition() or 0, m.offset() or 0, self.opener)
             if isinstance(record, LedgerRecord):
                 self.pass_.rebuild(record)
                 entries += 1
-        log.info("restored %d traces and %d ledger entries the pass reads", traces, entries)
+        log.info("partitions %s: %d traces and %d task records", partitions, traces, entries)
         self._emit(self.pass_.due_proposals(), self.clock())
 
     def forget(self, partitions: list[int]) -> None:
         self.pass_.forget(partitions)
         for p in partitions:
-            self.consumed.pop((LEDGER, p), None)
+            self.consumed.pop((LEARNING, p), None)
+            self.consumed.pop((CHECKOUTS, p), None)
 
     def process(self, msgs: list[Message]) -> Positions:
         """Traces first (an outcome in the same batch finds them), then ledger entries."""
         now = self.clock()
         ledger: list[Message] = []
         for m in msgs:
-            topic, p, off = m.topic() or LEDGER, m.partition() or 0, m.offset() or 0
+            topic, p, off = m.topic() or LEARNING, m.partition() or 0, m.offset() or 0
             self.consumed[(topic, p)] = off
             if topic == CHECKOUTS:
                 self._trace(m, now)
@@ -139,7 +194,7 @@ class RetrospectiveWorker:
         """Past every record consumed, except not past a ledger outcome that still waits."""
         out: Positions = {}
         for (topic, p), off in self.consumed.items():
-            floor = self.pass_.floor(p) if topic == LEDGER else None
+            floor = self.pass_.floor(p) if topic == LEARNING else None
             out[(topic, p)] = off + 1 if floor is None else min(off + 1, floor)
         return out
 
@@ -193,6 +248,13 @@ def policy_of(settings: Settings) -> RetroPolicy:
 
 def main() -> None:
     settings, bootstrap = start_worker(COMPONENT)
+    learning_n = partition_count(bootstrap, LEARNING)
+    traces_n = partition_count(bootstrap, CHECKOUTS)
+    if learning_n != traces_n:
+        sys.exit(
+            f"memstream-retrospective: {LEARNING} has {learning_n} partitions, {CHECKOUTS} "
+            f"{traces_n}: a tenant's records would not meet its traces"
+        )
     # Failures only: flush() still waits for every acknowledgement (see the sequencer).
     producer = make_producer(bootstrap, **{"delivery.report.only.error": True})
     keys = reading_keys(settings)
@@ -204,23 +266,37 @@ def main() -> None:
         traces=TraceOpener(keys),
         sealer=EventSealer(keys if settings.seal else None),
     )
-    worker.restore()
-    loop = BatchLoop(
-        consumer=make_consumer(bootstrap, RETROSPECTIVE_GROUP, settings),
+    router = LearningRouter(make_producer(bootstrap, **{"delivery.report.only.error": True}))
+    stop = threading.Event()
+    route = BatchLoop(
+        consumer=make_consumer(bootstrap, LEARNING_ROUTE_GROUP, settings),
         topic=LEDGER,
+        group=LEARNING_ROUTE_GROUP,
+        component=COMPONENT,
+        process=router.process,
+        batch_size=settings.batch_size,
+        wait_s=settings.batch_wait_s,
+        stop_event=stop,
+    )
+    learn = BatchLoop(
+        consumer=make_consumer(bootstrap, RETROSPECTIVE_GROUP, settings),
+        topic=LEARNING,
         also=(CHECKOUTS,),
         group=RETROSPECTIVE_GROUP,
         component=COMPONENT,
         process=worker.process,
         idle=worker.idle,
+        on_assign=worker.rebuild,
         on_revoke=worker.forget,
         batch_size=settings.batch_size,
         wait_s=settings.batch_wait_s,
+        stop_event=stop,
     )
-    loop.install_signal_handlers()
-    tune_gc_for_batches()
-    loop.run()
-    producer.flush(30)
+    try:
+        run_loops([route, learn])
+    finally:
+        producer.flush(30)
+        router.producer.flush(30)
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ from typing import Any
 from confluent_kafka import Message, Producer
 from memstream.kafka.clients import make_consumer, make_producer
 from memstream.kafka.dlq import DeadLetterWriter
-from memstream.kafka.loop import BatchLoop, tune_gc_for_batches
+from memstream.kafka.loop import BatchLoop
 from memstream.kafka.produce import (
     DeliveryFailed,
     DeliveryReports,
@@ -28,6 +28,7 @@ from memstream.kafka.produce import (
     refused_as_too_large,
 )
 from memstream.kafka.reading import headers_of, partition_count, read_to_end
+from memstream.kafka.runner import run_loops
 from memstream.kafka.topics import DLQ, LEDGER, RAW, SEQUENCER_GROUP
 from memstream.kafka.worker import start_worker
 from memstream.ledger.opening import reading_keys
@@ -229,9 +230,7 @@ def main() -> None:
         readahead_bytes=settings.consumer_readahead_bytes,
         fair_batch=settings.fair_batch,
     )
-    loop.install_signal_handlers()
-    tune_gc_for_batches()
-    loop.run()
+    run_loops([loop])
     seq.producer.flush(30)
 
 

@@ -43,7 +43,6 @@ from __future__ import annotations
 import gc
 import logging
 import os
-import signal
 import threading
 import time
 from collections.abc import Callable
@@ -139,15 +138,6 @@ class BatchLoop:
             if self.idle is not None:
                 raise ValueError("a fair loop commits its low marks; it takes no idle hook")
             self._queue = FairQueue()
-
-    def install_signal_handlers(self) -> None:
-        """SIGTERM/SIGINT finish the current batch, commit, and leave the group."""
-
-        def _stop(_sig: int, _frame: object) -> None:
-            self.stop_event.set()
-
-        signal.signal(signal.SIGTERM, _stop)
-        signal.signal(signal.SIGINT, _stop)
 
     def committed_offsets(self, topic: str) -> dict[int, int]:
         """Partition -> the offset last committed on ``topic`` (everything below it is

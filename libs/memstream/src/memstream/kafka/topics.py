@@ -21,6 +21,9 @@ DLQ = "memory.dlq"
 FACTS = "memory.facts"
 LATENTS = "memory.latents"
 CHECKOUTS = "memory.checkouts"
+# The ledger entries the retrospective pass reads, copied as they are and keyed by tenant
+# alone, so a tenant's task records land on the partition of its checkout traces.
+LEARNING = "memory.learning"
 
 log = logging.getLogger(__name__)
 MAX_MESSAGE_BYTES = "max.message.bytes"
@@ -29,6 +32,7 @@ MAX_MESSAGE_BYTES = "max.message.bytes"
 SEQUENCER_GROUP = "memstream-sequencer"
 ARCHIVER_GROUP = "memstream-archiver"
 RETROSPECTIVE_GROUP = "memstream-retrospective"
+LEARNING_ROUTE_GROUP = "memstream-learning-route"
 LATENTS_GROUP = "memstream-latents"
 
 
@@ -40,7 +44,8 @@ class TopicSpec:
 
 
 def topic_specs(settings: Settings) -> list[TopicSpec]:
-    """Every topic of DESIGN.md §2; raw and ledger share a partition count (see sequencer)."""
+    """Every topic memstream writes; raw and ledger share a partition count (see sequencer), and
+    so do the traces and the learning records (see the retrospective)."""
     p = settings.topic_partitions
     return [
         TopicSpec(RAW, p, settings.raw_retention_ms),
@@ -49,6 +54,8 @@ def topic_specs(settings: Settings) -> list[TopicSpec]:
         TopicSpec(FACTS, p, -1),
         TopicSpec(LATENTS, p, -1),
         TopicSpec(CHECKOUTS, p, settings.dlq_retention_ms),
+        # Kept as long as the ledger: a replica rebuilds its tenants' task records from it.
+        TopicSpec(LEARNING, p, -1),
     ]
 
 

@@ -143,6 +143,20 @@ def event_id(tenant: str, *parts: str) -> str:
     return str(uuid.uuid5(_NAMESPACE, "\x1f".join((tenant, *parts))))
 
 
+def watched(value: bytes | None) -> bool:
+    """Whether a ledger record may be one the pass reads (a byte search, nothing parsed)."""
+    return value is not None and any(marker in value for marker in _MARKERS)
+
+
+def tenant_key(ledger_key: bytes | None) -> bytes | None:
+    """The tenant of a ledger key (``tenant/stream``: a tenant holds no ``/``), the key its
+    learning records are partitioned by; None when the key has no tenant."""
+    if not ledger_key or b"/" not in ledger_key:
+        return None
+    tenant = ledger_key.split(b"/", 1)[0]
+    return tenant or None
+
+
 def read_entry(
     value: bytes | None, partition: int, offset: int, opener: Opener | None = None
 ) -> LedgerRecord | str | None:
@@ -154,7 +168,7 @@ def read_entry(
     (twice would count it twice). Canonical JSON has no spaces, so a watched type's marker
     is exact.
     """
-    if value is None or not any(marker in value for marker in _MARKERS):
+    if value is None or not watched(value):
         return None
     try:
         doc = orjson.loads(value)

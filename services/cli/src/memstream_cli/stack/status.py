@@ -21,6 +21,8 @@ from memstream.kafka.topics import (
     ARCHIVER_GROUP,
     CHECKOUTS,
     LATENTS_GROUP,
+    LEARNING,
+    LEARNING_ROUTE_GROUP,
     LEDGER,
     RAW,
     RETROSPECTIVE_GROUP,
@@ -45,11 +47,16 @@ from memstream_cli.stack.locate import Endpoints
 GROUPS: dict[str, tuple[str, ...]] = {
     SEQUENCER_GROUP: (RAW,),
     ARCHIVER_GROUP: (LEDGER,),
-    RETROSPECTIVE_GROUP: (LEDGER, CHECKOUTS),
+    LEARNING_ROUTE_GROUP: (LEDGER,),
+    RETROSPECTIVE_GROUP: (LEARNING, CHECKOUTS),
     LATENTS_GROUP: (LEDGER,),
 }
 # The component that runs a group; an embedded stack without it (spine only) has no such lag.
-RUN_BY = {RETROSPECTIVE_GROUP: "retrospective", LATENTS_GROUP: "latent-builder"}
+RUN_BY = {
+    LEARNING_ROUTE_GROUP: "retrospective",
+    RETROSPECTIVE_GROUP: "retrospective",
+    LATENTS_GROUP: "latent-builder",
+}
 
 
 # A busy machine can take seconds to answer; slow is not dead, so status waits this long

@@ -65,7 +65,6 @@ PROJECTION_WORKERS = ("graph-projector", "retrospective", "latent-builder")
 # not be correct yet.
 SINGLE = {
     "archiver": "its segment files are per tenant and one process appends to them",
-    "retrospective": "a tenant's checkout traces and task outcomes must meet in one process",
     "latent-builder": "it groups a tenant's whole ledger in one process",
 }
 

@@ -1,0 +1,70 @@
+"""The runner every consumer-group worker ends in: its loops, one stop, crash loudly.
+
+A worker builds its :class:`~memstream.kafka.loop.BatchLoop` (or several, sharing one
+``stop_event``) and hands them here. SIGTERM and SIGINT set the stop: each loop finishes its
+batch, commits and leaves its group. Rebalances need nothing more: a loop processes and
+commits a batch before it polls again, and the revoke callback runs inside that poll, so a
+partition leaves a member with everything processed committed (a handler that holds a
+commit back, such as an outcome waiting for its trace, is read again by the next owner).
+A loop that raises (a bug of ours, not bad data: that is dead-lettered) stops the others and
+the process exits non-zero, for the supervisor to restart it.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from collections.abc import Sequence
+
+from memstream.kafka.loop import BatchLoop, tune_gc_for_batches
+
+log = logging.getLogger(__name__)
+
+
+class LoopFailed(RuntimeError):
+    """One of the worker's loops raised; the cause is chained."""
+
+
+def install_stop(stop: threading.Event) -> None:
+    """SIGTERM and SIGINT set ``stop``."""
+
+    def _stop(_sig: int, _frame: object) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+
+
+def run_loops(loops: Sequence[BatchLoop]) -> None:
+    """Run every loop until the stop they share is set; the first to raise ends them all and
+    is raised here as :class:`LoopFailed`."""
+    if not loops:
+        raise ValueError("a worker runs at least one loop")
+    stop = loops[0].stop_event
+    if any(loop.stop_event is not stop for loop in loops):
+        raise ValueError("the loops of one worker share one stop event")
+    install_stop(stop)
+    tune_gc_for_batches()
+    if len(loops) == 1:
+        loops[0].run()
+        return
+    failed: list[BaseException] = []
+
+    def _run(loop: BatchLoop) -> None:
+        try:
+            loop.run()
+        except BaseException as exc:
+            failed.append(exc)
+            stop.set()
+
+    threads = [
+        threading.Thread(target=_run, args=(loop,), name=loop.group, daemon=True) for loop in loops
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        while t.is_alive():  # a timed join: the main thread must stay free for signals
+            t.join(0.5)
+    if failed:
+        raise LoopFailed(f"{len(failed)} of {len(loops)} loops failed") from failed[0]
