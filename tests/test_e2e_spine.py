@@ -229,6 +229,7 @@ def test_status_reports_components_and_lag(stack: RunningStack) -> None:
         "memstream-sequencer",
         "memstream-archiver",
         "memstream-retrospective",
+        "memstream-learning-route",
         "memstream-latents",
     }
     for url in doc["metrics_endpoints"]:

@@ -14,9 +14,12 @@ import pytest
 from memstream.checkout.memory import PacketMemory, RecentPacket
 from memstream.events.payloads import QuestionFamily
 from memstream.forget.metrics import PendingPurges
-from memstream.forget.service import ForgetService, NoSubject, NothingHeld
+from memstream.forget.service import ForgetService, NoSubject, NothingHeld, forget_ordered
 from memstream.forget.topics import Reach, TopicsOutcome
 from memstream.graph.port import PurgeScope
+from memstream.ledger.purge import subject_digest
+from memstream.projection.purge import PurgeOrder
+from memstream.text.names import entity_key
 
 T = "atelier-9"
 SCOPE = PurgeScope(event_ids=["ev-1", "ev-2"], fact_ids=["ev-1#0"], latent_ids=["lat-1"])
@@ -138,3 +141,32 @@ def test_a_subject_without_a_letter_names_nothing(tmp_path: Path, subject: str) 
     service, _, _ = forget_service(tmp_path, Graph())
     with pytest.raises(NoSubject):
         service.plan(T, subject)
+
+
+def test_a_tombstone_from_another_replica_forgets_what_this_one_holds() -> None:
+    """No subject key travels: the tombstone's digest finds it among the entities this
+    process's packets named; packets citing a purged event go too."""
+    secret = b"s" * 32
+    memory = PacketMemory()
+    subject = entity_key("Zoë Åberg-Lind")
+    named = QuestionFamily(operation="lookup", entities=[subject])
+    other = QuestionFamily(operation="lookup", entities=[entity_key("Bartholomé")])
+    memory.remember("pk-cites", RecentPacket(T, ["ev-1"], other))
+    memory.remember("pk-names", RecentPacket(T, ["ev-7"], named))
+    memory.remember("pk-keeps", RecentPacket(T, ["ev-7"], other))
+    memory.remember("pk-elsewhere", RecentPacket("elsewhere", ["ev-1"], named))
+    order = PurgeOrder(T, "tomb-1", ("ev-1",), subject_digest(secret, T, subject))
+    gone = forget_ordered(order, {"recent_packets": memory}, memory.named(T), secret)
+    assert gone == {"recent_packets": 2}
+    kept = [p for p in ("pk-cites", "pk-names", "pk-keeps") if memory.get(T, p)]
+    assert kept == ["pk-keeps"] and memory.get("elsewhere", "pk-elsewhere") is not None
+
+
+def test_a_tombstone_whose_digest_matches_nothing_forgets_by_ids_alone() -> None:
+    secret = b"s" * 32
+    memory = PacketMemory()
+    family = QuestionFamily(operation="lookup", entities=[entity_key("Ines")])
+    memory.remember("pk-1", RecentPacket(T, ["ev-9"], family))
+    order = PurgeOrder(T, "tomb-2", ("ev-1",), subject_digest(b"another secret!!" * 2, T, "ines"))
+    assert forget_ordered(order, {"p": memory}, memory.named(T), secret) == {"p": 0}
+    assert memory.get(T, "pk-1") is not None

@@ -134,6 +134,13 @@ class Settings(BaseSettings):
         "per-item data keys (crypto-shredding: a purge destroys the keys); false = the same "
         "build without it, for cost comparisons",
     )
+    api_replica: str = Field(
+        default="",
+        pattern=r"^[a-z0-9-]{0,32}$",
+        description="a second (third, ...) API process on the same embedded data dir: its "
+        "name. It keeps its own vector index, outbox and vector consumer group (suffixed "
+        "with the name); empty = the first",
+    )
     data_keys_file: Path | None = Field(
         default=None, description="data key store (SQLite); default <data_dir>/data-keys.sqlite"
     )
@@ -275,4 +282,18 @@ class Settings(BaseSettings):
 
     @property
     def outbox_dir(self) -> Path:
-        return self.data_dir / "outbox"
+        """The API's outbox: each API replica of one data dir spools into its own."""
+        return self.data_dir / self._per_api_replica("outbox")
+
+    @property
+    def vectors_dir(self) -> Path:
+        """Where Qdrant Edge keeps the index: each API replica of one data dir holds its own."""
+        return self.data_dir / self._per_api_replica("vectors")
+
+    def api_replica_group(self, group: str) -> str:
+        """A consumer group the API joins: a replica with an index of its own reads every
+        partition into it, so it joins a group of its own."""
+        return self._per_api_replica(group)
+
+    def _per_api_replica(self, name: str) -> str:
+        return f"{name}-{self.api_replica}" if self.api_replica else name

@@ -19,6 +19,7 @@ from memstream.ledger.opening import reading_keys
 from memstream.metrics import API_REFUSED, UP
 from memstream.ops.health import DependencyProbe, dependency_checks
 from memstream.projection.embedded import vector_manager
+from memstream.projection.purge import PurgeListeners
 from memstream.projection.runner import ProjectionManager
 from memstream.settings import Settings
 from memstream.shred.sealer import EventSealer
@@ -53,7 +54,7 @@ from memstream_api.outbox import Outbox
 from memstream_api.positions import WritePositions
 from memstream_api.producing import BatchProducer
 from memstream_api.slots import IngestSlots
-from memstream_api.wiring import build_checkout, build_forget
+from memstream_api.wiring import build_checkout, build_forget, tombstone_listener
 
 COMPONENT = "api"
 GC_THRESHOLDS = (50_000, 20, 20)  # Python's default: (700, 10, 10)
@@ -163,7 +164,8 @@ class _Opening:
                 tenant_share=settings.outbox_tenant_share,
             ).start()  # fmt: skip
             stack.push_async_callback(run_in_threadpool, outbox.stop)
-        manager = await self._vectors(stack) if self.project_vectors else None
+        purges = PurgeListeners()
+        manager = await self._vectors(stack, purges) if self.project_vectors else None
         follower = BrokerFollower(settings.data_dir, producer, outbox, manager).start()
         stack.push_async_callback(run_in_threadpool, follower.stop)
         checkout = build_checkout(settings, manager, producer, TraceSealer(sealing))
@@ -171,14 +173,16 @@ class _Opening:
         watch = KafkaWatch(bootstrap).start()
         stack.push_async_callback(run_in_threadpool, watch.stop)
         forget = build_forget(self.ctx, checkout, data_keys, summarizer)
+        purges.add(tombstone_listener(self.ctx, checkout, summarizer, data_keys))
         positions = WritePositions(data_keys, settings.data_dir)
         return Serving(
             data_keys, positions, producer, outbox, manager, checkout, summarizer, watch, forget
         )
 
-    async def _vectors(self, stack: AsyncExitStack) -> ProjectionManager:
-        """The embedded stack's vector projection, in this process."""
-        manager = vector_manager(self.ctx.settings, self.ctx.bootstrap)
+    async def _vectors(self, stack: AsyncExitStack, purges: PurgeListeners) -> ProjectionManager:
+        """The embedded stack's vector projection, in this process; ``purges`` hear each
+        tombstone it obeys."""
+        manager = vector_manager(self.ctx.settings, self.ctx.bootstrap, on_purge=purges)
         # Each version's index opens before the API answers (the supervisor holds the port
         # meanwhile): a read right after `memstream up` finds it instead of a 503.
         await run_in_threadpool(manager.sync)

@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from functools import partial
 
 from memstream.checkout.service import CheckoutService
-from memstream.forget.service import ForgetService, Forgetting, NothingHeld
+from memstream.forget.service import ForgetService, Forgetting, NothingHeld, forget_ordered
 from memstream.forget.topics import purge_topics
 from memstream.graph.factory import open_graph_store
 from memstream.graph.port import GraphStore
 from memstream.kafka.topics import CHECKOUTS
 from memstream.learning.trace import CheckoutTrace
+from memstream.metrics import PURGE_ITEMS_REMOVED
 from memstream.projection.projectors import VectorProjector
+from memstream.projection.purge import PurgeOrder
 from memstream.projection.runner import ProjectionManager
 from memstream.projection.versions import FileProjectionRegistry, VersionInfo, registry_path
 from memstream.settings import Settings
@@ -68,6 +71,36 @@ def build_checkout(
     )
 
 
+def memory_of(
+    checkout: CheckoutService, summarizer: Summarizer | SummarizeDisabled
+) -> dict[str, Forgetting]:
+    """What this process holds in memory that a purge must forget, by report name."""
+    cache = summarizer.cache if isinstance(summarizer, Summarizer) else NothingHeld()
+    return {"summary_cache_entries": cache, "recent_packets": checkout.packets}
+
+
+def tombstone_listener(
+    ctx: ApiContext,
+    checkout: CheckoutService,
+    summarizer: Summarizer | SummarizeDisabled,
+    keys: DataKeys,
+) -> Callable[[PurgeOrder], None]:
+    """Forgets, when this process's vector projection obeys a tombstone, what it holds of the
+    purge: a purge run by another API replica reaches this one's memory so."""
+    memory = memory_of(checkout, summarizer)
+    for kind in memory:  # 0 until a tombstone is heard
+        PURGE_ITEMS_REMOVED.labels(ctx.component, "memory", kind)
+
+    def heard(order: PurgeOrder) -> None:
+        checkout.forget_tenant(order.tenant)
+        named = checkout.packets.named(order.tenant)
+        gone = forget_ordered(order, memory, named, keys.tenant_secret(order.tenant))
+        for kind, n in gone.items():
+            PURGE_ITEMS_REMOVED.labels(ctx.component, "memory", kind).inc(n)
+
+    return heard
+
+
 def build_forget(
     ctx: ApiContext,
     checkout: CheckoutService,
@@ -75,11 +108,7 @@ def build_forget(
     summarizer: Summarizer | SummarizeDisabled,
 ) -> ForgetService:
     """The forget service over this process's stores and what it holds in memory."""
-    cache = summarizer.cache if isinstance(summarizer, Summarizer) else NothingHeld()
-    memory: dict[str, Forgetting] = {
-        "summary_cache_entries": cache,
-        "recent_packets": checkout.packets,
-    }
+    memory = memory_of(checkout, summarizer)
     return ForgetService(
         checkout=checkout,
         keys=keys,

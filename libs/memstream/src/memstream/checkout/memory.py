@@ -52,6 +52,12 @@ class PacketMemory:
             and (not ids.isdisjoint(p.cited) or subject_key in p.family.entities)
         ]
 
+    def named(self, tenant: str) -> set[str]:
+        """The entity keys the questions of ``tenant``'s packets named."""
+        with self._lock:
+            items = list(self._packets.values())
+        return {e for p in items if p.tenant == tenant for e in p.family.entities}
+
     def held(self, tenant: str, ids: Set[str], subject_key: str) -> int:
         """How many packets a purge would forget (:class:`memstream.forget.Forgetting`)."""
         return len(self.reaching(tenant, ids, subject_key))

@@ -23,6 +23,8 @@ from memstream.forget.purge import PurgeReport, is_complete, planned, tombstone
 from memstream.forget.topics import Reach, TopicsOutcome
 from memstream.forget.watch import WATCH_MAX_POLL_S, converged, follow_up, store_checks, watch
 from memstream.graph.port import PurgeScope
+from memstream.ledger.purge import subject_digest
+from memstream.projection.purge import PurgeOrder
 from memstream.shred.port import DataKeys
 from memstream.text.names import entity_key, name_forms, names_in
 
@@ -46,6 +48,28 @@ class NothingHeld:
 
     def forget(self, tenant: str, ids: Set[str], subject_key: str) -> int:
         return 0
+
+
+def forget_ordered(
+    order: PurgeOrder,
+    memory: Mapping[str, Forgetting],
+    named: Iterable[str],
+    secret: bytes,
+) -> dict[str, int]:
+    """What a purge asks of the memory of a process that did not run it (another API
+    replica), read from its tombstone: the events by id and the subject by keyed digest.
+    ``named``: the entity keys this process's packets name, among which the digest finds the
+    subject (a question that named it is forgotten even when it cited nothing purged)."""
+    key = next(
+        (
+            k
+            for k in dict.fromkeys(named)
+            if subject_digest(secret, order.tenant, k) == order.subject
+        ),
+        "",
+    )
+    ids = set(order.event_ids)
+    return {name: held.forget(order.tenant, ids, key) for name, held in memory.items()}
 
 
 # The topics' part of a purge: shred the traces it reaches, report per topic.

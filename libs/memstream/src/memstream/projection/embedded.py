@@ -7,11 +7,14 @@ restarts: on a new broker epoch the API gives its loops new consumers
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from memstream.embed.registry import get_embedder
 from memstream.kafka.clients import make_producer
 from memstream.ledger.opening import EntryOpener, reading_keys
 from memstream.projection.keys import KeyForm
 from memstream.projection.projectors import VectorProjector
+from memstream.projection.purge import PurgeOrder
 from memstream.projection.runner import ProjectionManager
 from memstream.projection.versions import (
     DEFAULT_VERSION,
@@ -49,7 +52,10 @@ def ensure_default_version(settings: Settings) -> None:
         registry.register(DEFAULT_VERSION, default_config())
 
 
-def vector_manager(settings: Settings, bootstrap: str) -> ProjectionManager:
+def vector_manager(
+    settings: Settings, bootstrap: str, on_purge: Callable[[PurgeOrder], None] | None = None
+) -> ProjectionManager:
+    """The vector projection of every version; ``on_purge`` hears each tombstone it obeyed."""
     opener = EntryOpener(reading_keys(settings))
 
     def factory(info: VersionInfo) -> VectorProjector:
@@ -64,6 +70,7 @@ def vector_manager(settings: Settings, bootstrap: str) -> ProjectionManager:
             optimize=settings.vector_optimize,
             opener=opener,
             keys=info.config.keys,
+            on_purge=on_purge,
         )
 
     return ProjectionManager(
@@ -72,5 +79,5 @@ def vector_manager(settings: Settings, bootstrap: str) -> ProjectionManager:
         registry=FileProjectionRegistry(registry_path(settings.data_dir)),
         component="vector-projector",
         factory=factory,
-        group_of=lambda info: info.vector_group,
+        group_of=lambda info: settings.api_replica_group(info.vector_group),
     )

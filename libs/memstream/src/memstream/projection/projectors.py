@@ -404,8 +404,10 @@ class VectorProjector(_Base):
         opener: EntryOpener | None = None,
         keys: KeyForm = "context",
         clock: Callable[[], float] = time.monotonic,
+        on_purge: Callable[[PurgeOrder], None] | None = None,
     ) -> None:
         super().__init__(version, producer, opener)
+        self.on_purge = on_purge
         self.index = index
         self.embedder = embedder
         self.keys = keys
@@ -449,6 +451,8 @@ class VectorProjector(_Base):
             removed = self.index.purge_events(order.tenant, list(order.event_ids))
             removed["context_keys"] = self.rekey(order)
             self.purged(VECTORS, order, removed)
+            if self.on_purge is not None:  # what the process holds beside the index
+                self.on_purge(order)
         if deletions:
             self.purged(VECTORS, None, {"latents": len(deletions)})
         if decoded.purges or deletions:

@@ -8,6 +8,7 @@ restore from the archive) is neither projected nor dead-lettered: there is nothi
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,6 +28,23 @@ class PurgeOrder:
     tenant: str
     tombstone_id: str
     event_ids: tuple[str, ...]
+    subject: str = ""  # the subject's keyed digest (``ledger.purge.subject_digest``)
+
+
+class PurgeListeners:
+    """What else a process forgets when its projection obeys a tombstone: an API's recent
+    packets and cached summaries, which another API replica's purge cannot reach. Listeners
+    are added once their holders exist (after the projection started)."""
+
+    def __init__(self) -> None:
+        self._listeners: list[Callable[[PurgeOrder], object]] = []
+
+    def add(self, listener: Callable[[PurgeOrder], object]) -> None:
+        self._listeners.append(listener)
+
+    def __call__(self, order: PurgeOrder) -> None:
+        for listener in list(self._listeners):
+            listener(order)
 
 
 @dataclass
@@ -59,5 +77,6 @@ def read_entry(entry: dict[str, Any], light: bool) -> Read:
     if entry["type"] != PURGE_TYPE:
         return Read(x, tenant=tenant)
     p = MemoryPurgePayload.model_validate(entry.get("payload") or {})
-    order = PurgeOrder(entry["tenant"], entry["id"], tuple(dict.fromkeys(p.event_ids)))
+    ids = tuple(dict.fromkeys(p.event_ids))
+    order = PurgeOrder(entry["tenant"], entry["id"], ids, p.subject)
     return Read(x, order, tenant)

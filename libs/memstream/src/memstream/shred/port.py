@@ -23,14 +23,6 @@ def chunks(ids: Iterable[str]) -> Iterable[list[str]]:
         yield batch
 
 
-def key_text(value: str) -> str:
-    """A tenant or id as a store keeps it. NUL is refused, in every adapter alike: PostgreSQL
-    text cannot hold it, and a store must not quietly keep a different id than it was given."""
-    if "\x00" in value:
-        raise ValueError("a data key's tenant or id cannot contain NUL")
-    return value
-
-
 class DataKeys(Protocol):
     """Keys by (tenant, kind, id). Destroyed keys are gone for good: ``get`` leaves them out."""
 

@@ -1,9 +1,11 @@
 """``PostgresDataKeys``: the data key store on a PostgreSQL server, for stacks of more than
 one machine (every process that seals or opens reaches the same keys over the network).
 
-The schema and the rules are the SQLite store's (:mod:`memstream.shred.sqlite`): a key is
-created once per (tenant, kind, id) and the first one wins (``ON CONFLICT DO NOTHING``, so
-two processes sealing the same id at once agree); a destroyed key is gone from every read.
+The rules are the SQLite store's (:mod:`memstream.shred.sqlite`): a key is created once per
+(tenant, kind, id) and the first one wins (``ON CONFLICT DO NOTHING``, so two processes
+sealing the same id at once agree); a destroyed key is gone from every read. Tenants and ids
+are kept as their UTF-8 bytes: PostgreSQL text cannot hold NUL, and the store keeps exactly
+the id it was given, as SQLite does.
 
 Where a destroyed key may still lie as bytes: a deleted row stays in its page until VACUUM
 reuses the space, and the server's write-ahead log and its backups hold what was written.
@@ -20,15 +22,20 @@ from collections.abc import Iterable
 
 import psycopg
 
-from memstream.shred.port import KEY_BYTES, KeyKind, chunks, key_text
+from memstream.shred.port import KEY_BYTES, KeyKind, chunks
 
 _SCHEMA = (
-    "CREATE TABLE IF NOT EXISTS data_keys (tenant TEXT NOT NULL, kind TEXT NOT NULL, "
-    "id TEXT NOT NULL, key BYTEA NOT NULL, PRIMARY KEY (tenant, kind, id))",
-    "CREATE TABLE IF NOT EXISTS tenant_secrets (tenant TEXT PRIMARY KEY, secret BYTEA NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS data_keys (tenant BYTEA NOT NULL, kind TEXT NOT NULL, "
+    "id BYTEA NOT NULL, key BYTEA NOT NULL, PRIMARY KEY (tenant, kind, id))",
+    "CREATE TABLE IF NOT EXISTS tenant_secrets (tenant BYTEA PRIMARY KEY, secret BYTEA NOT NULL)",
 )
 # Two processes creating the tables at once race on the catalog; one lock orders them.
 _SCHEMA_LOCK = 7_305_115  # an arbitrary advisory lock id of memstream's
+
+
+def _b(text: str) -> bytes:
+    # surrogatepass: a lone surrogate in an id is kept too, not refused
+    return text.encode("utf-8", "surrogatepass")
 
 
 class PostgresDataKeys:
@@ -43,18 +50,18 @@ class PostgresDataKeys:
                 self._db.execute(stmt)
 
     def _select(self, tenant: str, kind: KeyKind, ids: list[str]) -> dict[str, bytes]:
+        wanted = {_b(i): i for i in ids}
         rows = self._db.execute(
             "SELECT id, key FROM data_keys WHERE tenant = %s AND kind = %s AND id = ANY(%s)",
-            (tenant, kind, ids),
+            (_b(tenant), kind, list(wanted)),
         )
-        return {str(i): bytes(k) for i, k in rows}
+        return {wanted[bytes(i)]: bytes(k) for i, k in rows}
 
     def create_or_get(self, tenant: str, kind: KeyKind, ids: Iterable[str]) -> dict[str, bytes]:
         out: dict[str, bytes] = {}
-        tenant = key_text(tenant)
         with self._lock, self._db.transaction():
             for chunk in chunks(ids):
-                rows = [(tenant, kind, key_text(i), secrets.token_bytes(KEY_BYTES)) for i in chunk]
+                rows = [(_b(tenant), kind, _b(i), secrets.token_bytes(KEY_BYTES)) for i in chunk]
                 with self._db.cursor() as cur:
                     cur.executemany(
                         "INSERT INTO data_keys VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING",
@@ -76,7 +83,7 @@ class PostgresDataKeys:
             for chunk in chunks(ids):
                 cur = self._db.execute(
                     "DELETE FROM data_keys WHERE tenant = %s AND kind = %s AND id = ANY(%s)",
-                    (tenant, kind, chunk),
+                    (_b(tenant), kind, [_b(i) for i in chunk]),
                 )
                 gone += cur.rowcount
             if gone:
@@ -88,10 +95,10 @@ class PostgresDataKeys:
         with self._lock:
             self._db.execute(
                 "INSERT INTO tenant_secrets VALUES (%s, %s) ON CONFLICT DO NOTHING",
-                (key_text(tenant), secrets.token_bytes(KEY_BYTES)),
+                (_b(tenant), secrets.token_bytes(KEY_BYTES)),
             )
             row = self._db.execute(
-                "SELECT secret FROM tenant_secrets WHERE tenant = %s", (tenant,)
+                "SELECT secret FROM tenant_secrets WHERE tenant = %s", (_b(tenant),)
             ).fetchone()
         assert row is not None  # inserted or already there, in this very call
         return bytes(row[0])

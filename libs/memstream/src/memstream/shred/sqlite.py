@@ -16,7 +16,7 @@ import threading
 from collections.abc import Iterable
 from pathlib import Path
 
-from memstream.shred.port import KEY_BYTES, KeyKind, chunks, key_text
+from memstream.shred.port import KEY_BYTES, KeyKind, chunks
 
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS data_keys (tenant TEXT NOT NULL, kind TEXT NOT NULL, "
@@ -57,10 +57,7 @@ class SqliteDataKeys:
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 for chunk in chunks(ids):
-                    rows = [
-                        (key_text(tenant), kind, key_text(i), secrets.token_bytes(KEY_BYTES))
-                        for i in chunk
-                    ]
+                    rows = [(tenant, kind, i, secrets.token_bytes(KEY_BYTES)) for i in chunk]
                     insert = "INSERT OR IGNORE INTO data_keys VALUES (?, ?, ?, ?)"
                     self._db.executemany(insert, rows)
                     out.update(self._select(tenant, kind, chunk))
@@ -96,7 +93,7 @@ class SqliteDataKeys:
         with self._lock:
             self._db.execute(
                 "INSERT OR IGNORE INTO tenant_secrets VALUES (?, ?)",
-                (key_text(tenant), secrets.token_bytes(KEY_BYTES)),
+                (tenant, secrets.token_bytes(KEY_BYTES)),
             )
             row = self._db.execute(
                 "SELECT secret FROM tenant_secrets WHERE tenant=?", (tenant,)

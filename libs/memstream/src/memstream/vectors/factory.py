@@ -7,13 +7,14 @@ from memstream.vectors.port import VectorIndex
 
 
 def open_vector_index(settings: Settings, collection: str, dim: int) -> VectorIndex:
-    """Edge at ``<data_dir>/vectors/<collection>`` unless ``settings.qdrant_url`` is set: in
+    """Edge at ``<vectors dir>/<collection>`` (``<data_dir>/vectors``, or the API replica's)
+    unless ``settings.qdrant_url`` is set: in
     shards by tenant, or one shard for a collection made before shards existed."""
     if settings.qdrant_url is None:
         from memstream.vectors.edge import EdgeVectorIndex
         from memstream.vectors.edge_shards import EdgeTenantShards, is_sharded
 
-        path = settings.data_dir / "vectors" / collection
+        path = settings.vectors_dir / collection
         if is_sharded(path):
             return EdgeTenantShards(
                 path,
