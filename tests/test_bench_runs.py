@@ -163,6 +163,21 @@ def test_bench_load_reports_ingest_freshness_and_checkouts(tmp_path: Path) -> No
     assert doc["checkout_p95_ms"] > 0 and doc["ingest_events_per_s"] > 0
 
 
+@pytest.mark.timeout(900)
+def test_bench_scale_runs_one_and_two_replicas_and_loses_nothing(tmp_path: Path) -> None:
+    doc = bench(tmp_path, "scale", "--events", "300", "--tenants", "2", "--rate", "60",
+                timeout=900)  # fmt: skip
+    assert [r["replicas"] for r in doc["rows"]] == [1, 2]
+    for row in doc["rows"]:
+        assert row["events_lost"] == 0 and row["events_applied_twice"] == 0, row
+        assert row["ingest_events_per_s"] > 0
+        assert row["join_pause_s"] > 0 and row["kill_pause_s"] > 0, row
+        by_worker = row["cpu_s_per_1000_events_by_worker"]
+        assert by_worker["sequencer"] > 0 and by_worker["graph-projector"] > 0, by_worker
+    two = doc["rows"][1]["cpu_s_per_1000_events"]
+    assert {"sequencer", "sequencer-2", "graph-projector-2", "retrospective-2"} <= set(two)
+
+
 def test_bench_report_rewrites_the_readme_tables_from_bench_json(tmp_path: Path) -> None:
     results = tmp_path / "results"
     results.mkdir()

@@ -78,10 +78,10 @@ def converged(stack: RunningStack, n: int) -> bool:
 
 def test_each_scaling_worker_runs_two_members_sharing_the_partitions(stack: RunningStack) -> None:
     info = json.loads((stack.data_dir / "stack.json").read_text())["components"]
-    for role in ("sequencer", "graph-projector"):
+    for role in ("sequencer", "graph-projector", "retrospective"):
         assert info[role]["worker"] == info[f"{role}-2"]["worker"] == role
         assert info[role]["pid"] != info[f"{role}-2"]["pid"]
-    for single in ("archiver", "retrospective", "latent-builder"):
+    for single in ("archiver", "latent-builder"):
         assert single in info and f"{single}-2" not in info
     wait_until(
         lambda: shared_by_two_living(stack, SEQUENCER_GROUP, RAW), 90, "two sequencers sharing"

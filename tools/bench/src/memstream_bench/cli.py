@@ -59,6 +59,12 @@ def run_neighbours_bench(*args: Any, **kwargs: Any) -> dict[str, Any]:
     return run(*args, **kwargs)
 
 
+def run_scale_bench(*args: Any, **kwargs: Any) -> dict[str, Any]:
+    from memstream_bench.scale import run_scale_bench as run
+
+    return run(*args, **kwargs)
+
+
 def run_read_after_bench(*args: Any, **kwargs: Any) -> dict[str, Any]:
     from memstream_bench.read_after import run_read_after_bench as run
 
@@ -207,6 +213,36 @@ def load(
         table.add_row(key, str(doc[key]))
     for proc, mb in doc["peak_rss_mb"].items():
         table.add_row(f"peak RSS {proc} (MB)", str(mb))
+    out.print(table)
+
+
+@bench_app.command("scale")
+def scale(
+    events: Annotated[int, typer.Option("--events", help="events in the workload")] = 20_000,
+    tenants: Annotated[int, typer.Option("--tenants")] = 8,
+    rate: Annotated[
+        int, typer.Option("--rate", help="events/s of the load while a member joins or dies")
+    ] = 300,
+    json_out: JsonFlag = False,
+) -> None:
+    """The same workload at 1 and 2 replicas per group: ingest, freshness, CPU per process,
+    rebalance pauses, events lost or applied twice."""
+    with stages(json_out) as progress:
+        doc = run_scale_bench(events, tenants, progress, rate=rate)
+    if json_out:
+        print_json(doc)
+        return
+    rows = doc["rows"]
+    table = Table("measure", *(f"{r['replicas']} replica(s)" for r in rows))
+    for key in (
+        "ingest_events_per_s", "freshness_p95_ms", "freshness_missed", "join_pause_s",
+        "kill_pause_s", "events_lost", "events_applied_twice",
+    ):  # fmt: skip
+        table.add_row(key, *(str(r[key]) for r in rows))
+    workers = sorted({w for r in rows for w in r["cpu_s_per_1000_events_by_worker"]})
+    for w in workers:
+        costs = (str(r["cpu_s_per_1000_events_by_worker"].get(w, "")) for r in rows)
+        table.add_row(f"CPU s / 1,000 events: {w}", *costs)
     out.print(table)
 
 

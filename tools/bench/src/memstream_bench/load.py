@@ -154,15 +154,24 @@ def _wait_index_built(endpoints: list[str], timeout: float = 1800) -> float:
     raise TimeoutError(f"the vector index was still building after {timeout:g}s")
 
 
-def _paced_emit(
-    bootstrap: str, events: list[Any], rate: int, step: Stage, probes: _Probes
-) -> float:
-    """Emit ``events`` at about ``rate`` per second (ticks of 100 ms); returns the rate held."""
+def paced_emit(
+    bootstrap: str,
+    events: list[Any],
+    rate: int,
+    step: Stage,
+    probes: Probes,
+    stop: threading.Event | None = None,
+) -> int:
+    """Emit ``events`` at about ``rate`` per second (ticks of 100 ms) until they are all
+    sent or ``stop`` is set; returns how many were sent (each acknowledged by Kafka)."""
     clients: dict[str, MemoryClient] = {}
     per_tick = max(1, rate // 10)
     t0 = time.perf_counter()
+    sent = 0
     try:
         for i in range(0, len(events), per_tick):
+            if stop is not None and stop.is_set():
+                break
             for e in events[i : i + per_tick]:
                 if e.tenant not in clients:
                     clients[e.tenant] = MemoryClient(
@@ -171,13 +180,14 @@ def _paced_emit(
                 clients[e.tenant].emit_event(e)
             for c in clients.values():
                 c.flush(10)
-            step.update(min(len(events), i + per_tick))
+            sent = min(len(events), i + per_tick)
+            step.update(sent)
             due = t0 + (i + per_tick) / rate
             time.sleep(max(0.0, due - time.perf_counter()))
     finally:
         for c in clients.values():
             c.close()
-    return len(events) / (time.perf_counter() - t0)
+    return sent
 
 
 PROBE_TIMEOUT_S = 30.0
@@ -201,7 +211,7 @@ class ProbeLog:
         return percentile(self.found + [PROBE_TIMEOUT_S * 1000] * self.missed, q)
 
 
-class _Probes:
+class Probes:
     """Freshness probes: emit a marker event, time until recall finds it, every 0.5 s."""
 
     def __init__(
@@ -307,7 +317,7 @@ def _measure(
         settings.topic_partitions,
     )
     epoch = read_epoch(settings.data_dir)
-    probes = _Probes(bootstrap, api, keys.create("probe"), data_keys(settings), epoch)
+    probes = Probes(bootstrap, api, keys.create("probe"), data_keys(settings), epoch)
     rss = RssSampler(pids)
     _burst(m, stack.info, settings, events, probes, progress)
     _steady(m, bootstrap, probes, steady_rate, steady_s, progress)
@@ -328,7 +338,7 @@ def _burst(
     info: StackInfo,
     settings: Settings,
     events: list[Any],
-    probes: _Probes,
+    probes: Probes,
     progress: Report,
 ) -> None:
     """Emit every event at once, then wait until the live version shows them all."""
@@ -377,7 +387,7 @@ def visible(settings: Settings, info: StackInfo, n: int, step: Stage) -> bool:
 
 
 def _steady(
-    m: _Measured, bootstrap: str, probes: _Probes, rate: int, seconds: float, progress: Report
+    m: _Measured, bootstrap: str, probes: Probes, rate: int, seconds: float, progress: Report
 ) -> None:
     """``rate`` events/s for ``seconds``, below capacity: the freshness an operator sees."""
     n = int(rate * seconds)
@@ -386,7 +396,9 @@ def _steady(
     )
     with probes.running() as m.steady:
         paced = workload(n, m.tenants, seed=2)
-        m.steady_achieved = _paced_emit(bootstrap, paced, rate, step, probes)
+        t0 = time.perf_counter()
+        paced_emit(bootstrap, paced, rate, step, probes)
+        m.steady_achieved = len(paced) / (time.perf_counter() - t0)
     m.steady_events = len(paced)
 
 

@@ -15,16 +15,18 @@ from memstream_cli.stack.supervisor import EmbeddedStack
 
 @contextmanager
 def throwaway_stack(
-    progress: Report, projections: bool = True
+    progress: Report, projections: bool = True, replicas: int | None = None
 ) -> Iterator[tuple[EmbeddedStack, Settings]]:
     """A fresh stack in a temporary data dir; settings point at its graph server.
 
-    Without ``projections`` only the spine runs (broker, sequencer, archiver, API).
+    Without ``projections`` only the spine runs (broker, sequencer, archiver, API);
+    ``replicas`` overrides ``MEMSTREAM_REPLICAS``.
     """
     with tempfile.TemporaryDirectory(prefix="memstream-bench-") as tmp:
-        settings = Settings().model_copy(
-            update={"data_dir": Path(tmp), "embedded_projections": projections}
-        )
+        update: dict[str, object] = {"data_dir": Path(tmp), "embedded_projections": projections}
+        if replicas is not None:
+            update["replicas"] = replicas
+        settings = Settings().model_copy(update=update)
         stack = EmbeddedStack(settings, Path(tmp), free_port())
         progress("starting a throw-away embedded stack")
         info = stack.start()
