@@ -185,6 +185,31 @@ def test_a_clear_raw_record_is_sealed_by_the_sequencer() -> None:
     assert is_sealed(out.entry) and TEXT.encode() not in out.value
 
 
+def test_a_sealed_raw_record_is_ledgered_with_the_ciphertext_it_came_with() -> None:
+    """Opened to be validated, not sealed again: the ledger keeps the client's seal."""
+    sent = seal_event(event(), KEY)
+    entry = orjson.loads(_sequenced(sent, {("acme", "e1"): KEY}).value)
+    assert entry[SEALED] == sent[SEALED]
+    assert open_event(entry, KEY)["payload"] == {"text": TEXT}
+
+
+def test_a_sealed_raw_record_with_paths_to_redact_is_sealed_again_redacted() -> None:
+    doc = event(security={"sensitivity": "secret", "redacted_paths": ["payload.text"]})
+    sent = seal_event(doc, KEY)
+    entry = orjson.loads(_sequenced(sent, {("acme", "e1"): KEY}).value)
+    assert entry[SEALED]["c"] != sent[SEALED]["c"]
+    assert TEXT not in str(open_event(entry, KEY)["payload"])
+
+
+def test_content_sent_beside_a_seal_is_moved_into_it() -> None:
+    """A clear field next to the seal is not kept clear in the ledger: sealed again."""
+    sent = {**seal_event(event(), KEY), "metadata": {"place": "Café Müller"}}
+    out = _sequenced(sent, {("acme", "e1"): KEY})
+    entry = orjson.loads(out.value)
+    assert "metadata" not in entry and "Müller".encode() not in out.value
+    assert open_event(entry, KEY)["metadata"] == {"place": "Café Müller"}
+
+
 def test_a_sealed_raw_record_whose_key_is_gone_is_skipped_as_purged() -> None:
     """A purge destroyed the key before this copy came (an outbox re-send): nothing can be
     read or ledgered, and it is no dead letter either."""

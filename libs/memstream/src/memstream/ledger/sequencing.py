@@ -14,7 +14,15 @@ from memstream.events.envelope import ID_PATTERN, TENANT_PATTERN, EventAdapter
 from memstream.ledger.canonical import GENESIS_HASH
 from memstream.ledger.entry import build_entry, validation_reason
 from memstream.ledger.redact import redact
-from memstream.shred.seal import SealBroken, is_sealed, needs_key, open_event, seal_event
+from memstream.shred.seal import (
+    CLEAR_FIELDS,
+    SEALED,
+    SealBroken,
+    is_sealed,
+    needs_key,
+    open_event,
+    seal_event,
+)
 
 
 @dataclass
@@ -79,6 +87,7 @@ Outcome = Sequenced | Duplicate | DeadLetter | Shredded
 # (tenant, event id) -> the event's data key, fetched by the shell for a whole batch.
 Keys = Mapping[tuple[str, str], bytes]
 _TENANT_RE, _ID_RE = re.compile(TENANT_PATTERN), re.compile(ID_PATTERN)
+_AS_SENT_FIELDS = CLEAR_FIELDS | {SEALED}
 
 
 def parse(record: RawRecord) -> Any | DeadLetter:
@@ -122,7 +131,8 @@ def sequence(
     if isinstance(doc, DeadLetter):
         return doc
     key = keys.get(key_ref(doc) or ("", "")) if keys is not None else None
-    if isinstance(doc, dict) and is_sealed(doc):
+    as_sent = doc if isinstance(doc, dict) and is_sealed(doc) else None
+    if as_sent is not None:
         stream, eid = f"{doc.get('tenant')}/{doc.get('stream')}", str(doc.get("id"))
         known = state.heads.get(stream)
         if known is not None and eid in known.seen:  # a re-send: its key may be gone since
@@ -147,11 +157,26 @@ def sequence(
         return Duplicate(stream, event.id)
     # The ledger keeps the envelope as the client sent it (validated above); re-serialising
     # the model would cost more than the whole rest of this function.
-    body = redact(doc, event.security.redacted_paths)
-    if key is not None:
-        body = seal_event(body, key)
+    paths = event.security.redacted_paths
+    if key is not None and (kept := _kept_sealed(as_sent, paths)) is not None:
+        body = kept  # opened to validate; its ciphertext is written as it came
+    else:
+        body = redact(doc, paths)
+        if key is not None:
+            body = seal_event(body, key)
     kafka = {"topic": record.topic, "partition": record.partition, "offset": record.offset}
     entry, value = build_entry(body, head.seq + 1, head.hash, now, kafka)
     head.seq, head.hash = entry["seq"], entry["hash"]
     head.seen.add(event.id)
     return Sequenced(stream, entry, value)
+
+
+def _kept_sealed(
+    as_sent: dict[str, Any] | None, redacted_paths: list[str]
+) -> dict[str, Any] | None:
+    """The event as it arrived sealed, when the ledger may keep that form: nothing to redact
+    (redaction must change the content, so it is sealed again) and no field outside the seal
+    but the clear ones (content sent beside the seal is moved into it by sealing again)."""
+    if as_sent is None or redacted_paths or not as_sent.keys() <= _AS_SENT_FIELDS:
+        return None
+    return dict(as_sent)
