@@ -58,7 +58,7 @@ bench-ingest: install
 # The LoCoMo development split (not in the repository): make bench-results LOCOMO=path/to/it
 LOCOMO ?= bench/data/locomo-dev.json
 RESULTS ?= bench/results
-## bench-results: run every bench (about 15 min), keep the JSON, rewrite docs/benchmarks.md
+## bench-results: run every bench (about 25 min), keep the JSON, rewrite docs/benchmarks.md
 bench-results: install
 	mkdir -p $(RESULTS)
 	.venv/bin/memstream bench ingest --events 100000 --spine-only --json > $(RESULTS)/ingest-spine.json
@@ -68,10 +68,11 @@ bench-results: install
 	.venv/bin/memstream bench load --events 10000 --json > $(RESULTS)/load-10000.json
 	.venv/bin/memstream bench load --events 100000 --json > $(RESULTS)/load-100000.json
 	.venv/bin/memstream bench chaos --json > $(RESULTS)/chaos.json
+	.venv/bin/memstream bench scale --events 20000 --json > $(RESULTS)/scale.json
 	.venv/bin/memstream bench learn --json > $(RESULTS)/learn.json
 	.venv/bin/memstream bench neighbours --json > $(RESULTS)/neighbours.json
 	.venv/bin/memstream bench read-after --json > $(RESULTS)/read-after.json
-	.venv/bin/memstream bench report --results $(RESULTS) --page docs/benchmarks.md
+	.venv/bin/memstream bench report --results $(RESULTS) --page docs/benchmarks.md --page README.md
 
 ## bench-load-extra: the 1M row and the 100k row with the HNSW build on (about 20 min)
 bench-load-extra: install
@@ -79,7 +80,7 @@ bench-load-extra: install
 	.venv/bin/memstream bench load --events 1000000 --json > $(RESULTS)/load-1000000.json
 	MEMSTREAM_VECTOR_OPTIMIZE=true .venv/bin/memstream bench load --events 100000 --json \
 		> $(RESULTS)/load-100000-hnsw.json
-	.venv/bin/memstream bench report --results $(RESULTS) --page docs/benchmarks.md
+	.venv/bin/memstream bench report --results $(RESULTS) --page docs/benchmarks.md --page README.md
 
 clean:
 	rm -rf .venv .tools .mypy_cache .ruff_cache .pytest_cache

@@ -279,3 +279,31 @@ def test_the_answerability_rates_and_reliability_come_from_the_rows() -> None:
     doc = {"answerability": rates, "reliability": reliability(rows)}
     lines = "\n".join(answerability_lines(doc))
     assert "on 50.0% of the 2 answerable questions" in lines and "| 0.8–1.0 | 1 | 1.000 |" in lines
+
+
+def scale_row(replicas: int, per_s: int, seq: float) -> dict[str, object]:
+    return {
+        "replicas": replicas,
+        "ingest_events_per_s": per_s,
+        "freshness_p95_ms": 1234.5,
+        "join_pause_s": 0.2,
+        "kill_pause_s": 9.5 + replicas,
+        "events_lost": 0,
+        "events_applied_twice": 0,
+        "cpu_s_per_1000_events_by_worker": {"sequencer": seq, "api": 0.5},
+    }
+
+
+def test_the_scale_table_has_a_column_per_replica_count_and_cpu_per_worker(
+    tmp_path: Path,
+) -> None:
+    doc = {"events": 20_000, "tenants": 8, "steady_rate": 300, "machine": MACHINE,
+           "rows": [scale_row(1, 961, 0.113), scale_row(2, 1_002, 0.121)]}  # fmt: skip
+    (tmp_path / "scale.json").write_text(json.dumps(doc))
+    table = blocks_from(tmp_path)["scale"]
+    assert "| | 1 replica(s) per group | 2 replica(s) per group |" in table
+    assert "| ingest/s (emit → visible) | 961 | 1,002 |" in table
+    assert "| CPU s per 1,000 events: sequencer | 0.113 | 0.121 |" in table
+    assert "| CPU s per 1,000 events: all | 0.613 | 0.621 |" in table
+    assert "| events lost / applied twice | 0 / 0 | 0 / 0 |" in table
+    assert "10.5 s | 11.5 s |" in table and "2031-01-02" in table

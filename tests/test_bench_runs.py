@@ -192,3 +192,12 @@ def test_bench_report_rewrites_the_readme_tables_from_bench_json(tmp_path: Path)
     text = readme.read_text()
     assert "old table" not in text and "docs/s" in text
     assert text.startswith("# x\n\n<!-- bench:embed -->\n")
+    # a table whose JSON is present but that no page marks is refused, nothing written
+    (results / "scale.json").write_text(json.dumps({"rows": [], "events": 1, "tenants": 1,
+                                                    "steady_rate": 1}))  # fmt: skip
+    res = subprocess.run(
+        [str(BIN / "memstream"), "bench", "report", "--results", str(results), "--page",
+         str(readme)], capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert res.returncode != 0 and "no page marks the blocks scale" in res.stderr
+    assert readme.read_text() == text

@@ -326,18 +326,31 @@ def read_after(
 @bench_app.command("report")
 def report(
     results: Annotated[Path, typer.Option("--results", help="folder of bench JSON files")],
-    page: Annotated[
-        Path, typer.Option("--page", "--readme", help="the page holding the tables")
-    ] = Path("docs/benchmarks.md"),
+    pages: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--page",
+            "--readme",
+            help="a page holding tables (repeatable; each gets the blocks it marks)",
+        ),
+    ] = None,
 ) -> None:
-    """Rewrite the result tables of ``page`` from the JSON the benches wrote."""
-    from memstream_bench.report import blocks_from, update_readme
+    """Rewrite the result tables of the pages from the JSON the benches wrote: every table
+    whose JSON is present lands on each page that marks its block, and on one page at least."""
+    from memstream_bench.report import blocks_from, marked, update_readme
 
     blocks = blocks_from(results)
     if not blocks:
         raise typer.BadParameter(f"no bench JSON in {results}", param_hint="--results")
-    page.write_text(update_readme(page.read_text(), blocks))
-    err.print(f"updated {', '.join(sorted(blocks))} in {page}")
+    chosen = pages or [Path("docs/benchmarks.md")]
+    texts = {page: page.read_text() for page in chosen}
+    placed = set().union(*(marked(t) for t in texts.values()))
+    if missing := sorted(set(blocks) - placed):
+        raise typer.BadParameter(f"no page marks the blocks {', '.join(missing)}")
+    for page, text in texts.items():
+        mine = {name: body for name, body in blocks.items() if name in marked(text)}
+        page.write_text(update_readme(text, mine))
+        err.print(f"updated {', '.join(sorted(mine))} in {page}")
 
 
 @bench_app.command("chaos")

@@ -340,12 +340,43 @@ def read_after_table(doc: Doc) -> str:
     return "\n".join([*rows, "", tail, "", machine])
 
 
+def scale_table(doc: Doc) -> str:
+    """One column per replica count of one ``bench scale`` run; CPU per worker below."""
+    rows = doc["rows"]
+    head = "| | " + " | ".join(f"{r['replicas']} replica(s) per group" for r in rows) + " |"
+    lines = [head, "|---|" + "---:|" * len(rows)]
+
+    def line(label: str, cell: Callable[[Doc], str]) -> None:
+        lines.append(f"| {label} | " + " | ".join(cell(r) for r in rows) + " |")
+
+    line("ingest/s (emit → visible)", lambda r: _n(r["ingest_events_per_s"]))
+    line("freshness p95, burst", lambda r: f"{r['freshness_p95_ms']:,.0f} ms")
+    line("pause when a sequencer joins", lambda r: f"{r['join_pause_s']:g} s")
+    line("pause when one is killed (kill → every partition again)",
+         lambda r: f"{r['kill_pause_s']:g} s")  # fmt: skip
+    line("events lost / applied twice",
+         lambda r: f"{r['events_lost']} / {r['events_applied_twice']}")  # fmt: skip
+    workers = sorted({w for r in rows for w in r["cpu_s_per_1000_events_by_worker"]})
+    for w in workers:
+        line(f"CPU s per 1,000 events: {w}",
+             lambda r, w=w: f"{r['cpu_s_per_1000_events_by_worker'].get(w, 0):.3f}")  # type: ignore[misc]  # fmt: skip
+    line("CPU s per 1,000 events: all",
+         lambda r: f"{sum(r['cpu_s_per_1000_events_by_worker'].values()):.3f}")  # fmt: skip
+    events = f"{_n(doc['events'])} events, {doc['tenants']} tenants; load {doc['steady_rate']}/s"
+    return "\n".join([*lines, "", f"_{events}._ {_machine(doc)}"])
+
+
 def _load_label(d: Doc) -> str:
     return f"{_n(d['events'])}{' HNSW' if d.get('vector_optimize') else ''}"
 
 
 def _load_order(d: Doc) -> tuple[int, bool]:
     return int(d["events"]), bool(d.get("vector_optimize"))
+
+
+def marked(text: str) -> set[str]:
+    """The names of the ``<!-- bench:NAME -->`` blocks ``text`` holds."""
+    return set(re.findall(r"<!-- bench:([a-z0-9-]+) -->", text))
 
 
 def update_readme(text: str, blocks: dict[str, str]) -> str:
@@ -383,7 +414,12 @@ def blocks_from(results: Path) -> dict[str, str]:
         out["neighbours"] = neighbours_table(neighbours)
     if (read_after := load("read-after.json")) is not None:
         out["read-after"] = read_after_table(read_after)
+    if (scale := load("scale.json")) is not None:
+        out["scale"] = scale_table(scale)
     loads = [json.loads(p.read_text()) for p in sorted(results.glob("load-*.json"))]
     if loads:
         out["load"] = load_table(loads)
+        plain_100k = [d for d in loads if d["events"] == 100_000 and not d.get("vector_optimize")]
+        if plain_100k:
+            out["load-100k"] = load_table(plain_100k)
     return out
