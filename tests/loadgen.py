@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import threading
+from collections import Counter
 from dataclasses import dataclass, field
 
 import httpx
-from stackproc import RunningStack
+from memstream.projection.status import caught_up
+from stackproc import RunningStack, memstream, wait_until
 
 
 @dataclass
@@ -46,3 +49,28 @@ class Load:
                     else:
                         self.failed.append(f"HTTP {r.status_code}")
                 self.stop.wait(0.05)
+
+    def lost_nothing_and_doubled_nothing(self) -> None:
+        """Every event answered 202 is in the ledger exactly once, the chain verifies, and
+        the graph and the vectors converge to the ledger."""
+        stack, tenants = self.stack, set(self.keys)
+        accepted = set().union(*self.accepted.values())
+
+        def ledgered() -> Counter[str]:
+            return Counter(e["id"] for e in stack.ledger() if e["tenant"] in tenants)
+
+        wait_until(lambda: accepted <= set(ledgered()), 120, "every accepted event in the ledger")
+        counts = ledgered()
+        assert max(counts.values()) == 1, [i for i, c in counts.items() if c > 1][:5]
+        assert memstream("verify", data_dir=stack.data_dir, check=False).returncode == 0
+        total = len(stack.ledger())
+        wait_until(lambda: converged(stack, total), 180, "graph and vectors to match the ledger")
+
+
+def converged(stack: RunningStack, n: int) -> bool:
+    """The live version's graph and vectors hold exactly the ledger's ``n`` entries."""
+    res = memstream("projections", "list", "--json", data_dir=stack.data_dir, check=False)
+    if res.returncode != 0:
+        return False
+    (v,) = [v for v in json.loads(res.stdout)["versions"] if v["live"]]
+    return caught_up(v, n, exact=True)
