@@ -12,6 +12,8 @@ from confluent_kafka import KafkaException
 from memstream.kafka.reading import partition_count
 from memstream.kafka.topics import LEDGER
 from memstream.settings import Settings
+from pydantic import ValidationError
+from pydantic_settings import SettingsError
 from rich.console import Console
 
 from memstream_cli.stack.locate import Endpoints, NoStackError, locate
@@ -27,9 +29,19 @@ JsonFlag = Annotated[bool, typer.Option("--json", help="print one JSON document 
 
 
 def settings_for(data_dir: Path | None, **overrides: Any) -> Settings:
+    """The settings (``MEMSTREAM_*``, then ``overrides``); a value that does not parse or
+    validate ends the command with one line naming the variable and why."""
     if data_dir is not None:
         overrides["data_dir"] = data_dir
-    return Settings(**overrides)
+    try:
+        return Settings(**overrides)
+    except ValidationError as exc:
+        bad = "; ".join(
+            f"MEMSTREAM_{'_'.join(map(str, e['loc'])).upper()}: {e['msg']}" for e in exc.errors()
+        )
+        fail(f"settings: {bad}")
+    except SettingsError as exc:  # e.g. JSON that does not parse, named by its field
+        fail(f"settings: {exc}")
 
 
 def fail(message: str, code: int = 1) -> NoReturn:
