@@ -235,6 +235,7 @@ def test_status_names_what_did_not_answer_and_waits_for_what_is_slow(
         silent_url = f"http://127.0.0.1:{s.getsockname()[1]}/metrics"
     gone = subprocess.Popen(["true"])
     gone.wait()
+    young = subprocess.Popen(["sleep", "30"])  # a process just started, not serving yet
     slow_url = f"http://127.0.0.1:{slow.server_address[1]}/metrics"
     stack = StackInfo(
         pid=os.getpid(),
@@ -246,7 +247,9 @@ def test_status_names_what_did_not_answer_and_waits_for_what_is_slow(
         metrics_endpoints=[slow_url, silent_url],
         components={
             "slow": ComponentInfo(pid=os.getpid(), log="", metrics_url=slow_url),
-            "silent": ComponentInfo(pid=os.getpid(), log="", metrics_url=silent_url),
+            # pid 1: a process long up, so its silence is not a start
+            "silent": ComponentInfo(pid=1, log="", metrics_url=silent_url),
+            "young": ComponentInfo(pid=young.pid, log="", metrics_url=silent_url),
             "gone": ComponentInfo(pid=gone.pid, log="", metrics_url=None),
         },
         dev_key_file="/nonexistent",
@@ -255,12 +258,17 @@ def test_status_names_what_did_not_answer_and_waits_for_what_is_slow(
         doc = collect_status(Endpoints(broker, None, stack))
     finally:
         slow.shutdown()
+        young.kill()
+        young.wait()
     parts = doc["components"]
     assert parts["slow"]["healthy"] is True, parts["slow"]["problems"]
     assert parts["silent"]["healthy"] is False
     assert [p.split(" did not answer")[0] for p in parts["silent"]["problems"]] == [
         f"silent: {silent_url}"
     ]
+    assert parts["young"]["healthy"] is False
+    [starting] = parts["young"]["problems"]
+    assert starting.startswith("young: starting (up ") and "not answering yet" in starting
     assert parts["gone"]["healthy"] is False
     assert parts["gone"]["problems"] == [f"gone: process {gone.pid} is not running"]
     assert doc["healthy"] is False

@@ -230,7 +230,7 @@ def tenant_holder(stack: RunningStack) -> str:
     [part] = {
         m.partition() for m in read_topic(stack.bootstrap, LEARNING) if m.key() == TENANT.encode()
     }
-    res = memstream("status", "--json", data_dir=stack.data_dir)
+    res = memstream("status", "--json", data_dir=stack.data_dir, check=False)
     members = json.loads(res.stdout)["consumer_groups"][RETROSPECTIVE_GROUP]["members"]
     [pid] = [m["pid"] for m in members if part in m["assignment"].get(LEARNING, [])]
     [name] = [n for n, c in retro_replicas(stack).items() if c["pid"] == pid]

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from loadgen import Load
 from memstream.kafka.topics import LEDGER, RAW, SEQUENCER_GROUP
-from stackproc import RunningStack, memstream, owned_stack, pid_alive, wait_until
+from stackproc import RunningStack, healthy_status, memstream, owned_stack, pid_alive, wait_until
 
 PARTITIONS = 4  # the stack's default per topic
 
@@ -82,7 +82,8 @@ def test_each_scaling_worker_runs_two_members_sharing_the_partitions(stack: Runn
     wait_until(
         lambda: shared_by_two_living(stack, graph, LEDGER), 90, "two graph projectors sharing"
     )
-    table = memstream("status", data_dir=stack.data_dir).stdout
+    healthy_status(stack.data_dir)  # every replica up, the niced ones too
+    table = memstream("status", data_dir=stack.data_dir, check=False).stdout
     for pid in holders(groups(stack)[SEQUENCER_GROUP], RAW):  # a row for each member
         assert f" {pid} " in table, pid
 

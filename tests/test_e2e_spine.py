@@ -207,7 +207,7 @@ def test_status_names_each_groups_members_and_what_they_hold(stack: RunningStack
     retro = groups["memstream-retrospective"]["members"][0]["assignment"]
     assert set(retro) == {"memory.learning", "memory.checkouts"}
     assert retro["memory.learning"] == retro["memory.checkouts"]  # co-partitioned
-    table = memstream("status", data_dir=stack.data_dir).stdout
+    table = memstream("status", data_dir=stack.data_dir, check=False).stdout
     assert "consumer group" in table and "memstream-sequencer" in table
 
 

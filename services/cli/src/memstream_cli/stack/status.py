@@ -62,6 +62,9 @@ RUN_BY = {
 # A busy machine can take seconds to answer; slow is not dead, so status waits this long
 # before it calls an endpoint silent (and then says so).
 ANSWER_TIMEOUT_S = 10.0
+# A process this young whose /metrics does not answer yet is starting (under load a niced
+# worker takes half a minute to import), not broken: still not healthy, said as such.
+STARTING_S = 120.0
 
 
 def _silence(exc: BaseException) -> str:
@@ -125,7 +128,7 @@ def _judge(
                 url, (*LOOP_SERIES, *OUTBOX_SERIES, *MEMBER_SERIES), ANSWER_TIMEOUT_S
             )
         except (OSError, ValueError) as exc:
-            problems.append(f"{name}: {url} {_silence(exc)}")
+            problems.append(_unanswered(name, url, exc, pid, now))
             samples = []
         loops = loops_of(samples)
         c["consumers"] = {g: loop.summary(now) for g, loop in sorted(loops.items())}
@@ -137,6 +140,13 @@ def _judge(
     c["problems"] = problems
     c["healthy"] = c["healthy"] and not problems
     return members
+
+
+def _unanswered(name: str, url: str, exc: BaseException, pid: int | None, now: float) -> str:
+    started = process_started(pid) if pid is not None else None
+    if started is not None and now - started < STARTING_S:
+        return f"{name}: starting (up {now - started:.0f} s), {url} not answering yet"
+    return f"{name}: {url} {_silence(exc)}"
 
 
 def collect_status(ep: Endpoints, outbox_max_age_s: float = 300.0) -> dict[str, Any]:
