@@ -4,6 +4,7 @@ the chain still verifiable, and a restore into a fresh broker that does not brin
 from __future__ import annotations
 
 import subprocess
+import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,7 +23,7 @@ from memstream.archive.purge import (
     rewrite_segment,
     save_purged,
 )
-from memstream.archive.segments import read_archive
+from memstream.archive.segments import LOCK_FILE, read_archive
 from memstream.archive.verify import verify_archive
 from memstream.kafka.clients import make_producer
 from memstream.kafka.topics import LEDGER, ensure_topics
@@ -195,7 +196,8 @@ def test_a_crash_between_recording_a_purge_and_the_rewrite_is_finished_on_start(
         fh.write(b'{"id":"a9","payload":{"text":"' + SECRET.encode())
     Archiver(archive, make_producer(broker)).close()
     assert grep(SECRET, tmp_path) == []
-    assert sorted(p.name for p in (archive / "t1").iterdir()) == sorted([PURGED_IDS, seg.name])
+    left = sorted(p.name for p in (archive / "t1").iterdir())
+    assert left == sorted([LOCK_FILE, PURGED_IDS, seg.name])
 
 
 def test_rewrite_leaves_an_untouched_segment_alone(tmp_path: Path) -> None:
@@ -264,3 +266,59 @@ def test_ledger_stats_count_purged_entries_as_chain_positions() -> None:
         "t1": {"events": 5, "streams": 3, "purged": 1},
         "t2": {"events": 1, "streams": 1, "purged": 0},
     }
+
+
+def test_two_replicas_share_a_tenant_and_each_obeys_the_others_purge(
+    records: list[Message], broker: str, tmp_path: Path
+) -> None:
+    """Replica A holds partition 0 (the events), B partition 1 (the tombstone). B's purge
+    rewrites A's segment; A's next appends go to the new file, in purged form."""
+    archive = tmp_path / "archive"
+    a = Archiver(archive, make_producer(broker))
+    b = Archiver(archive, make_producer(broker))
+    events = [m for m in records if m.partition() == 0]
+    a.process(events[:2])  # a1 (the secret) and a2
+    b.process([m for m in records if m.partition() == 1])
+    a.process(events[2:])  # a3 (named by the tombstone B saw) and b1
+    a.close()
+    b.close()
+    assert grep(SECRET, tmp_path) == []
+    entries = [e for e, _ in read_archive(archive)]
+    assert sorted(e["id"] for e in entries) == ["a1", "a2", "a3", "b1", "purge-1"]
+    report = verify_archive(archive)
+    assert report.broken is None and (report.entries, report.purged) == (5, 2)
+    names = sorted(p.name for p in (archive / "t1").glob("*.jsonl"))
+    assert names == ["p000-00000001.jsonl", "p001-00000001.jsonl"]
+
+
+def test_a_replica_taking_a_partition_over_skips_what_its_last_holder_archived(
+    records: list[Message], broker: str, tmp_path: Path
+) -> None:
+    archive = tmp_path / "archive"
+    events = [m for m in records if m.partition() == 0]
+    later = Archiver(archive, make_producer(broker))  # started while the archive was empty
+    first = Archiver(archive, make_producer(broker))
+    first.process(events)  # archived, then killed before its offsets were committed
+    first.close()
+    later.assigned([0])
+    later.process(events)  # the partition's records delivered again to their new holder
+    later.close()
+    ids = [e["id"] for e, _ in read_archive(archive)]
+    assert sorted(ids) == ["a1", "a2", "a3", "b1"]
+
+
+def test_the_tenant_lock_keeps_a_second_holder_out_until_the_first_lets_go(
+    tmp_path: Path,
+) -> None:
+    got = threading.Event()
+
+    def second() -> None:
+        with segments.tenant_lock(tmp_path / "t1"):
+            got.set()
+
+    with segments.tenant_lock(tmp_path / "t1"):
+        thread = threading.Thread(target=second)
+        thread.start()
+        assert not got.wait(0.5)
+    assert got.wait(10)
+    thread.join(10)

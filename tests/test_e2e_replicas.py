@@ -1,7 +1,8 @@
 """Two replicas of each worker that scales out, one consumer group each, under HTTP load: a
-replica of the sequencer and one of the graph projector killed with SIGKILL. The supervisor
-starts them again, ``memstream status`` shows every partition held by a living member, every
-accepted event is ledgered exactly once, the chain verifies and the graph converges."""
+replica of the sequencer, one of the graph projector and one of the archiver killed with
+SIGKILL. The supervisor starts them again, ``memstream status`` shows every partition held by
+a living member, every accepted event is ledgered exactly once and archived exactly once,
+the chain verifies and the graph converges."""
 
 from __future__ import annotations
 
@@ -9,12 +10,21 @@ import json
 import os
 import signal
 import threading
+from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from loadgen import Load
-from memstream.kafka.topics import LEDGER, RAW, SEQUENCER_GROUP
+from memstream.archive.segments import read_archive
+from memstream.kafka.topics import (
+    ARCHIVER_GROUP,
+    LATENT_INPUTS,
+    LATENTS_GROUP,
+    LEDGER,
+    RAW,
+    SEQUENCER_GROUP,
+)
 from stackproc import RunningStack, healthy_status, memstream, owned_stack, pid_alive, wait_until
 
 PARTITIONS = 4  # the stack's default per topic
@@ -68,14 +78,16 @@ def graph_group(stack: RunningStack) -> str:
 
 def test_each_scaling_worker_runs_two_members_sharing_the_partitions(stack: RunningStack) -> None:
     info = json.loads((stack.data_dir / "stack.json").read_text())["components"]
-    for role in ("sequencer", "graph-projector", "retrospective"):
+    for role in ("sequencer", "archiver", "graph-projector", "retrospective", "latent-builder"):
         assert info[role]["worker"] == info[f"{role}-2"]["worker"] == role
         assert info[role]["pid"] != info[f"{role}-2"]["pid"]
-    for single in ("archiver", "latent-builder"):
-        assert single in info and f"{single}-2" not in info
     wait_until(
         lambda: shared_by_two_living(stack, SEQUENCER_GROUP, RAW), 90, "two sequencers sharing"
     )
+    wait_until(lambda: shared_by_two_living(stack, ARCHIVER_GROUP, LEDGER),
+               90, "two archivers sharing")  # fmt: skip
+    wait_until(lambda: shared_by_two_living(stack, LATENTS_GROUP, LATENT_INPUTS),
+               120, "two latent builders sharing whole tenants")  # fmt: skip
     wait_until(lambda: len(groups(stack).get(graph_group(stack), {}).get("members", [])) == 2,
                90, "two graph projectors")  # fmt: skip
     graph = graph_group(stack)
@@ -102,6 +114,7 @@ def test_replicas_killed_under_load_lose_and_duplicate_nothing(stack: RunningSta
         victims = {
             "sequencer-2": stack.pid("sequencer-2"),
             "graph-projector": stack.pid("graph-projector"),
+            "archiver-2": stack.pid("archiver-2"),
         }
         for pid in victims.values():
             os.kill(pid, signal.SIGKILL)
@@ -112,6 +125,9 @@ def test_replicas_killed_under_load_lose_and_duplicate_nothing(stack: RunningSta
                    120, "the raw partitions held by living sequencers")  # fmt: skip
         wait_until(lambda: shared_by_two_living(stack, graph, LEDGER, graph_gone),
                    120, "the ledger partitions held by living graph projectors")  # fmt: skip
+        wait_until(lambda: shared_by_two_living(stack, ARCHIVER_GROUP, LEDGER,
+                                                victims["archiver-2"]),
+                   120, "the ledger partitions held by living archivers")  # fmt: skip
         seen = sum(map(len, load.accepted.values()))
         wait_until(lambda: sum(map(len, load.accepted.values())) > seen + 100, 60, "load after")
     finally:
@@ -119,3 +135,13 @@ def test_replicas_killed_under_load_lose_and_duplicate_nothing(stack: RunningSta
         thread.join(60)
     assert not any(f.startswith("HTTP") for f in load.failed), load.failed
     load.lost_nothing_and_doubled_nothing()
+    ledgered = {e["id"] for e in stack.ledger() if e["tenant"] in keys}
+
+    def archived() -> Counter[str]:
+        archive = stack.data_dir / "archive"
+        return Counter(e["id"] for t in keys for e, _ in read_archive(archive, t))
+
+    wait_until(lambda: ledgered <= set(archived()), 120, "every ledgered event archived")
+    counts = archived()
+    assert set(counts) == ledgered and max(counts.values()) == 1, counts.most_common(3)
+    assert memstream("verify", data_dir=stack.data_dir, check=False).returncode == 0

@@ -123,17 +123,19 @@ def test_verify_passes_and_names_a_tampered_line(stack: RunningStack, tmp_path: 
     assert ok.returncode == 0, ok.stdout + ok.stderr
     copy = tmp_path / "copy"
     shutil.copytree(stack.data_dir / "archive", copy / "archive")
-    seg = sorted((copy / "archive" / "alpha").glob("*.jsonl"))[0]
+    # The longest segment (each ledger partition has its own), a line from its middle.
+    seg = max((copy / "archive" / "alpha").glob("*.jsonl"), key=lambda p: p.stat().st_size)
     lines = seg.read_bytes().splitlines(keepends=True)
-    entry = orjson.loads(lines[10])
+    at = len(lines) // 2
+    entry = orjson.loads(lines[at])
     # The content is sealed: rewriting it means replacing the ciphertext the hash covers.
     assert "payload" not in entry
     entry["sealed"]["c"] = entry["sealed"]["c"][::-1]
-    lines[10] = orjson.dumps(entry) + b"\n"
+    lines[at] = orjson.dumps(entry) + b"\n"
     seg.write_bytes(b"".join(lines))
     bad = memstream("verify", "--tenant", "alpha", data_dir=copy, check=False)
     assert bad.returncode == 1
-    assert f"{seg}:11" in bad.stdout and "hash does not match" in bad.stdout
+    assert f"{seg}:{at + 1}" in bad.stdout and "hash does not match" in bad.stdout
 
 
 def test_killing_workers_mid_ingest_loses_and_duplicates_nothing(stack: RunningStack) -> None:
@@ -177,6 +179,7 @@ SPINE_GROUPS = {
     "memstream-retrospective": "retrospective",
     "memstream-learning-route": "retrospective",
     "memstream-latents": "latent-builder",
+    "memstream-latents-route": "latent-builder",
     "memstream-graph-v1": "graph-projector",
     "memstream-vector-v1": "api",  # the embedded stack's vector projection
 }
@@ -207,6 +210,8 @@ def test_status_names_each_groups_members_and_what_they_hold(stack: RunningStack
     retro = groups["memstream-retrospective"]["members"][0]["assignment"]
     assert set(retro) == {"memory.learning", "memory.checkouts"}
     assert retro["memory.learning"] == retro["memory.checkouts"]  # co-partitioned
+    latents = groups["memstream-latents"]["members"][0]["assignment"]
+    assert set(latents) == {"memory.latent-inputs"} and latents["memory.latent-inputs"]
     table = memstream("status", data_dir=stack.data_dir, check=False).stdout
     assert "consumer group" in table and "memstream-sequencer" in table
 
@@ -231,6 +236,7 @@ def test_status_reports_components_and_lag(stack: RunningStack) -> None:
         "memstream-retrospective",
         "memstream-learning-route",
         "memstream-latents",
+        "memstream-latents-route",
     }
     for url in doc["metrics_endpoints"]:
         body = httpx.get(url, timeout=5).text

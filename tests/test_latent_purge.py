@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import orjson
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Message, Producer
 from memstream.embed.hashing import HashingEmbedder
 from memstream.kafka.clients import make_producer
-from memstream.kafka.topics import LATENTS, LEDGER, ensure_topics
+from memstream.kafka.topics import LATENT_INPUTS, LATENTS, ensure_topics
 from memstream.latent.builder import Built, LatentBuilder, Output, latent_input
 from memstream.ledger.purge import purged_form, subject_digest
 from memstream.records.latent import EpisodeDetails, LatentArtifact, LatentDeletion
@@ -19,6 +20,9 @@ from memstream.settings import Settings
 from memstream_latents.main import LatentWorker
 from test_latent_builder import NOW, T0, Ledger
 from topicread import read_topic
+
+# Every partition of the latent topics: a replica alone holds them all.
+ALL_PARTITIONS = list(range(Settings().topic_partitions))
 
 PERSON = "Éloïse Martin-Duval"
 
@@ -161,25 +165,26 @@ def test_a_live_tombstone_deletes_and_restore_honours_deletion_records(topics: s
         e["tenant"] = ledger.tenant
     producer = Producer({"bootstrap.servers": topics})
     for e in ledger.entries:
-        producer.produce(LEDGER, orjson.dumps(e), key=ledger.tenant)
+        producer.produce(LATENT_INPUTS, orjson.dumps(e), key=ledger.tenant)
     assert producer.flush(10) == 0
     clock = lambda: datetime(2026, 1, 1, tzinfo=UTC)  # noqa: E731
     first = LatentWorker(topics, make_producer(topics), HashingEmbedder(), clock)
-    first.restore()
+    first.rebuild(ALL_PARTITIONS)
     [episode] = [a for a in first.builder.current.values() if a.group_key == "episode:chat:chat-1"]
     # The purge: the tombstone on the ledger (the original entries stay in the broker).
     purge = tombstone(ledger, ["chat-1", "chat-2", "chat-3"], T0 + timedelta(hours=1))
     purge["tenant"] = ledger.tenant
-    producer.produce(LEDGER, orjson.dumps(purge), key=ledger.tenant)
+    producer.produce(LATENT_INPUTS, orjson.dumps(purge), key=ledger.tenant)
     assert producer.flush(10) == 0
-    [m] = [m for m in read_topic(topics, LEDGER) if ledger.tenant.encode() in (m.value() or b"")
+    [m] = [m for m in read_topic(topics, LATENT_INPUTS)
+           if ledger.tenant.encode() in (m.value() or b"")
            and b"memory.purge" in (m.value() or b"")]  # fmt: skip
-    first.process([m])  # live: the deletion, then the ledger folded again without the purge
+    first.process([m])  # live: the deletion, then the inputs folded again without the purge
     assert any(a.group_key == "episode:chat:chat-4" for a in first.builder.current.values())
     second = LatentWorker(topics, make_producer(topics), HashingEmbedder(), clock)
-    second.restore()  # nothing left to delete or build
+    second.rebuild(ALL_PARTITIONS)  # nothing left to delete or build
     third = LatentWorker(topics, make_producer(topics), HashingEmbedder(), clock)
-    third.restore()
+    third.rebuild(ALL_PARTITIONS)
     mine = [m.value() or b"" for m in read_topic(topics, LATENTS) if ledger.tenant.encode()
             in (m.key() or b"")]  # fmt: skip
     dels = [r for r in mine if b'"deleted_by"' in r]
@@ -191,3 +196,54 @@ def test_a_live_tombstone_deletes_and_restore_honours_deletion_records(topics: s
         assert episode.artifact_id not in ids
         assert (ledger.tenant, episode.artifact_id) in w.builder.deleted
         assert not any("chat-1" in a.source_ids for a in w.builder.current.values())
+
+
+def _tenants_on_two_partitions(broker: str) -> dict[int, str]:
+    """Two fresh tenants whose inputs land on different partitions: partition -> tenant."""
+    producer = make_producer(broker)  # the partitioner the route and the builder use
+    found: dict[int, str] = {}
+    landed: list[tuple[str, int]] = []
+
+    def note(tenant: str) -> Callable[[Any, Message], None]:
+        return lambda _err, m: landed.append((tenant, m.partition() or 0))
+
+    while len(found) < 2:
+        tenant = f"t-{uuid.uuid4().hex[:8]}"
+        # A malformed record (the fold skips it; the loop would dead-letter it).
+        producer.produce(LATENT_INPUTS, b"{}", key=tenant, on_delivery=note(tenant))
+        assert producer.flush(10) == 0
+        for t, p in landed:
+            found.setdefault(p, t)
+    return found
+
+
+def test_replicas_build_only_their_partitions_tenants_and_a_takeover_sends_nothing_twice(
+    topics: str,
+) -> None:
+    by_part = _tenants_on_two_partitions(topics)
+    (pa, ta), (pb, tb) = sorted(by_part.items())
+    producer = make_producer(topics)
+    for tenant in (ta, tb):
+        for e in session().entries:
+            producer.produce(LATENT_INPUTS, orjson.dumps({**e, "tenant": tenant}), key=tenant)
+    assert producer.flush(10) == 0
+    clock = lambda: datetime(2026, 1, 1, tzinfo=UTC)  # noqa: E731
+    a = LatentWorker(topics, make_producer(topics), HashingEmbedder(), clock)
+    b = LatentWorker(topics, make_producer(topics), HashingEmbedder(), clock)
+    a.rebuild([pa])
+    b.rebuild([pb])
+    # Other tests' tenants share these partitions: each replica holds its own, never the other's.
+    held_a = {x.tenant for x in a.builder.current.values()}
+    held_b = {x.tenant for x in b.builder.current.values()}
+    assert ta in held_a and tb not in held_a
+    assert tb in held_b and ta not in held_b
+
+    def built(tenant: str) -> list[bytes]:
+        return [m.value() or b"" for m in read_topic(topics, LATENTS) if m.key() == tenant.encode()]
+
+    before = {t: len(built(t)) for t in (ta, tb)}
+    assert all(before.values())
+    a.forget([pa])  # b died: a is given every partition of both
+    a.rebuild([pa, pb])
+    assert {ta, tb} <= {x.tenant for x in a.builder.current.values()}
+    assert {t: len(built(t)) for t in (ta, tb)} == before  # equal inputs, equal ids: no resend

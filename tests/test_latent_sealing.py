@@ -17,7 +17,7 @@ from falkordb import FalkorDB
 from memstream.embed.hashing import HashingEmbedder
 from memstream.graph.falkor import FalkorGraphStore
 from memstream.kafka.clients import make_producer
-from memstream.kafka.topics import DLQ, LATENTS, LEDGER, ensure_topics
+from memstream.kafka.topics import DLQ, LATENT_INPUTS, LATENTS, LEDGER, ensure_topics
 from memstream.ledger.opening import EntryOpener
 from memstream.ledger.purge import subject_digest
 from memstream.ledger.sequencing import RawRecord, Sequenced, SequencerState, sequence
@@ -34,6 +34,9 @@ from memstream.stack.servers import Server
 from memstream.vectors.edge import EdgeVectorIndex
 from memstream_latents.main import COMPONENT, STORE, LatentWorker
 from topicread import read_topic
+
+# Every partition of the latent topics: a replica alone holds them all.
+ALL_PARTITIONS = list(range(Settings().topic_partitions))
 
 PERSON = "Éloïse Martin-Duval"
 # Words only the purged events hold (long enough never to occur by chance in base64).
@@ -166,6 +169,8 @@ class SealedLedger:
         out = sequence(raw, self.state, at.isoformat(), key_map)
         assert isinstance(out, Sequenced), out
         self.producer.produce(LEDGER, out.value, key=f"{self.tenant}/{stream}".encode())
+        # The latent builder's copy, as its route loop makes it: keyed by tenant alone.
+        self.producer.produce(LATENT_INPUTS, out.value, key=self.tenant.encode())
         assert self.producer.flush(10) == 0
         return str(doc["id"])
 
@@ -173,7 +178,9 @@ class SealedLedger:
         return self.add("message.user", {"text": text}, at, "chat")
 
     def entry(self, event_id: str) -> Message:
-        [m] = [m for m in self.messages(LEDGER) if orjson.loads(m.value() or b"")["id"] == event_id]
+        """The entry's copy the latent builder reads."""
+        [m] = [m for m in self.messages(LATENT_INPUTS)
+               if orjson.loads(m.value() or b"")["id"] == event_id]  # fmt: skip
         return m
 
     def messages(self, topic: str) -> list[Message]:
@@ -212,7 +219,7 @@ def _build_then_purge(
     ledger.add("preference.set", pref, T0, "prefs")
     ledger.add("preference.set", {"key": "tea", "value": "oolong", "subject": "Zoë Martin"},
                T0, "prefs")  # fmt: skip
-    worker.restore()
+    worker.rebuild(ALL_PARTITIONS)
     # The person's preference changes: the built one is re-sent stale, superseded.
     new = ledger.add("preference.set", {**pref, "value": "sencha"}, T0 + timedelta(days=1), "prefs")
     worker.process([ledger.entry(new)])
@@ -274,7 +281,7 @@ def test_a_purge_shreds_every_artifact_built_from_its_events_and_a_replay_projec
     # Restarted: the builder restores from the topic, applies the tombstone again, destroys
     # nothing more and holds nothing built from a purged event.
     again = worker()
-    again.restore()
+    again.rebuild(ALL_PARTITIONS)
     assert _removed_keys() - before == len(derived)
     assert all(not set(purged) & set(a.source_ids) for a in again.builder.current.values()
                if a.tenant == tenant)  # fmt: skip

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from memstream.settings import Settings
-from memstream_cli.stack.supervisor import SINGLE, StackError, plan_workers
+from memstream_cli.stack.supervisor import StackError, plan_workers
 
 
 def names(settings: Settings) -> list[tuple[str, str]]:
@@ -21,7 +21,7 @@ def test_one_replica_is_one_process_of_each_worker() -> None:
     ]
 
 
-def test_n_replicas_scale_the_workers_correct_at_n_and_keep_the_rest_alone() -> None:
+def test_n_replicas_scale_every_worker() -> None:
     planned = names(Settings(replicas=3))
     assert [n for n, r in planned if r == "sequencer"] == [
         "sequencer",
@@ -33,8 +33,9 @@ def test_n_replicas_scale_the_workers_correct_at_n_and_keep_the_rest_alone() -> 
         "graph-projector-2",
         "graph-projector-3",
     ]
-    for role in SINGLE:
-        assert [n for n, r in planned if r == role] == [role]
+    assert [n for n, r in planned if r == "archiver"] == ["archiver", "archiver-2", "archiver-3"]
+    for role in ("retrospective", "latent-builder"):
+        assert [n for n, r in planned if r == role] == [role, f"{role}-2", f"{role}-3"]
 
 
 def test_a_per_worker_override_wins_over_the_stack_wide_count() -> None:
@@ -49,14 +50,13 @@ def test_without_embedded_projections_only_the_spine_runs() -> None:
         ("sequencer", "sequencer"),
         ("sequencer-2", "sequencer"),
         ("archiver", "archiver"),
+        ("archiver-2", "archiver"),
     ]
 
 
 @pytest.mark.parametrize(
     ("override", "says"),
     [
-        ({"archiver": 2}, "archiver runs as one process"),
-        ({"latent-builder": 3}, "groups a tenant.s whole ledger in one process"),
         ({"sequncer": 2}, "names no worker: sequncer"),
         ({"sequencer": 0}, "sequencer: 0 replicas asked"),
     ],

@@ -7,8 +7,9 @@ from typing import Any
 
 import pytest
 from memstream.kafka.loop import BatchLoop
+from memstream.kafka.route import tenant_key
 from memstream.kafka.runner import LoopFailed, run_loops
-from memstream.learning.retrospective import tenant_key, watched
+from memstream.learning.retrospective import watched
 
 
 class FakeLoop(BatchLoop):

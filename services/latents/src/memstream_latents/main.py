@@ -1,29 +1,41 @@
 """Latent builder: memory.ledger -> memory.latents (DESIGN.md §3.6).
 
-The I/O shell around :class:`memstream.latent.builder.LatentBuilder`. On start the builder
-learns the current artifacts from memory.latents and re-reads the ledger from the beginning
-(its open groups live in memory); equal inputs give equal ids, so the re-read sends only what
-is new. Then one consumer group reads the ledger; an entry already folded in is skipped by
-its seq. Artifacts are produced keyed by tenant and flushed before offsets are committed.
+The I/O shell around :class:`memstream.latent.builder.LatentBuilder`, in two loops:
+
+- **route** (group ``memstream-latents-route``, over memory.ledger): copies every entry as it
+  is, sealed, to memory.latent-inputs keyed by tenant alone (:mod:`memstream.kafka.route`).
+  The builder groups a tenant's whole ledger (sessions, runs, preferences across streams),
+  and the ledger spreads a tenant over its partitions; re-keyed, a tenant is on one.
+- **build** (group ``memstream-latents``, over memory.latent-inputs): memory.latents is keyed
+  by tenant with the same partition count, so a replica's partitions of both hold the same
+  whole tenants. On each assignment the replica learns its tenants' current artifacts from
+  memory.latents and folds their inputs again from the beginning (its open groups live in
+  memory); equal inputs give equal ids, so the re-read sends only what is new. Then the loop
+  reads on; an entry already folded in is skipped by its seq. Artifacts are produced keyed by
+  tenant and flushed before offsets are committed.
+
 An episode's centroid is the mean of its turns' vectors under the live version's embedder.
 
-Purges: before folding the ledger on start, every tombstone's event ids are collected, so a
-purged event is skipped even while the broker still holds its content. A live tombstone
-sends a ``LatentDeletion`` (keyed by tenant, like the artifacts) for every artifact citing a
-purged event, then the ledger is folded again without the purged events, so the groups they
-were part of (closed episodes, finished runs) come back from what remains.
+Purges: before folding the inputs on an assignment, every tombstone's event ids are
+collected, so a purged event is skipped even while the broker still holds its content. A live
+tombstone sends a ``LatentDeletion`` (keyed by tenant, like the artifacts) for every artifact
+citing a purged event, then the inputs are folded again without the purged events, so the
+groups they were part of (closed episodes, finished runs) come back from what remains.
 
 Sealing (DESIGN §3.7): every artifact record is sealed under the artifact's data key
 (:mod:`memstream.shred.artifacts`). The worker knows every artifact id it ever produced or
 read back, by source event; a tombstone destroys the keys of all of them that cite a purged
 event (current, stale and superseded alike), after their deletions are on the topic. The
-same is done on start for every tombstone in the ledger, so a stop between the two, or a
-tombstone applied before sealing, is made good (destroying a destroyed key changes nothing).
+same is done on each assignment for every tombstone of its tenants, so a stop between the
+two, or a tombstone applied before sealing, is made good (destroying a destroyed key changes
+nothing).
 """
 
 from __future__ import annotations
 
 import logging
+import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
@@ -44,8 +56,14 @@ from memstream.kafka.produce import (
     refused_as_too_large,
 )
 from memstream.kafka.reading import read_to_end
+from memstream.kafka.route import not_co_partitioned, route_loop, tenant_router
 from memstream.kafka.runner import run_loops
-from memstream.kafka.topics import LATENTS, LATENTS_GROUP, LEDGER
+from memstream.kafka.topics import (
+    LATENT_INPUTS,
+    LATENTS,
+    LATENTS_GROUP,
+    LATENTS_ROUTE_GROUP,
+)
 from memstream.kafka.worker import start_worker
 from memstream.latent.builder import Built, LatentBuilder, LatentInput, Output, latent_input
 from memstream.latent.metrics import BUILT, CURRENT, ENTRIES, LAG, STALE, init_latents
@@ -95,9 +113,10 @@ class LatentWorker:
         self.producer = producer
         self.embedder = embedder
         self.builder = LatentBuilder()
+        self.partitions: list[int] = []  # of memory.latent-inputs (and memory.latents) held
         self.clock = clock
         self.reports = DeliveryReports()
-        self.dead_letters = DeadLetterWriter(producer, COMPONENT, LEDGER)
+        self.dead_letters = DeadLetterWriter(producer, COMPONENT, LATENT_INPUTS)
         self.pending: list[datetime] = []  # ingest times of entries folded in, not yet built
         init_latents(COMPONENT)
         EVENTS_PRODUCED.labels(COMPONENT, LATENTS)
@@ -106,12 +125,15 @@ class LatentWorker:
         PURGE_ITEMS_REMOVED.labels(COMPONENT, STORE, "artifacts")
         PURGE_ITEMS_REMOVED.labels(COMPONENT, STORE, "artifact_keys")
 
-    def restore(self) -> None:
-        """Current artifacts (and deletions) from memory.latents, the purged event ids, then
-        the whole ledger folded in again."""
+    def rebuild(self, partitions: list[int]) -> None:
+        """The state of the tenants on ``partitions`` (every assignment, the whole of it):
+        their current artifacts (and deletions) from memory.latents, the purged event ids,
+        then their inputs folded in again."""
+        self.forget(self.partitions)
+        self.partitions = sorted(partitions)
         known = 0
         chunk: list[Message] = []
-        for m in read_to_end(self.bootstrap, LATENTS):
+        for m in read_to_end(self.bootstrap, LATENTS, self.partitions):
             chunk.append(m)
             if len(chunk) == RESTORE_CHUNK:
                 known += self._remember(chunk)
@@ -120,13 +142,21 @@ class LatentWorker:
         self._note_purges()
         now = self.clock()
         out = self._fold(now)
-        log.info("restored %d artifact records; re-read the ledger", known)
+        log.info("partitions %s: %d artifact records; inputs folded again", partitions, known)
         self._send([*out, *self.builder.flush(now)])
         by_tenant: dict[str, list[str]] = {}
         for tenant, eid in self.builder.purged:
             by_tenant.setdefault(tenant, []).append(eid)
         for tenant, ids in by_tenant.items():
             self._shred(tenant, ids)
+
+    def forget(self, _partitions: list[int]) -> None:
+        """Partitions revoked: the state goes (the next assignment, whole under the eager
+        protocol, rebuilds what the replica holds then)."""
+        self.builder = LatentBuilder()
+        self.derived = {}
+        self.pending = []
+        self.partitions = []
 
     def _remember(self, msgs: list[Message]) -> int:
         """Records read back on start into the builder and the index of derived ids; an
@@ -168,7 +198,7 @@ class LatentWorker:
     def _note_purges(self) -> None:
         """Every tombstone's event ids, before the fold: tombstones come after what they
         purge, and the broker may still hold the purged entries' content."""
-        for m in read_to_end(self.bootstrap, LEDGER):
+        for m in read_to_end(self.bootstrap, LATENT_INPUTS, self.partitions):
             raw = m.value()
             if raw is None or PURGE_MARK not in raw:
                 continue
@@ -177,9 +207,9 @@ class LatentWorker:
                 self.builder.note_purge(item.extraction.event.tenant, item.purge)
 
     def _fold(self, now: datetime) -> list[Output]:
-        """The whole ledger folded into the builder (entries it has seen change nothing)."""
+        """The inputs held folded into the builder (entries it has seen change nothing)."""
         out: list[Output] = []
-        for m in read_to_end(self.bootstrap, LEDGER):
+        for m in read_to_end(self.bootstrap, LATENT_INPUTS, self.partitions):
             item = decode_entry(m.value(), latent_input, self.opener)
             if not isinstance(item, str):  # a bad one is dead-lettered when the loop reads it
                 out += self.builder.observe(item, now)
@@ -214,7 +244,7 @@ class LatentWorker:
             self._refold(now, len(tombstones))
 
     def _refold(self, now: datetime, tombstones: int) -> None:
-        """After a tombstone: the ledger folded again into a builder that knows the purge,
+        """After a tombstone: the inputs folded again into a builder that knows the purge,
         so closed episodes and finished runs come back without the purged events."""
         self.builder = self.builder.after_purge()
         self._send([*self._fold(now), *self._flush(now)])
@@ -311,6 +341,9 @@ def live_embedder(settings: Settings) -> Embedder:
 
 def main() -> None:
     settings, bootstrap = start_worker(COMPONENT)
+    problem = not_co_partitioned(bootstrap, LATENT_INPUTS, LATENTS)
+    if problem is not None:
+        sys.exit(f"memstream-latents: {problem}")
     producer = make_producer(
         bootstrap,
         **{"delivery.report.only.error": True, "message.max.bytes": settings.max_record_bytes},
@@ -320,19 +353,27 @@ def main() -> None:
     worker = LatentWorker(
         bootstrap, producer, live_embedder(settings), opener=EntryOpener(keys), sealer=sealer
     )
-    worker.restore()
-    loop = BatchLoop(
+    router = tenant_router(bootstrap, settings, COMPONENT, LATENT_INPUTS)
+    stop = threading.Event()
+    route = route_loop(bootstrap, settings, LATENTS_ROUTE_GROUP, router, stop)
+    build = BatchLoop(
         consumer=make_consumer(bootstrap, LATENTS_GROUP, settings),
-        topic=LEDGER,
+        topic=LATENT_INPUTS,
         group=LATENTS_GROUP,
         component=COMPONENT,
         process=worker.process,
         idle=worker.idle,
+        on_assign=worker.rebuild,
+        on_revoke=worker.forget,
         batch_size=settings.batch_size,
         wait_s=settings.batch_wait_s,
+        stop_event=stop,
     )
-    run_loops([loop])
-    producer.flush(30)
+    try:
+        run_loops([route, build])
+    finally:
+        producer.flush(30)
+        router.producer.flush(30)
 
 
 if __name__ == "__main__":

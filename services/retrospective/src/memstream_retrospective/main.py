@@ -33,13 +33,13 @@ from memstream.kafka.clients import make_consumer, make_producer
 from memstream.kafka.dlq import DeadLetterWriter
 from memstream.kafka.loop import BatchLoop, Positions
 from memstream.kafka.produce import DeliveryReports, flush_or_raise, produce_with_backpressure
-from memstream.kafka.reading import headers_of, partition_count, read_to_end
+from memstream.kafka.reading import read_to_end
+from memstream.kafka.route import not_co_partitioned, route_loop, tenant_router
 from memstream.kafka.runner import run_loops
 from memstream.kafka.topics import (
     CHECKOUTS,
     LEARNING,
     LEARNING_ROUTE_GROUP,
-    LEDGER,
     RAW,
     RETROSPECTIVE_GROUP,
 )
@@ -65,7 +65,6 @@ from memstream.learning.retrospective import (
     TraceOpen,
     read_entry,
     read_trace,
-    tenant_key,
     watched,
 )
 from memstream.ledger.entry import Opener
@@ -77,36 +76,6 @@ from memstream.shred.traces import TraceOpener
 
 COMPONENT = "retrospective"
 log = logging.getLogger(COMPONENT)
-
-
-class LearningRouter:
-    """memory.ledger -> memory.learning: what the pass reads, keyed by tenant."""
-
-    def __init__(self, producer: Producer) -> None:
-        self.producer = producer
-        self.reports = DeliveryReports()
-        self._m_routed = EVENTS_PRODUCED.labels(COMPONENT, LEARNING)
-
-    def process(self, msgs: list[Message]) -> None:
-        routed = 0
-        for m in msgs:
-            value, key = m.value(), tenant_key(m.key())
-            # A record with no tenant in its key is malformed: the projectors dead-letter it.
-            if key is None or value is None or not watched(value):
-                continue
-            produce_with_backpressure(
-                self.producer,
-                LEARNING,
-                value,
-                key=key,
-                headers=list(headers_of(m).items()),
-                on_delivery=self.reports,
-                record_id=f"{m.partition()}:{m.offset()}",
-            )
-            routed += 1
-        if routed:  # raises when one was not written: nothing is committed
-            flush_or_raise(self.producer, 30, self.reports, f"{COMPONENT} copies to {LEARNING}")
-        self._m_routed.inc(routed)
 
 
 class RetrospectiveWorker:
@@ -248,13 +217,9 @@ def policy_of(settings: Settings) -> RetroPolicy:
 
 def main() -> None:
     settings, bootstrap = start_worker(COMPONENT)
-    learning_n = partition_count(bootstrap, LEARNING)
-    traces_n = partition_count(bootstrap, CHECKOUTS)
-    if learning_n != traces_n:
-        sys.exit(
-            f"memstream-retrospective: {LEARNING} has {learning_n} partitions, {CHECKOUTS} "
-            f"{traces_n}: a tenant's records would not meet its traces"
-        )
+    problem = not_co_partitioned(bootstrap, LEARNING, CHECKOUTS)
+    if problem is not None:
+        sys.exit(f"memstream-retrospective: {problem}")
     # Failures only: flush() still waits for every acknowledgement (see the sequencer).
     producer = make_producer(bootstrap, **{"delivery.report.only.error": True})
     keys = reading_keys(settings)
@@ -266,18 +231,9 @@ def main() -> None:
         traces=TraceOpener(keys),
         sealer=EventSealer(keys if settings.seal else None),
     )
-    router = LearningRouter(make_producer(bootstrap, **{"delivery.report.only.error": True}))
+    router = tenant_router(bootstrap, settings, COMPONENT, LEARNING, wanted=watched)
     stop = threading.Event()
-    route = BatchLoop(
-        consumer=make_consumer(bootstrap, LEARNING_ROUTE_GROUP, settings),
-        topic=LEDGER,
-        group=LEARNING_ROUTE_GROUP,
-        component=COMPONENT,
-        process=router.process,
-        batch_size=settings.batch_size,
-        wait_s=settings.batch_wait_s,
-        stop_event=stop,
-    )
+    route = route_loop(bootstrap, settings, LEARNING_ROUTE_GROUP, router, stop)
     learn = BatchLoop(
         consumer=make_consumer(bootstrap, RETROSPECTIVE_GROUP, settings),
         topic=LEARNING,

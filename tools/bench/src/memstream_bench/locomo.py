@@ -25,7 +25,13 @@ from memstream.client import MemoryHttpClient
 from memstream.embed.registry import get_embedder
 from memstream.events import EventIn
 from memstream.kafka.reading import end_offsets, group_lag
-from memstream.kafka.topics import LATENTS, LATENTS_GROUP, LEDGER
+from memstream.kafka.topics import (
+    LATENT_INPUTS,
+    LATENTS,
+    LATENTS_GROUP,
+    LATENTS_ROUTE_GROUP,
+    LEDGER,
+)
 from memstream.keys import KeyStore
 from memstream.projection.embedded import default_config
 from memstream.projection.status import caught_up, live_version, projection_status
@@ -140,7 +146,8 @@ def _wait_latents(bootstrap: str, groups: list[str]) -> None:
         size = sum(end_offsets(bootstrap, LATENTS).values())
         if size != last:
             last, since = size, time.monotonic()
-        lags = [sum(group_lag(bootstrap, LATENTS_GROUP, LEDGER).values())]
+        lags = [sum(group_lag(bootstrap, LATENTS_ROUTE_GROUP, LEDGER).values())]
+        lags += [sum(group_lag(bootstrap, LATENTS_GROUP, LATENT_INPUTS).values())]
         lags += [sum(group_lag(bootstrap, g, LATENTS).values()) for g in groups]
         if size > 0 and not any(lags) and time.monotonic() - since > 3:
             return

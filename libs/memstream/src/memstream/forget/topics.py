@@ -29,7 +29,7 @@ from memstream.forget.purge import (
     trace_reaches,
 )
 from memstream.kafka.reading import read_to_end
-from memstream.kafka.topics import CHECKOUTS, DLQ, LEARNING, LEDGER, RAW
+from memstream.kafka.topics import CHECKOUTS, DLQ, LATENT_INPUTS, LEARNING, LEDGER, RAW
 from memstream.settings import Settings
 from memstream.shred.port import DataKeys
 from memstream.shred.seal import is_sealed
@@ -170,8 +170,10 @@ def purge_topics(
     topics = {
         RAW: TopicReport(sealed=sealed, keys_destroyed=event_keys),
         LEDGER: TopicReport(sealed=sealed, keys_destroyed=event_keys),
-        # The learning records are ledger entries copied as they are: sealed under the same keys.
+        # The learning records and the latent inputs are ledger entries copied as they are:
+        # sealed under the same keys.
         LEARNING: TopicReport(sealed=sealed, keys_destroyed=event_keys),
+        LATENT_INPUTS: TopicReport(sealed=sealed, keys_destroyed=event_keys),
         CHECKOUTS: TopicReport(sealed=sealed, keys_destroyed=shredded),
         DLQ: TopicReport(sealed=sealed, keys_destroyed=event_keys + shredded),
     }

@@ -24,6 +24,9 @@ CHECKOUTS = "memory.checkouts"
 # The ledger entries the retrospective pass reads, copied as they are and keyed by tenant
 # alone, so a tenant's task records land on the partition of its checkout traces.
 LEARNING = "memory.learning"
+# Every ledger entry, copied as it is and keyed by tenant alone: the latent builder groups a
+# tenant's whole ledger, so each of its replicas must hold whole tenants.
+LATENT_INPUTS = "memory.latent-inputs"
 
 log = logging.getLogger(__name__)
 MAX_MESSAGE_BYTES = "max.message.bytes"
@@ -34,6 +37,7 @@ ARCHIVER_GROUP = "memstream-archiver"
 RETROSPECTIVE_GROUP = "memstream-retrospective"
 LEARNING_ROUTE_GROUP = "memstream-learning-route"
 LATENTS_GROUP = "memstream-latents"
+LATENTS_ROUTE_GROUP = "memstream-latents-route"
 
 
 @dataclass(frozen=True)
@@ -45,7 +49,8 @@ class TopicSpec:
 
 def topic_specs(settings: Settings) -> list[TopicSpec]:
     """Every topic memstream writes; raw and ledger share a partition count (see sequencer), and
-    so do the traces and the learning records (see the retrospective)."""
+    so do the traces and the learning records (see the retrospective), and the latent inputs
+    and the artifacts (see the latent builder)."""
     p = settings.topic_partitions
     return [
         TopicSpec(RAW, p, settings.raw_retention_ms),
@@ -56,6 +61,9 @@ def topic_specs(settings: Settings) -> list[TopicSpec]:
         TopicSpec(CHECKOUTS, p, settings.dlq_retention_ms),
         # Kept as long as the ledger: a replica rebuilds its tenants' task records from it.
         TopicSpec(LEARNING, p, -1),
+        # The same for the latent builder's copy; keyed like memory.latents, so a replica's
+        # partitions of both hold the same tenants.
+        TopicSpec(LATENT_INPUTS, p, -1),
     ]
 
 

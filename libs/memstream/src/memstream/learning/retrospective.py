@@ -148,15 +148,6 @@ def watched(value: bytes | None) -> bool:
     return value is not None and any(marker in value for marker in _MARKERS)
 
 
-def tenant_key(ledger_key: bytes | None) -> bytes | None:
-    """The tenant of a ledger key (``tenant/stream``: a tenant holds no ``/``), the key its
-    learning records are partitioned by; None when the key has no tenant."""
-    if not ledger_key or b"/" not in ledger_key:
-        return None
-    tenant = ledger_key.split(b"/", 1)[0]
-    return tenant or None
-
-
 def read_entry(
     value: bytes | None, partition: int, offset: int, opener: Opener | None = None
 ) -> LedgerRecord | str | None:

@@ -20,7 +20,9 @@ from memstream.kafka.reading import group_lag
 from memstream.kafka.topics import (
     ARCHIVER_GROUP,
     CHECKOUTS,
+    LATENT_INPUTS,
     LATENTS_GROUP,
+    LATENTS_ROUTE_GROUP,
     LEARNING,
     LEARNING_ROUTE_GROUP,
     LEDGER,
@@ -49,12 +51,14 @@ GROUPS: dict[str, tuple[str, ...]] = {
     ARCHIVER_GROUP: (LEDGER,),
     LEARNING_ROUTE_GROUP: (LEDGER,),
     RETROSPECTIVE_GROUP: (LEARNING, CHECKOUTS),
-    LATENTS_GROUP: (LEDGER,),
+    LATENTS_ROUTE_GROUP: (LEDGER,),
+    LATENTS_GROUP: (LATENT_INPUTS,),
 }
 # The component that runs a group; an embedded stack without it (spine only) has no such lag.
 RUN_BY = {
     LEARNING_ROUTE_GROUP: "retrospective",
     RETROSPECTIVE_GROUP: "retrospective",
+    LATENTS_ROUTE_GROUP: "latent-builder",
     LATENTS_GROUP: "latent-builder",
 }
 

@@ -61,12 +61,6 @@ WORKER_MODULES = {
     "latent-builder": "memstream_latents.main",
 }
 PROJECTION_WORKERS = ("graph-projector", "retrospective", "latent-builder")
-# Workers that run as one process whatever MEMSTREAM_REPLICAS says, and why: at N they would
-# not be correct yet.
-SINGLE = {
-    "archiver": "its segment files are per tenant and one process appends to them",
-    "latent-builder": "it groups a tenant's whole ledger in one process",
-}
 
 
 class StackError(RuntimeError):
@@ -74,13 +68,8 @@ class StackError(RuntimeError):
 
 
 def replicas_of(settings: Settings, role: str) -> int:
-    """How many processes of ``role`` the stack runs; raises StackError when a per-worker
-    override asks for more than one of a worker that must run alone."""
+    """How many processes of ``role`` the stack runs: its own count, else the stack's."""
     asked = settings.worker_replicas.get(role)
-    if role in SINGLE:
-        if asked is not None and asked != 1:
-            raise StackError(f"{role} runs as one process ({SINGLE[role]}); {asked} asked")
-        return 1
     return asked if asked is not None else settings.replicas
 
 
