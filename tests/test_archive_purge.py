@@ -322,3 +322,23 @@ def test_the_tenant_lock_keeps_a_second_holder_out_until_the_first_lets_go(
         assert not got.wait(0.5)
     assert got.wait(10)
     thread.join(10)
+
+
+def test_an_archive_from_before_partitions_is_read_first_and_continued_beside(
+    records: list[Message], broker: str, tmp_path: Path
+) -> None:
+    """Segments named without a partition (one process wrote them all) keep their lines;
+    what follows goes to the partition's own segments, never twice."""
+    archive = tmp_path / "archive"
+    events = [m for m in records if m.partition() == 0]
+    (archive / "t1").mkdir(parents=True)
+    (archive / "t1" / "00000001.jsonl").write_bytes(
+        b"".join((m.value() or b"") + b"\n" for m in events[:2])
+    )
+    a = Archiver(archive, make_producer(broker))
+    a.process(records)  # all of it again: the first two are skipped by their heads
+    a.close()
+    assert [e["id"] for e, _ in read_archive(archive)] == ["a1", "a2", "a3", "b1", "purge-1"]
+    assert grep(SECRET, tmp_path) == []  # the purge rewrote the old segment too
+    report = verify_archive(archive)
+    assert report.broken is None and report.purged == 2

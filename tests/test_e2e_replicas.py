@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from loadgen import Load
 from memstream.archive.segments import read_archive
+from memstream.client import MemoryHttpClient
 from memstream.kafka.topics import (
     ARCHIVER_GROUP,
     LATENT_INPUTS,
@@ -25,6 +26,7 @@ from memstream.kafka.topics import (
     RAW,
     SEQUENCER_GROUP,
 )
+from memstream.ledger.purge import is_purged
 from stackproc import RunningStack, healthy_status, memstream, owned_stack, pid_alive, wait_until
 
 PARTITIONS = 4  # the stack's default per topic
@@ -144,4 +146,40 @@ def test_replicas_killed_under_load_lose_and_duplicate_nothing(stack: RunningSta
     wait_until(lambda: ledgered <= set(archived()), 120, "every ledgered event archived")
     counts = archived()
     assert set(counts) == ledgered and max(counts.values()) == 1, counts.most_common(3)
+    assert memstream("verify", data_dir=stack.data_dir, check=False).returncode == 0
+
+
+SUBJECT = "Ottilie Brønnum-Vaz"
+
+
+def test_a_purge_is_obeyed_by_every_archiver_and_latent_builder(stack: RunningStack) -> None:
+    """Her events spread over every partition, so both archivers hold segments of them; the
+    purge completes in every store, and every archived copy is in its purged form."""
+    tenant = "purge-west"
+    key = memstream("keys", "create", "--tenant", tenant, data_dir=stack.data_dir).stdout.strip()
+    ids = [f"ot-{i}" for i in range(12)]
+    events = [
+        {"id": eid, "stream": f"diary-{i}", "agent": "the user", "type": "message.user",
+         "occurred_at": f"2026-04-{i + 1:02d}T09:00:00Z",
+         "payload": {"text": f"{SUBJECT} rowed to the lighthouse, trip {i}."}}
+        for i, eid in enumerate(ids)
+    ]  # fmt: skip
+    archive = stack.data_dir / "archive"
+
+    def archived() -> dict[str, dict[str, Any]]:
+        return {e["id"]: e for e, _ in read_archive(archive, tenant) if e["id"] in ids}
+
+    with MemoryHttpClient(stack.api_url, key, timeout=150) as client:
+        client.emit(events)
+        wait_until(lambda: len(archived()) == len(ids), 120, "her events archived")
+        parts = {p.name.split("-")[0] for p in (archive / tenant).glob("p*.jsonl")}
+        held = holders(groups(stack)[ARCHIVER_GROUP], LEDGER)
+        writers = {pid for pid, ps in held.items() if {f"p{p:03d}" for p in ps} & parts}
+        assert len(writers) == 2, (parts, held)  # both replicas wrote some of her segments
+        wait_until(lambda: bool(client.latents(types=["episode_latent"])), 120, "an episode")
+        report: dict[str, Any] = client.purge(SUBJECT, wait_s=120)
+    assert report["complete"] is True, report
+    assert set(report["completed"]) >= {"archive", "latents", "graph", "vectors"}
+    copies = archived()
+    assert set(copies) == set(ids) and all(is_purged(e) for e in copies.values())
     assert memstream("verify", data_dir=stack.data_dir, check=False).returncode == 0
