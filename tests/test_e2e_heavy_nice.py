@@ -14,7 +14,7 @@ import pytest
 from memstream.stack.children import spawn, stop_process
 from stackproc import RunningStack, pid_alive, start_stack, wait_until
 
-HEAVY_NICE = 7  # not the default (19): the setting is what decides
+HEAVY_NICE = 7  # not the default (10): the setting is what decides
 HEAVY = ("latent-builder", "retrospective", "archiver")
 FAST = ("sequencer", "graph-projector", "api")
 
