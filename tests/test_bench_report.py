@@ -9,16 +9,18 @@ from pathlib import Path
 import pytest
 from memstream_bench.chaos import Answer, Failure, fault_rows, longest_gap
 from memstream_bench.load import PROBE_TIMEOUT_S, ProbeLog
-from memstream_bench.locomo import answerability_rates, reliability
+from memstream_bench.locomo import answerability_rates, lever_effect, reliability
 from memstream_bench.report import (
     answerability_lines,
     blocks_from,
     chaos_table,
     learn_table,
+    lever_effect_lines,
     load_table,
     locomo_table,
     update_readme,
 )
+from memstream_bench.stats import paired_interval
 
 MACHINE = {"cpus": 2, "date": "2031-01-02"}
 
@@ -244,6 +246,38 @@ def test_the_locomo_table_names_each_lever_row_and_its_latency() -> None:
     assert "| packet, time lane on | 0.500 | 0.600 |" in table
     assert "| packet, rerank off | 0.500 | 0.600 |" in table
     assert "time lane off 18.5 / 27.0 ms, second hop on 25.0 / 40.0 ms" in table
+
+
+def test_a_paired_interval_brackets_the_mean_gain_and_is_repeatable() -> None:
+    on = [1.0, 1.0, 0.5, 1.0, 0.0, 1.0, 1.0, 0.5] * 10
+    off = [1.0, 0.5, 0.5, 0.0, 0.0, 1.0, 0.5, 0.5] * 10
+    mean, low, high = paired_interval(on, off)
+    assert mean == pytest.approx(0.25)
+    assert 0.0 < low < mean < high < 0.5
+    assert paired_interval(on, off) == (mean, low, high)
+    assert paired_interval([0.5, 0.5], [0.5, 0.5]) == (0.0, 0.0, 0.0)
+    assert paired_interval([], []) == (0.0, 0.0, 0.0)
+    with pytest.raises(ValueError, match="not paired"):
+        paired_interval([1.0], [])
+
+
+def test_a_lever_clears_the_bar_only_with_gain_and_an_interval_above_zero() -> None:
+    # (conversation, category, Recall@k on, off): two conversations, one multi-hop question
+    helps = [("c-a", 1, 1.0, 0.5), ("c-a", 4, 1.0, 1.0), ("c-b", 2, 0.5, 0.0)] * 20
+    effect = lever_effect(helps)
+    assert effect["keep"] is True and effect["questions"] == 60
+    assert effect["gain"] == pytest.approx(1 / 3, abs=1e-4)
+    assert effect["gain_multi_hop"] == 0.5
+    assert effect["gain_by_conversation"] == {"c-a": 0.25, "c-b": 0.5}
+    mixed = [("c-a", 1, 1.0, 0.0), ("c-a", 1, 0.0, 1.0), ("c-b", 4, 0.5, 0.5)] * 20
+    assert lever_effect(mixed)["keep"] is False  # no gain, the interval crosses zero
+    small = [("c-a", 4, 0.505, 0.5)] * 50  # above zero, under +0.01
+    assert lever_effect(small)["keep"] is False
+    doc = {"lever_effects": {"coverage": lever_effect(helps), "rerank": lever_effect(small)}}
+    rows = "\n".join(lever_effect_lines(doc, {"coverage": "coverage first"}))
+    assert "| coverage first | 0.833 / 0.500 | +0.333 |" in rows
+    assert rows.count("| yes | no |") == 1  # clears the bar, off by default
+    assert "| rerank |" in rows and "| no | yes |" in rows  # under the bar, on by default
 
 
 def test_load_rows_from_runs_on_different_days_each_name_their_day() -> None:

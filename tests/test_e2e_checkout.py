@@ -171,6 +171,7 @@ def test_current_value_of_whoever_the_question_names(
 LEVERS = {
     "time_lane": "time_lane", "second_hop": "second_hop", "rerank": "rerank",
     "top_votes": "top_votes", "text_rows": "text_rows", "expand": "expand",
+    "coverage": "coverage",
 }  # fmt: skip
 
 
@@ -180,14 +181,14 @@ def test_each_retrieval_lever_switches_per_request_and_the_answer_holds(
     served = kim.checkout("Where does the user live now?")["meta"]
     assert {m: served[m] for m in LEVERS.values()} == {
         "time_lane": True, "second_hop": False, "rerank": True, "top_votes": True,
-        "text_rows": False, "expand": True,
+        "text_rows": False, "expand": True, "coverage": False,
     }  # fmt: skip
     for flag, meta in LEVERS.items():
         flipped = kim.checkout("where do I live?", **{flag: not served[meta]})
         assert flipped["meta"][meta] is not served[meta]
         assert "Utrecht" in flipped["answer_candidates"][0]["answer"], (flag, flipped)
     headers = {"Authorization": f"Bearer {key_for(stack, 'kim')}"}
-    for flag in ("rerank", "top_votes", "text_rows", "expand"):
+    for flag in ("rerank", "top_votes", "text_rows", "expand", "coverage"):
         for bad in ("yes", 1, "\x00"):
             resp = httpx.post(
                 f"{stack.api_url}/v1/checkout", json={"query": "x", flag: bad}, headers=headers

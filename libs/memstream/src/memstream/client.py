@@ -80,13 +80,14 @@ class MemoryHttpClient:
         top_votes: bool | None = None,
         text_rows: bool | None = None,
         expand: bool | None = None,
+        coverage: bool | None = None,
         after: str | None = None,
     ) -> Any:
         """The packet as a dict (``json``) or the rendered Markdown text; ``task_id`` ties it
         to the task whose ``task.outcome`` memory learns from; ``episodes`` turns the
-        hierarchical lane on or off, ``time_lane``, ``second_hop``, ``rerank``, ``top_votes`` and
-        ``expand`` the query-side levers, ``text_rows`` the packet's text rows (None: the service
-        default)."""
+        hierarchical lane on or off, ``time_lane``, ``second_hop``, ``rerank``, ``top_votes``,
+        ``expand`` and ``coverage`` the query-side levers, ``text_rows`` the packet's text rows
+        (None: the service default)."""
         body: dict[str, Any] = {"query": query, "max_tokens": max_tokens, "k": k, "format": format}
         if as_of is not None:
             body["as_of"] = as_of.isoformat() if isinstance(as_of, datetime) else as_of
@@ -100,7 +101,7 @@ class MemoryHttpClient:
             body["after"] = after
         levers = {"episodes": episodes, "time_lane": time_lane, "second_hop": second_hop}
         levers |= {"rerank": rerank, "top_votes": top_votes, "text_rows": text_rows}
-        levers["expand"] = expand
+        levers |= {"expand": expand, "coverage": coverage}
         body |= {name: on for name, on in levers.items() if on is not None}
         resp = self._call("POST", "/v1/checkout", json=body)
         return resp.json() if format == "json" else resp.text

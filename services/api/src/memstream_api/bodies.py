@@ -82,6 +82,11 @@ class CheckoutRequest(BaseModel):
         "its words, names and numbers aside, in the embedder's table) at a fifth of a "
         "question word's weight or less"
     )
+    coverage: bool | None = _lever(
+        'an aggregation question (list, count, "which/all/every", plural objects, the perfect '
+        "of a past act) fills its first slots by coverage: the strongest item of each session "
+        "(a stream on one day) before a second from any"
+    )
     after: Position | None = Field(default=None, description=AFTER)
 
     def to_query(self) -> CheckoutQuery:

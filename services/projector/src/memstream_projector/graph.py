@@ -5,12 +5,12 @@ from __future__ import annotations
 from memstream.graph.factory import open_graph_store
 from memstream.kafka.clients import make_producer
 from memstream.kafka.loop import tune_gc_for_batches
-from memstream.kafka.runner import install_stop
 from memstream.kafka.worker import start_worker
 from memstream.ledger.opening import EntryOpener, reading_keys
 from memstream.projection.projectors import GraphProjector
 from memstream.projection.runner import ProjectionManager
 from memstream.projection.versions import FileProjectionRegistry, VersionInfo, registry_path
+from memstream.stopping import install_stop
 
 COMPONENT = "graph-projector"
 

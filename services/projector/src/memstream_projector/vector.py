@@ -7,9 +7,9 @@ in-process Qdrant Edge index that checkout reads.
 from __future__ import annotations
 
 from memstream.kafka.loop import tune_gc_for_batches
-from memstream.kafka.runner import install_stop
 from memstream.kafka.worker import start_worker
 from memstream.projection.embedded import vector_manager
+from memstream.stopping import install_stop
 
 COMPONENT = "vector-projector"
 

@@ -42,7 +42,7 @@ from memstream_cli.progress import Report, Stage, stage
 from memstream_cli.stack.stackfile import StackInfo
 
 from memstream_bench.stack import throwaway_stack
-from memstream_bench.stats import percentile
+from memstream_bench.stats import paired_interval, percentile
 
 ABSTAIN = ("ask_user", "no_memory")
 _SESSION = re.compile(r"^session_(\d+)$")
@@ -192,6 +192,10 @@ class _Scores:
     latencies: list[float] = field(default_factory=list)
     # checkout ms of the packets with one lever flipped, by "<lever>_<on|off>" (as ``latencies``)
     lever_ms: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
+    # each lever's Recall@k on and off, question by question: (conversation, category, on, off)
+    pairs: dict[str, list[tuple[str, int, float, float]]] = field(
+        default_factory=lambda: defaultdict(list)
+    )
     tokens: list[float] = field(default_factory=list)
     # The budget counts the Markdown prompt form; the JSON form is reported beside it.
     json_tokens: list[float] = field(default_factory=list)
@@ -340,29 +344,33 @@ def _ask(
         return
     scores.skipped += len(q.get("evidence", [])) - len(evidence)
     if evidence:
-        _score_lanes(client, scores, q, cat, packet, retrieved, evidence)
+        _score_lanes(client, scores, (sample_id, cat), q, packet, retrieved, evidence)
 
 
 def _score_lanes(
     client: MemoryHttpClient,
     scores: _Scores,
+    asked: tuple[str, int],
     q: dict[str, Any],
-    cat: int,
     packet: dict[str, Any],
     retrieved: list[str],
     evidence: list[str],
 ) -> None:
     """The packet as served (``retrieved``: its turns), with each lever switched the other
-    way (the others as served), and each recall lane on its own."""
+    way (the others as served), and each recall lane on its own; ``asked``: the question's
+    conversation and category."""
     k, per = scores.k, scores.per
+    sample_id, cat = asked
     per["packet"][cat].append(_score(retrieved, evidence, k))
     for lever, meta in LEVERS.items():
         served = bool(packet["meta"].get(meta))
         started = time.perf_counter()
         other = packet_turns(_flipped(client, q["question"], k, lever, not served))
         on, off = (retrieved, other) if served else (other, retrieved)
-        per[f"packet_{lever}_on"][cat].append(_score(on, evidence, k))
-        per[f"packet_{lever}_off"][cat].append(_score(off, evidence, k))
+        scored_on, scored_off = _score(on, evidence, k), _score(off, evidence, k)
+        per[f"packet_{lever}_on"][cat].append(scored_on)
+        per[f"packet_{lever}_off"][cat].append(scored_off)
+        scores.pairs[lever].append((sample_id, cat, scored_on[0], scored_off[0]))
         side = "off" if served else "on"  # the flipped packet's latency, beside the served
         scores.lever_ms[f"{lever}_{side}"].append((time.perf_counter() - started) * 1000)
     for name, mode in LANES.items():
@@ -380,7 +388,7 @@ def _flipped(client: MemoryHttpClient, question: str, k: int, lever: str, on: bo
     return client.checkout(
         question, k=k, episodes=flips["episodes"], time_lane=flips["time_lane"],
         second_hop=flips["second_hop"], rerank=flips["rerank"], top_votes=flips["top_votes"],
-        text_rows=flips["text_rows"], expand=flips["expand"],
+        text_rows=flips["text_rows"], expand=flips["expand"], coverage=flips["coverage"],
     )  # fmt: skip
 
 
@@ -395,8 +403,36 @@ def _document(scores: _Scores, ingest_s: float, turns: int) -> dict[str, Any]:
     doc["answered_by_category"] = {c: round(statistics.fmean(v), 3) for c, v in by_cat.items()}
     doc["answerability"] = answerability_rates(scores.rows)
     doc["reliability"] = reliability(scores.rows)
+    doc["lever_effects"] = {lever: lever_effect(rows) for lever, rows in scores.pairs.items()}
     doc["machine"] = {"cpus": os.cpu_count(), "date": datetime.now(UTC).date().isoformat()}
     return doc
+
+
+MULTI_HOP = 1  # the LoCoMo category of questions whose evidence lies in several sessions
+# A lever is kept on only if it lifts Recall@k by this much and its interval stays above zero.
+KEEP_GAIN = 0.01
+
+
+def lever_effect(rows: list[tuple[str, int, float, float]]) -> dict[str, Any]:
+    """One lever's Recall@k on against off over the same questions: the mean gain with its
+    paired bootstrap interval, the gain per conversation and on multi-hop questions, and
+    whether it clears the bar to be kept (``KEEP_GAIN``, interval above zero)."""
+    on, off = [r[2] for r in rows], [r[3] for r in rows]
+    delta, low, high = paired_interval(on, off)
+    by_conv: dict[str, list[float]] = defaultdict(list)
+    for sample_id, _, a, b in rows:
+        by_conv[sample_id].append(a - b)
+    multi = [(a, b) for _, cat, a, b in rows if cat == MULTI_HOP]
+    return {
+        "questions": len(rows),
+        "recall_on": round(statistics.fmean(on), 4) if on else 0.0,
+        "recall_off": round(statistics.fmean(off), 4) if off else 0.0,
+        "gain": round(delta, 4),
+        "interval95": [round(low, 4), round(high, 4)],
+        "gain_multi_hop": round(statistics.fmean(a - b for a, b in multi), 4) if multi else None,
+        "gain_by_conversation": {s: round(statistics.fmean(v), 4) for s, v in by_conv.items()},
+        "keep": delta >= KEEP_GAIN and low > 0,
+    }
 
 
 def answerability_rates(rows: list[dict[str, Any]]) -> dict[str, Any]:

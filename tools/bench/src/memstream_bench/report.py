@@ -12,6 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from memstream.checkout.retrieve.config import CHECKOUT
+
 from memstream_bench.keys import keys_table
 
 Doc = dict[str, Any]
@@ -91,7 +93,7 @@ def locomo_table(doc: Doc) -> str:
     names["recall"] = "`/v1/recall` top-k"
     levers = {"episodes": "episode lane", "time_lane": "time lane", "second_hop": "second hop"}
     levers |= {"rerank": "rerank", "top_votes": "top votes", "text_rows": "text rows"}
-    levers["expand"] = "related words"
+    levers |= {"expand": "related words", "coverage": "coverage first"}
     for lever, label in levers.items():
         names[f"packet_{lever}_on"] = f"packet, {label} on"
         names[f"packet_{lever}_off"] = f"packet, {label} off"
@@ -122,11 +124,45 @@ def locomo_table(doc: Doc) -> str:
             for name, v in levers_ms.items()
         )
         lines.append(f"Checkout p50 / p95 with one lever switched the other way: {shown}.")
+    lines += lever_effect_lines(doc, levers)
     answered = doc.get("answered_by_category")
     if answered:
         shown = ", ".join(f"cat {c}: {v:.2f}" for c, v in sorted(answered.items()))
         lines.append(f"Share answered from memory (not abstained), by category: {shown}.")
     return "\n".join([*lines, *answerability_lines(doc), "", _machine(doc)])
+
+
+def lever_effect_lines(doc: Doc, labels: dict[str, str]) -> list[str]:
+    """Each lever's gain in Recall@10, on against off over the same questions, with its
+    paired bootstrap interval and the gain per conversation."""
+    effects: dict[str, Doc] = doc.get("lever_effects") or {}
+    if not effects:
+        return []
+    rows = [
+        "",
+        "| lever | Recall@10 on / off | gain | 95% interval | multi-hop gain | per conversation "
+        "| clears the bar | on by default |",
+        "|---|---:|---:|---:|---:|---|---|---|",
+    ]
+    for lever, e in effects.items():
+        low, high = e["interval95"]
+        convs = ", ".join(f"{c} {g:+.3f}" for c, g in sorted(e["gain_by_conversation"].items()))
+        multi = "–" if e["gain_multi_hop"] is None else f"{e['gain_multi_hop']:+.3f}"
+        rows.append(
+            f"| {labels.get(lever, lever)} | {e['recall_on']:.3f} / {e['recall_off']:.3f} | "
+            f"{e['gain']:+.3f} | [{low:+.3f}, {high:+.3f}] | {multi} | {convs} | "
+            f"{_yes(e['keep'])} | {_yes(getattr(CHECKOUT, lever, False))} |"
+        )
+    rows.append("")
+    rows.append(
+        "The bar: a gain of at least +0.01 whose paired bootstrap interval (the questions "
+        "resampled, 2,000 draws) stays above zero."
+    )
+    return rows
+
+
+def _yes(on: bool) -> str:
+    return "yes" if on else "no"
 
 
 def answerability_lines(doc: Doc) -> list[str]:

@@ -13,27 +13,17 @@ the process exits non-zero, for the supervisor to restart it.
 from __future__ import annotations
 
 import logging
-import signal
 import threading
 from collections.abc import Sequence
 
 from memstream.kafka.loop import BatchLoop, tune_gc_for_batches
+from memstream.stopping import install_stop
 
 log = logging.getLogger(__name__)
 
 
 class LoopFailed(RuntimeError):
     """One of the worker's loops raised; the cause is chained."""
-
-
-def install_stop(stop: threading.Event) -> None:
-    """SIGTERM and SIGINT set ``stop``."""
-
-    def _stop(_sig: int, _frame: object) -> None:
-        stop.set()
-
-    signal.signal(signal.SIGTERM, _stop)
-    signal.signal(signal.SIGINT, _stop)
 
 
 def run_loops(loops: Sequence[BatchLoop]) -> None:

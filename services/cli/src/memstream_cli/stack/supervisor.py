@@ -10,7 +10,6 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -34,6 +33,7 @@ from memstream.stack.children import PRIVATE_UMASK, spawn, stop_all, stop_proces
 from memstream.stack.epoch import new_epoch
 from memstream.stack.net import free_port, listening_socket
 from memstream.stack.servers import Server, falkordb_password, start_falkordb, start_tansu
+from memstream.stopping import install_stop
 from prometheus_client import Counter
 
 from memstream_cli.stack.restore import ledger_is_empty, restore_ledger
@@ -398,8 +398,5 @@ def lock_down(data_dir: Path) -> None:
 
 
 def install_stop_signals(stack: EmbeddedStack) -> None:
-    def _handler(_sig: int, _frame: object) -> None:
-        stack.stopping.set()
-
-    signal.signal(signal.SIGINT, _handler)
-    signal.signal(signal.SIGTERM, _handler)
+    """SIGTERM and SIGINT stop the stack (see :func:`memstream.stopping.install_stop`)."""
+    install_stop(stack.stopping)

@@ -38,6 +38,7 @@ from memstream.checkout.retrieve.candidates import (
     known_by,
 )
 from memstream.checkout.retrieve.config import PLAIN, RetrievalConfig
+from memstream.checkout.retrieve.coverage import covered
 from memstream.checkout.retrieve.expand import related_terms
 from memstream.checkout.retrieve.facts import PredicateRanker
 from memstream.checkout.retrieve.reach import (
@@ -233,6 +234,8 @@ class Retriever:
         fused = run.in_time(run.fused())
         if lever.rerank:
             fused = rerank(plan, fused)
+        if lever.coverage:
+            fused = covered(plan, fused)
         return fused if as_of is None else [c for c in fused if known_by(c, as_of)]
 
 
