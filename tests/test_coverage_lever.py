@@ -63,7 +63,7 @@ def test_single_fact_questions_do_not(question: str) -> None:
     assert not spreads(question, classify(question)), question
 
 
-def test_each_session_gives_its_best_before_any_gives_a_second() -> None:
+def test_each_session_gives_its_best_before_a_second_of_like_strength() -> None:
     fused = [
         cand("a1", 0.9, "s-a"),
         cand("a2", 0.8, "s-a"),
@@ -77,6 +77,12 @@ def test_each_session_gives_its_best_before_any_gives_a_second() -> None:
     # the scores are handed out again in the new order: later steps sort by score
     assert [c.score for c in got] == [0.9, 0.8, 0.7, 0.6, 0.55, 0.5]
     assert session_of(fused[0]) != session_of(fused[4])
+
+
+def test_a_second_item_twice_as_strong_as_another_session_s_best_stays_ahead() -> None:
+    fused = [cand("a1", 1.0, "s-a"), cand("a2", 0.9, "s-a"), cand("b1", 0.3, "s-b")]
+    assert [c.item_id for c in by_coverage(fused)] == ["a1", "a2", "b1"]
+    assert [c.item_id for c in by_coverage(fused, decay=0.0)] == ["a1", "b1", "a2"]
 
 
 def test_only_the_head_is_reordered_and_nothing_is_lost() -> None:

@@ -1,10 +1,11 @@
 """Coverage-first order for questions whose answer is spread over sessions (pure).
 
-The fused top of an aggregation question ("what activities does Ana do?") is usually one
-cluster: the best hit and its neighbours, all from the session that scored best. Each session
-of the head gives its strongest item first, best session first; only then does any session
-give a second. A session is a stream on one day, so one long stream over many days still
-spreads, and the turns of one sitting count once.
+The fused top of an aggregation question ("what activities does Ana do?") is often one
+cluster: the best hit and its neighbours, all from the session that scored best. In the
+head, each item's weight is halved for every better item of its own session, so each
+session's strongest item comes before a second from any session unless that second is more
+than twice as strong. A session is a stream on one day, so one long stream over many days
+still spreads, and the turns of one sitting count together.
 """
 
 from __future__ import annotations
