@@ -83,9 +83,9 @@ class CheckoutRequest(BaseModel):
         "question word's weight or less"
     )
     coverage: bool | None = _lever(
-        'an aggregation question (list, count, "which/all/every", plural objects, the perfect '
-        "of a past act) fills its first slots by coverage: the strongest item of each session "
-        "(a stream on one day) before a second from any"
+        'an aggregation question (list, count, "all/every", plural objects, the perfect of a '
+        "past act) has its fused top 30 ordered by session: an item's score is halved for each "
+        "better item of its session (a stream on one day)"
     )
     after: Position | None = Field(default=None, description=AFTER)
 

@@ -123,7 +123,7 @@ def classify(query: str) -> Operation:
     """The operation a query's wording asks for (class-level English cues). A how-to question
     asks for a procedure: its "after", "first" or "best" describe the task, not an order or a
     ranking to compute."""
-    q = _norm(query)
+    q = normalised(query)
     for op, pattern in _OPERATIONS:
         if pattern.search(q):
             if op == "count" and _SUM_UNIT.search(q):
@@ -137,12 +137,12 @@ def classify(query: str) -> Operation:
 def asks_about_work(query: str) -> bool:
     """Whether the query asks about tasks and how they went ("did the rotation succeed?",
     "what failed last week?") rather than about the world."""
-    return bool(_WORK_Q.search(_norm(query)))
+    return bool(_WORK_Q.search(normalised(query)))
 
 
 def answer_type(query: str, op: Operation, unit: str | None = None) -> AnswerType:
     """The expected shape of the answer."""
-    q = _norm(query)
+    q = normalised(query)
     if op == "temporal_interval":
         return "date" if "since when" in q or q.startswith("when") else "duration"
     if _DATE_Q.search(q):
@@ -164,17 +164,19 @@ def answer_type(query: str, op: Operation, unit: str | None = None) -> AnswerTyp
 
 def asks_money(query: str, unit: str | None = None) -> bool:
     """Is the query about money: a currency stated, or a money word ("spent", "price")?"""
-    return unit in ("USD", "EUR", "GBP", "JPY") or bool(_MONEY_CUES.search(_norm(query)))
+    return unit in ("USD", "EUR", "GBP", "JPY") or bool(_MONEY_CUES.search(normalised(query)))
 
 
 def query_unit(query: str) -> str | None:
     """The unit or currency the answer should be in, if the query states one."""
-    for m in _UNIT_Q.finditer(_norm(query)):
+    for m in _UNIT_Q.finditer(normalised(query)):
         unit = normalise_unit(m.group("sym") or m.group("u"))
         if unit in _KNOWN_UNITS or (unit is not None and unit.isupper()):
             return unit
     return None
 
 
-def _norm(query: str) -> str:
+def normalised(query: str) -> str:
+    """The query lower-cased, curly apostrophes straightened, whitespace collapsed: the form
+    every wording cue is matched against."""
     return " ".join(query.lower().replace("’", "'").split())

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 
+from memstream.checkout.plan.operation import normalised
 from memstream.records.packet import Operation
 
 # Operations that read every matching item, not one.
@@ -25,6 +26,8 @@ _PLURAL_OBJECT = re.compile(
 )
 # Words that end in -s and are not plural nouns.
 _NOT_PLURAL = re.compile(r"(?:ss|us|is|ys|'s)$")
+# -s words that stand where the object noun would: pronouns and verb forms.
+_NOT_NOUNS = frozenset({"this", "his", "its", "hers", "ours", "yours", "theirs", "does", "goes"})
 # "what has Ana painted", "where have they travelled": a past act that may have recurred.
 _IRREGULAR_PARTICIPLES = (
     "done been gone seen read made taken written bought won eaten given known met run sung "
@@ -45,7 +48,7 @@ def spreads(query: str, operation: Operation) -> bool:
     """Whether ``query`` gathers its answer from many moments (an aggregation)."""
     if operation in AGGREGATING:
         return True
-    q = " ".join(query.lower().replace("’", "'").split())
+    q = normalised(query)
     if _ALL.search(q) or _PERFECT.search(q):
         return True
     m = _PLURAL_OBJECT.search(q)
@@ -54,7 +57,3 @@ def spreads(query: str, operation: Operation) -> bool:
 
 def _plural(noun: str) -> bool:
     return noun.endswith("s") and not _NOT_PLURAL.search(noun) and noun not in _NOT_NOUNS
-
-
-# -s words that stand where the object noun would: pronouns and verb forms.
-_NOT_NOUNS = frozenset({"this", "his", "its", "hers", "ours", "yours", "theirs", "does", "goes"})

@@ -25,7 +25,7 @@ class RetrievalConfig:
     top_votes: bool = False  # each lane votes with its best VOTE_DEPTH x k items only
     text_rows: bool = False  # an evidence row for every relevant event's text
     expand: bool = False  # the keyword searches add the question's related words
-    coverage: bool = False  # an aggregation question's first slots: one per session
+    coverage: bool = False  # an aggregation question's top ordered session by session
 
     def vote_depth(self, k: int) -> int | None:
         """How many of each lane's best items vote in the fusion (None: all)."""

@@ -34,13 +34,12 @@ def covered(plan: SynthesisPlan, fused: list[Candidate]) -> list[Candidate]:
 
 
 def by_coverage(
-    fused: list[Candidate], top: int = COVERAGE_TOP, decay: float | None = None
+    fused: list[Candidate], top: int = COVERAGE_TOP, decay: float = SESSION_DECAY
 ) -> list[Candidate]:
     """``fused`` with its first ``top`` items ordered session-first: each item's score is
     weighed down by ``decay`` once for every better item of its session, and the head is
     sorted by that. The scores are then handed out again in the new order (later steps sort
     by score), so the set of scores and the tail are unchanged."""
-    decay = SESSION_DECAY if decay is None else decay
     head, tail = fused[:top], fused[top:]
     before: Counter[tuple[str, str]] = Counter()
     weighed: list[tuple[float, Candidate]] = []
