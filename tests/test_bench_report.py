@@ -20,7 +20,7 @@ from memstream_bench.report import (
     locomo_table,
     update_readme,
 )
-from memstream_bench.stats import paired_interval
+from memstream_bench.stats import lever_overhead, overhead_interval, paired_interval
 
 MACHINE = {"cpus": 2, "date": "2031-01-02"}
 
@@ -48,6 +48,39 @@ def test_load_rows_are_ordered_by_size_and_carry_the_figures() -> None:
     assert rows[0].startswith("| 10,000 |") and rows[1].startswith("| 100,000 |")
     assert "12.5 / 25.0 ms" in rows[0] and "300 / 700 ms (20 probes)" in rows[0]
     assert "_Measured 2031-01-02 on a 2-core machine._" in table
+
+
+def test_the_levers_overhead_compares_the_same_runs_p95_without_them() -> None:
+    plain = [10.0] * 19 + [20.0]
+    assert lever_overhead([11.0] * 19 + [22.0], plain) == 0.1
+    assert lever_overhead([9.0] * 20, plain) == -0.55  # faster than plain at p95: negative
+    assert lever_overhead([], plain) is None and lever_overhead([5.0], []) is None
+
+
+def test_the_overheads_interval_brackets_it_and_widens_with_a_noisy_tail() -> None:
+    plain = [10.0 + (i % 7) for i in range(200)]
+    steady = [p * 1.05 for p in plain]  # every checkout 5% slower: no spread at all
+    assert overhead_interval(steady, plain) == pytest.approx((0.05, 0.05), abs=1e-3)
+    noisy = [p * 1.05 + (40.0 if i % 23 == 0 else 0.0) for i, p in enumerate(plain)]
+    low, high = overhead_interval(noisy, plain) or (0.0, 0.0)
+    point = lever_overhead(noisy, plain) or 0.0
+    assert low <= point <= high and high - low > 0.5
+    assert overhead_interval(noisy, plain) == (low, high)  # a fixed seed: repeatable
+    with pytest.raises(ValueError, match="not paired"):
+        overhead_interval([1.0], [1.0, 2.0])
+    assert overhead_interval([], []) is None
+
+
+def test_load_row_carries_the_plain_p95_and_what_the_levers_add() -> None:
+    measured = load_doc(100_000, 30.0) | {
+        "checkout_plain_p95_ms": 50.0,
+        "checkout_lever_p95_overhead": 0.2,
+        "checkout_lever_p95_overhead_interval95": [0.05, 0.31],
+    }
+    older = load_doc(10_000, 12.5)  # written before the plain checkouts were measured
+    rows = [r for r in load_table([measured, older]).splitlines() if r.startswith("| 1")]
+    assert rows[1].endswith("| 30.0 / 60.0 ms | 50.0 ms (+20.0%, 95% interval +5.0% to +31.0%) |")
+    assert rows[0].endswith("| 12.5 / 25.0 ms | – |")
 
 
 def test_burst_cell_names_missed_probes_and_marks_a_lower_bound() -> None:

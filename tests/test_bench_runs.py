@@ -161,6 +161,13 @@ def test_bench_load_reports_ingest_freshness_and_checkouts(tmp_path: Path) -> No
                 "--steady-rate", "20", "--steady-seconds", "2")  # fmt: skip
     assert doc["events"] == 300 and doc["tenants"] == 2
     assert doc["checkout_p95_ms"] > 0 and doc["ingest_events_per_s"] > 0
+    # the same questions asked with the fused lanes alone: what the levers cost, same run
+    assert doc["checkout_plain_p95_ms"] > 0 and doc["checkouts"] == 10
+    overhead = doc["checkout_lever_p95_overhead"]
+    # (from the unrounded latencies: the ms in the document are rounded to 0.01)
+    assert overhead == pytest.approx(
+        doc["checkout_p95_ms"] / doc["checkout_plain_p95_ms"] - 1, abs=2e-3
+    )
 
 
 @pytest.mark.timeout(900)

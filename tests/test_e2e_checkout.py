@@ -196,6 +196,15 @@ def test_each_retrieval_lever_switches_per_request_and_the_answer_holds(
             assert resp.status_code == 422 and flag in resp.text, resp.text
 
 
+def test_a_preset_and_levers_named_at_run_time_reach_the_packet(kim: MemoryHttpClient) -> None:
+    plain = kim.checkout("where do I live?", preset="plain")["meta"]
+    assert not any(plain[m] for m in LEVERS.values()), plain
+    # a lever by its request name over the preset, as a bench that picks it at run time
+    picked = kim.checkout("where do I live?", preset="plain", levers={"episodes": True})
+    assert picked["meta"]["episode_lane"] is True and picked["meta"]["rerank"] is False
+    assert "Utrecht" in picked["answer_candidates"][0]["answer"], picked
+
+
 def test_the_message_stating_a_fact_corroborates_it(kim: MemoryHttpClient) -> None:
     top = kim.checkout("Where does the user live now?")["answer_candidates"][0]
     assert "who-msg-new" in top["support_ids"], top

@@ -4,6 +4,7 @@ search, feedback, lineage, latent artifacts)."""
 from __future__ import annotations
 
 import warnings
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, Literal
 from urllib.parse import quote
@@ -73,6 +74,7 @@ class MemoryHttpClient:
         purpose: str | None = None,
         task_id: str | None = None,
         format: Literal["json", "markdown", "gathered"] = "json",
+        preset: Literal["plain", "checkout", "wide"] | None = None,
         episodes: bool | None = None,
         time_lane: bool | None = None,
         second_hop: bool | None = None,
@@ -82,12 +84,15 @@ class MemoryHttpClient:
         expand: bool | None = None,
         coverage: bool | None = None,
         after: str | None = None,
+        levers: Mapping[str, bool] | None = None,
     ) -> Any:
         """The packet as a dict (``json``) or the rendered Markdown text; ``task_id`` ties it
-        to the task whose ``task.outcome`` memory learns from; ``episodes`` turns the
+        to the task whose ``task.outcome`` memory learns from; ``preset`` names the levers to
+        start from (None: the service's ``checkout``); ``episodes`` turns the
         hierarchical lane on or off, ``time_lane``, ``second_hop``, ``rerank``, ``top_votes``,
         ``expand`` and ``coverage`` the query-side levers, ``text_rows`` the packet's text rows
-        (None: the service default)."""
+        (None: the service default); ``levers`` switches levers by their request names (a
+        caller that picks the lever at run time), over the named arguments."""
         body: dict[str, Any] = {"query": query, "max_tokens": max_tokens, "k": k, "format": format}
         if as_of is not None:
             body["as_of"] = as_of.isoformat() if isinstance(as_of, datetime) else as_of
@@ -99,10 +104,13 @@ class MemoryHttpClient:
             body["task_id"] = task_id
         if after is not None:
             body["after"] = after
-        levers = {"episodes": episodes, "time_lane": time_lane, "second_hop": second_hop}
-        levers |= {"rerank": rerank, "top_votes": top_votes, "text_rows": text_rows}
-        levers |= {"expand": expand, "coverage": coverage}
-        body |= {name: on for name, on in levers.items() if on is not None}
+        if preset is not None:
+            body["preset"] = preset
+        named = {"episodes": episodes, "time_lane": time_lane, "second_hop": second_hop}
+        named |= {"rerank": rerank, "top_votes": top_votes, "text_rows": text_rows}
+        named |= {"expand": expand, "coverage": coverage}
+        body |= {name: on for name, on in named.items() if on is not None}
+        body |= dict(levers or {})
         resp = self._call("POST", "/v1/checkout", json=body)
         return resp.json() if format == "json" else resp.text
 

@@ -3,8 +3,9 @@
 Reports ingest (emit -> visible to checkout), freshness measured by probe events (emit ->
 found by recall) twice: during the bulk ingest (a backlog as large as the burst makes it grow
 with N) and under a steady load below capacity (the figure an operator sees), checkout
-latency at the stored size, peak RSS per process, and the raw broker produce rate of the
-same run.
+latency at the stored size (each question asked twice, with the served levers and with the
+fused lanes alone, so what the levers cost is measured in the same run), peak RSS per process,
+and the raw broker produce rate of the same run.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Literal
 
 import psutil
 from memstream.client import MemoryHttpClient, MemstreamHttpError
@@ -40,7 +41,7 @@ from memstream_cli.stack.supervisor import EmbeddedStack
 
 from memstream_bench.ingest import raw_produce_rate
 from memstream_bench.stack import throwaway_stack
-from memstream_bench.stats import percentile
+from memstream_bench.stats import lever_overhead, overhead_interval, percentile
 
 _PRODUCTS = ["laptop", "router", "headset", "monitor", "keyboard", "printer", "camera", "phone"]
 _CITIES = ["Lisbon", "Oslo", "Denver", "Nairobi", "Osaka", "Lima", "Tallinn", "Perth"]
@@ -288,7 +289,8 @@ class _Measured:
     steady_events: int = 0
     build_wait_s: float = 0.0
     settle_s: float = 0.0
-    latencies: list[float] = field(default_factory=list)
+    latencies: list[float] = field(default_factory=list)  # the served levers
+    plain_latencies: list[float] = field(default_factory=list)  # the fused lanes alone
     parts: dict[str, list[float]] = field(default_factory=dict)  # checkout ms per phase, lane
     peak_rss: dict[str, float] = field(default_factory=dict)
 
@@ -414,24 +416,39 @@ def _checkouts(
     m: _Measured, api: str, tenant_keys: dict[str, str], checkouts: int, step: Stage
 ) -> None:
     """Checkouts of random tenants and questions: latency, and where each one spends its
-    time per phase and lane."""
+    time per phase and lane. Each question is asked twice, with the served levers and with
+    the fused lanes alone (preset ``plain``), in a random order, so the two latencies share
+    the machine's moment and neither always reads a cache the other warmed."""
     rng = random.Random(7)
     clients = {t: MemoryHttpClient(api, k) for t, k in tenant_keys.items()}
     try:
         for _ in range(checkouts):
-            tenant = rng.choice(list(clients))
+            client = clients[rng.choice(list(clients))]
             q = rng.choice(CHECKOUT_QUERIES).format(who=rng.choice(_NAMES))
-            started = time.perf_counter()
-            packet = clients[tenant].checkout(q)
-            m.latencies.append((time.perf_counter() - started) * 1000)
-            meta = packet.get("meta") or {}
-            for part in ("phases_ms", "lanes_ms"):
-                for name, ms in (meta.get(part) or {}).items():
-                    m.parts.setdefault(f"{part[:-3]}.{name}", []).append(float(ms))
+            order: list[Literal["plain"] | None] = ["plain", None]
+            if rng.random() < 0.5:
+                order.reverse()
+            for preset in order:
+                started = time.perf_counter()
+                packet = client.checkout(q, preset=preset)
+                ms = (time.perf_counter() - started) * 1000
+                if preset is None:
+                    m.latencies.append(ms)
+                    _parts(m.parts, packet)
+                else:
+                    m.plain_latencies.append(ms)
             step.advance()
     finally:
         for c in clients.values():
             c.close()
+
+
+def _parts(parts: dict[str, list[float]], packet: dict[str, Any]) -> None:
+    """The packet's own ms per phase and lane, added to ``parts``."""
+    meta = packet.get("meta") or {}
+    for part in ("phases_ms", "lanes_ms"):
+        for name, ms in (meta.get(part) or {}).items():
+            parts.setdefault(f"{part[:-3]}.{name}", []).append(float(ms))
 
 
 def _report(m: _Measured, vector_optimize: bool, sealed: bool) -> dict[str, Any]:
@@ -463,6 +480,10 @@ def _report(m: _Measured, vector_optimize: bool, sealed: bool) -> dict[str, Any]
         "checkout_p50_ms": round(percentile(m.latencies, 0.5), 2),
         "checkout_p95_ms": round(percentile(m.latencies, 0.95), 2),
         "checkout_mean_ms": round(statistics.fmean(m.latencies), 2) if m.latencies else 0.0,
+        "checkout_plain_p50_ms": round(percentile(m.plain_latencies, 0.5), 2),
+        "checkout_plain_p95_ms": round(percentile(m.plain_latencies, 0.95), 2),
+        "checkout_lever_p95_overhead": lever_overhead(m.latencies, m.plain_latencies),
+        "checkout_lever_p95_overhead_interval95": overhead_interval(m.latencies, m.plain_latencies),
         "checkout_median_ms_by_part": {
             k: round(percentile(v, 0.5), 2) for k, v in sorted(m.parts.items())
         },

@@ -383,13 +383,7 @@ def _score_lanes(
 
 def _flipped(client: MemoryHttpClient, question: str, k: int, lever: str, on: bool) -> Any:
     """The packet with one lever of :data:`LEVERS` switched ``on`` or off."""
-    flips: dict[str, bool | None] = {name: None for name in LEVERS}
-    flips[lever] = on
-    return client.checkout(
-        question, k=k, episodes=flips["episodes"], time_lane=flips["time_lane"],
-        second_hop=flips["second_hop"], rerank=flips["rerank"], top_votes=flips["top_votes"],
-        text_rows=flips["text_rows"], expand=flips["expand"], coverage=flips["coverage"],
-    )  # fmt: skip
+    return client.checkout(question, k=k, levers={lever: on})
 
 
 def _document(scores: _Scores, ingest_s: float, turns: int) -> dict[str, Any]:

@@ -188,11 +188,22 @@ def answerability_lines(doc: Doc) -> list[str]:
     return lines
 
 
+def _plain(d: Doc) -> str:
+    """The same run's checkout p95 without the levers, and what the levers add to it."""
+    overhead = d.get("checkout_lever_p95_overhead")
+    if overhead is None:
+        return "–"
+    span = d.get("checkout_lever_p95_overhead_interval95")
+    within = f", 95% interval {span[0]:+.1%} to {span[1]:+.1%}" if span else ""
+    return f"{d['checkout_plain_p95_ms']} ms ({overhead:+.1%}{within})"
+
+
 def load_table(docs: list[Doc]) -> str:
     rows = [
         "| events | vector index | broker produce/s | ingest/s (emit → visible) | freshness "
-        "p50 / p95, steady | steady load/s | freshness p95, burst | checkout p50 / p95 |",
-        "|---:|---|---:|---:|---:|---:|---:|---:|",
+        "p50 / p95, steady | steady load/s | freshness p95, burst | checkout p50 / p95 | "
+        "checkout p95, fused lanes alone (the levers add) |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for d in sorted(docs, key=_load_order):
         index = (
@@ -205,7 +216,8 @@ def load_table(docs: list[Doc]) -> str:
             f"{_n(d['ingest_events_per_s'])} | {d['freshness_p50_ms']:,.0f} / "
             f"{d['freshness_p95_ms']:,.0f} ms ({d['freshness_probes']} probes) | "
             f"{_n(d.get('steady_events_per_s', 0))} | "
-            f"{_burst(d)} | {d['checkout_p50_ms']} / {d['checkout_p95_ms']} ms |"
+            f"{_burst(d)} | {d['checkout_p50_ms']} / {d['checkout_p95_ms']} ms | "
+            f"{_plain(d)} |"
         )
     rss = [
         f"{_n(d['events'])}{' (HNSW)' if d.get('vector_optimize') else ''}: "

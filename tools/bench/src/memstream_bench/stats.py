@@ -14,6 +14,37 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
+def lever_overhead(levers: list[float], plain: list[float], q: float = 0.95) -> float | None:
+    """How much the levers add to the ``q`` quantile of checkout latency, as a share of the
+    same run's plain checkouts (0.1: 10% slower); None without plain checkouts."""
+    if not levers or not plain:
+        return None
+    base = percentile(plain, q)
+    return round(percentile(levers, q) / base - 1.0, 3) if base > 0 else None
+
+
+def overhead_interval(
+    levers: list[float], plain: list[float], q: float = 0.95, *, draws: int = 1000, seed: int = 0
+) -> tuple[float, float] | None:
+    """The 95% bootstrap interval of :func:`lever_overhead` over paired checkouts (the same
+    question asked both ways, resampled together): a tail quantile of a few hundred
+    checkouts moves by several percent from run to run, and this says how far."""
+    if len(levers) != len(plain):
+        raise ValueError(f"{len(levers)} checkouts with levers against {len(plain)}: not paired")
+    if not levers:
+        return None
+    rng = random.Random(seed)
+    index = range(len(levers))
+    shares: list[float] = []
+    for _ in range(draws):
+        picked = rng.choices(index, k=len(levers))
+        share = lever_overhead([levers[i] for i in picked], [plain[i] for i in picked], q)
+        if share is not None:
+            shares.append(share)
+    shares.sort()
+    return shares[int(0.025 * len(shares))], shares[min(len(shares) - 1, int(0.975 * len(shares)))]
+
+
 BOOTSTRAP_DRAWS = 2000
 
 
