@@ -40,10 +40,18 @@ def cited(packet: dict[str, Any]) -> set[str]:
     return {i.split("#", 1)[0] for i in ids}
 
 
+# Both APIs' MEMSTREAM_READ_AFTER_MAX_WAIT_S. The reads here ask to see a write; the default
+# bound (5 s) is about an idle reader's patience, and a machine running two suites at once
+# has been seen to take 5.3 s to apply one event: past the bound the answer is served with a
+# stale warning, which the read-after tests prove apart. Here the write must be seen.
+BOUND_S = 30.0
+
+
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
     """This module owns its stack: it starts a second API on it and purges a subject."""
-    yield from owned_stack(tmp_path_factory, "twoapis")
+    env: dict[str, str | None] = {"MEMSTREAM_READ_AFTER_MAX_WAIT_S": str(BOUND_S)}
+    yield from owned_stack(tmp_path_factory, "twoapis", env=env)
 
 
 @pytest.fixture(scope="module")
@@ -63,6 +71,7 @@ def second_api(stack: RunningStack, key: str) -> Iterator[str]:
         MEMSTREAM_API_HOST="127.0.0.1",
         MEMSTREAM_API_PORT=str(port),
         MEMSTREAM_API_REPLICA="b",
+        MEMSTREAM_READ_AFTER_MAX_WAIT_S=str(BOUND_S),
     )
     env.pop("MEMSTREAM_API_FD", None)
     log = stack.data_dir.parent / "api-b.log"
