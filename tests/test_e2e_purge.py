@@ -26,7 +26,7 @@ from memstream.kafka.reading import read_to_end
 from memstream.kafka.topics import CHECKOUTS, DLQ, LATENTS, LEDGER, RAW
 from memstream.learning.trace import CheckoutTrace
 from memstream.ledger.opening import EntryOpener
-from memstream.metrics import scrape
+from memstream.metrics import read_samples
 from memstream.projection.latents import decode_artifacts
 from memstream.projection.status import caught_up
 from memstream.records.latent import LatentArtifact
@@ -414,7 +414,10 @@ def test_the_mcp_forget_tool_is_a_dry_run_unless_told_then_purges(stack: Running
         wait_until(lambda: _lineage_found(client, event_id), 60, "the event in memory")
 
     def counted() -> float:
-        samples = scrape([f"{stack.api_url}/metrics"], {"memstream_mcp_tool_calls_total"})
+        # read_samples raises when /metrics does not answer: ``scrape`` would read nothing,
+        # and beside a second suite the API busy with a purge has taken over 3 s to answer.
+        url, name = f"{stack.api_url}/metrics", "memstream_mcp_tool_calls_total"
+        samples = read_samples(url, {name}, timeout=30)
         return sum(s.value for s in samples if s.labels["tool"] == "forget")
 
     before = counted()
