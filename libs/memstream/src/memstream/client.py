@@ -11,6 +11,8 @@ from urllib.parse import quote
 
 import httpx
 
+from memstream.checkout.retrieve.config import LEVERS
+
 
 class MemstreamHttpError(RuntimeError):
     """A 4xx/5xx from the API; ``detail`` is the server's reason."""
@@ -110,6 +112,9 @@ class MemoryHttpClient:
         named |= {"rerank": rerank, "top_votes": top_votes, "text_rows": text_rows}
         named |= {"expand": expand, "coverage": coverage}
         body |= {name: on for name, on in named.items() if on is not None}
+        unknown = set(levers or {}) - set(LEVERS.values())
+        if unknown:  # a lever's name only: never a way to overwrite the query or the format
+            raise ValueError(f"unknown levers: {', '.join(sorted(unknown))}")
         body |= dict(levers or {})
         resp = self._call("POST", "/v1/checkout", json=body)
         return resp.json() if format == "json" else resp.text
