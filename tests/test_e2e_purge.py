@@ -343,6 +343,33 @@ def test_ingest_refuses_a_hand_written_tombstone(stack: RunningStack) -> None:
     assert resp.status_code == 422 and "DELETE /v1/subjects" in resp.json()["detail"]
 
 
+def test_an_event_resent_under_a_purged_id_is_refused_and_nothing_of_its_batch_written(
+    stack: RunningStack, purged: dict[str, Any]
+) -> None:
+    """Her id's data key is destroyed for good: a re-send (new words, same id) gets 409
+    naming it, no key is made again, and the batch's other event is not produced either."""
+    fresh = f"after-purge-{uuid.uuid4().hex[:8]}"
+    batch = [
+        _msg(fresh, "the user", "Odalys Brenneck-Saar bought a kayak.", 6),
+        _msg("her-2", SUBJECT, "ines øverland-quist is back: new passport QY-0001-ZZ.", 7),
+    ]
+    resp = httpx.post(
+        f"{stack.api_url}/v1/events",
+        json={"events": batch},
+        headers={"Authorization": f"Bearer {key_for(stack)}"},
+    )
+    assert resp.status_code == 409, resp.text
+    assert resp.json()["purged_ids"] == ["her-2"] and "purged" in resp.json()["detail"]
+    keys = SqliteDataKeys(Settings(data_dir=stack.data_dir).data_keys_path)
+    try:
+        assert keys.get(TENANT, "event", ["her-2"]) == {}
+    finally:
+        keys.close()
+    raw = [m.value() or b"{}" for m in read_topic(stack.bootstrap, RAW)]
+    assert fresh not in {orjson.loads(v).get("id") for v in raw}
+    assert not any(b"QY-0001-ZZ" in v for v in raw)
+
+
 def test_a_replayed_version_does_not_bring_her_back(
     stack: RunningStack, purged: dict[str, Any], client: MemoryHttpClient
 ) -> None:

@@ -141,6 +141,32 @@ def test_an_artifact_whose_key_is_gone_reads_as_nothing(keys: SqliteDataKeys) ->
     assert decode_artifacts(ArtifactSealer(keys).encode([other]), EntryOpener(keys)) == [other]
 
 
+def test_an_artifact_rebuilt_after_its_key_was_destroyed_is_not_written(
+    keys: SqliteDataKeys,
+) -> None:
+    """The builder may rebuild an artifact before the tombstone reaches it: its key is gone,
+    so it is not sealed under a new one (the older copies of the id would no longer open, and
+    the purged content would be readable again)."""
+    a = _artifact("t1")
+    first = ArtifactSealer(keys).encode([a])
+    keys.destroy("t1", "latent", [a.artifact_id])
+    rebuilt = a.model_copy(update={"summary": "rebuilt from the same purged events"})
+    gone = LatentDeletion(
+        artifact_id=a.artifact_id, tenant="t1", deleted_by="tomb-1", deleted_at=T0
+    )
+    fresh = _artifact("t2")
+    again, deletion, other = ArtifactSealer(keys).encode([rebuilt, gone, fresh])
+    assert again is None
+    assert deletion is not None and orjson.loads(deletion)["deleted_by"] == "tomb-1"
+    assert other is not None and decode_artifacts([other], EntryOpener(keys)) == [fresh]
+    assert keys.get("t1", "latent", [a.artifact_id]) == {}
+    assert decode_artifacts([v for v in first if v], EntryOpener(keys)) == [None]
+    # An id the purge reached before the builder made its key is forbidden as well.
+    later = _artifact("t3")
+    keys.destroy("t3", "latent", [later.artifact_id])
+    assert ArtifactSealer(keys).encode([later]) == [None]
+
+
 # -- on a real broker -------------------------------------------------------------------------
 
 

@@ -40,7 +40,7 @@ from memstream.shred.seal import (
     seal_event,
     unseal,
 )
-from memstream.shred.sealer import EventSealer
+from memstream.shred.sealer import EventSealer, KeyDestroyed
 from memstream.shred.sqlite import SqliteDataKeys
 from memstream.times import iso_utc
 from scratchtopics import journal_event
@@ -227,6 +227,24 @@ def test_a_resent_sealed_event_is_a_duplicate_even_once_its_key_is_gone() -> Non
     assert isinstance(again, Duplicate) and again.event_id == "e1"
 
 
+def test_a_clear_record_whose_key_is_gone_is_skipped_when_sealing() -> None:
+    """A purged id finds no key (none is made again): the event is never ledgered clear."""
+    raw = orjson.dumps(event())
+    state = SequencerState()
+    out = sequence(RawRecord(raw, 0, 5, "memory.events.raw"), state, NOW, {}, seal=True)
+    assert isinstance(out, Shredded) and out.event_id == "e1"
+    assert state.heads == {}  # nothing of the stream was touched
+    # Sealing off: no key is expected, the event is ledgered as it came.
+    plain = sequence(RawRecord(raw, 0, 6, "memory.events.raw"), state, NOW, {}, seal=False)
+    assert isinstance(plain, Sequenced) and not is_sealed(plain.entry)
+
+
+def test_a_clear_tombstone_needs_no_key_when_sealing() -> None:
+    raw = orjson.dumps(tombstone())
+    out = sequence(RawRecord(raw, 0, 5, "memory.events.raw"), SequencerState(), NOW, {}, seal=True)
+    assert isinstance(out, Sequenced) and not is_sealed(out.entry)
+
+
 def test_a_sealed_record_naming_no_valid_tenant_is_a_dead_letter() -> None:
     doc = {**seal_event(event(), KEY), "tenant": "bad\x00tenant"}
     out = sequence(
@@ -250,6 +268,29 @@ def test_the_event_sealer_writes_no_content_in_the_clear(tmp_path: Path) -> None
         key = store.get("acme", "event", [ev.id])[ev.id]
         assert open_event(orjson.loads(value), key)["payload"]["text"] == TEXT
         assert EventSealer(None).encode([ev])[0].count(b"Troms") == 1  # sealing off: clear
+    finally:
+        store.close()
+
+
+def test_the_event_sealer_refuses_a_purged_id_and_writes_nothing(tmp_path: Path) -> None:
+    store = SqliteDataKeys(tmp_path / "keys.sqlite")
+    try:
+        sealer = EventSealer(store)
+        old, fresh = (EventAdapter.validate_python(event(i)) for i in ("gone-1", "new-1"))
+        sealer.encode([old])
+        store.destroy("acme", "event", [old.id])
+        with pytest.raises(KeyDestroyed, match="gone-1") as refused:
+            sealer.encode([fresh, old])
+        assert refused.value.refs == [("acme", "gone-1")]
+        assert store.get("acme", "event", [old.id]) == {}  # no key was made for it
+        # Derived events drop the purged one and keep the rest.
+        live = sealer.encode_live([fresh, old])
+        assert [e.id for e, _ in live] == ["new-1"]
+        key = store.get("acme", "event", ["new-1"])["new-1"]
+        assert open_event(orjson.loads(live[0][1]), key)["payload"]["text"] == TEXT
+        # A tombstone needs no key: never refused.
+        [purge] = sealer.encode([EventAdapter.validate_python(tombstone())])
+        assert not is_sealed(orjson.loads(purge))
     finally:
         store.close()
 

@@ -92,6 +92,17 @@ def test_the_key_store_seals_opens_and_shreds_traces(keys: SqliteDataKeys) -> No
         opener({"sealed": {"v": 1, "n": "", "c": ""}})  # no tenant, no packet
 
 
+def test_a_trace_whose_packet_a_purge_reached_first_is_not_written(
+    keys: SqliteDataKeys,
+) -> None:
+    """A purge can destroy a recent packet's key before its trace is sealed: no new key, no
+    trace (it would cite the purged content under a live key)."""
+    keys.destroy("t1", "packet", ["pk-late"])
+    assert TraceSealer(keys).encode(trace("pk-late", "where does zoë live?")) is None
+    assert keys.get("t1", "packet", ["pk-late"]) == {}
+    assert TraceSealer(keys).encode(trace("pk-other", "q")) is not None
+
+
 def test_the_retrospective_reads_sealed_traces_through_the_store(keys: SqliteDataKeys) -> None:
     doc = trace("pk-r", "what did Zoë order?", task_id="task-1")
     value = TraceSealer(keys).encode(doc)

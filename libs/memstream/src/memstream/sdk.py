@@ -25,7 +25,7 @@ from memstream.metrics import EVENTS_PRODUCED, EVENTS_RECEIVED, EVENTS_REJECTED
 from memstream.position import Acknowledged, Position, encode_write
 from memstream.settings import Settings
 from memstream.shred.port import DataKeys
-from memstream.shred.sealer import EventSealer
+from memstream.shred.sealer import EventSealer, KeyDestroyed
 
 COMPONENT = "sdk"
 DEFAULT_MAX_RECORD_BYTES: int = Settings.model_fields["max_record_bytes"].default
@@ -208,9 +208,18 @@ class MemoryClient:
     def emit_many(self, events: Iterable[Event | EventIn]) -> list[str]:
         """Validate every event first, then queue them all; nothing is produced on a bad one."""
         completed = [self._complete(e) for e in events]
-        values = self.sealer.encode(completed)
+        values = self._encode(completed)
         self.check_sizes(completed, values)
         return [self._produce(e, v) for e, v in zip(completed, values, strict=True)]
+
+    def _encode(self, events: Sequence[Event]) -> list[bytes]:
+        """The events sealed as written; ``KeyDestroyed`` (nothing queued) when one reuses
+        the id of a purged event."""
+        try:
+            return self.sealer.encode(events)
+        except KeyDestroyed:
+            EVENTS_REJECTED.labels(component=COMPONENT, reason="purged").inc(len(events))
+            raise
 
     def _complete(self, event: Event | EventIn) -> Event:
         try:
@@ -235,7 +244,7 @@ class MemoryClient:
             raise MemstreamSdkError("MemoryClient is closed")
         key = event.key
         if value is None:
-            value = self.sealer.encode([event])[0]
+            value = self._encode([event])[0]
             self.check_sizes([event], [value])
         self._m_received.inc()
         try:

@@ -14,6 +14,7 @@ from memstream.events import EVENT_TYPES, Event, InboundEvent, parse_inbound
 from memstream.kafka.produce import DeliveryFailed
 from memstream.ledger.size import oversized, refusal
 from memstream.metrics import API_REFUSED, EVENTS_RECEIVED, EVENTS_REJECTED
+from memstream.shred.sealer import KeyDestroyed
 from memstream.wire import (
     BODY_MAX_DEPTH,
     Position,
@@ -81,6 +82,13 @@ class ValidationErrorBody(BaseModel):
     errors: list[FieldError]
 
 
+class PurgedIdsBody(BaseModel):
+    detail: str
+    purged_ids: list[str] = Field(
+        description="the batch's ids that a purge shredded: never written again"
+    )
+
+
 class DeliveryErrorBody(BaseModel):
     detail: str
     ids: list[str] = Field(
@@ -106,7 +114,7 @@ REQUEST_BODY: dict[str, Any] = {
 }
 
 
-REJECT_REASONS = ("too_large", "malformed", "tenant", "invalid", "delivery", "backlog")
+REJECT_REASONS = ("too_large", "malformed", "tenant", "invalid", "delivery", "backlog", "purged")
 
 
 def init_metrics() -> None:
@@ -284,6 +292,11 @@ def _complete(body: bytes, items: list[Any], batch: bool, tenant: str) -> list[E
         **AUTH,
         403: {"model": ErrorBody, "description": "an event names another tenant"},
         **WRITE_REFUSALS,
+        409: {
+            "model": PurgedIdsBody,
+            "description": "an event reuses the id of a purged event (its data key is "
+            "destroyed, so it is never written again); nothing accepted",
+        },
         422: {"model": ValidationErrorBody, "description": "invalid event; nothing accepted"},
         **unavailable(
             "not accepted (spool full, Kafka did not acknowledge, or the key store is "
@@ -331,11 +344,17 @@ async def _ingest(request: Request, tenant: str) -> Response | Accepted:
 async def deliver(request: Request, events: list[Event], batch: bool = False) -> Response | str:
     """Make validated events (of one tenant) durable, the one way every route does: their
     position once they are (spooled in the outbox, or acknowledged by Kafka without one),
-    else the 413 (an event can never fit the broker's record limit), 429 (the tenant's
-    outbox share is full) or 503 to answer. Nothing of a refused batch is produced."""
+    else the 409 (an id of a purged event), 413 (an event can never fit the broker's record
+    limit), 429 (the tenant's outbox share is full) or 503 to answer. Nothing of a refused
+    batch is produced."""
     up = serving(request)
     producer: BatchProducer = up.producer
-    values = await run_in_threadpool(producer.encode, events)
+    try:
+        values = await run_in_threadpool(producer.encode, events)
+    except KeyDestroyed as exc:
+        EVENTS_REJECTED.labels(component=COMPONENT, reason="purged").inc(len(events))
+        purged = [i for _, i in exc.refs][:MAX_REPORTED_ERRORS]
+        return _error(status.HTTP_409_CONFLICT, str(exc), purged_ids=purged)
     limit = producer.limit.bytes
     found = oversized(events, values, limit, sealed=producer.seals)
     if found:

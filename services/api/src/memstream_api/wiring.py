@@ -61,7 +61,9 @@ def build_checkout(
             return indexes[info.name]
 
     def trace(doc: CheckoutTrace) -> None:
-        producer.send(CHECKOUTS, doc.tenant, traces.encode(doc.model_dump(mode="json")))
+        value = traces.encode(doc.model_dump(mode="json"))
+        if value is not None:  # None: a purge destroyed the packet's key while it was answered
+            producer.send(CHECKOUTS, doc.tenant, value)
 
     return CheckoutService(
         registry=FileProjectionRegistry(registry_path(settings.data_dir)),

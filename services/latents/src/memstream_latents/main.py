@@ -273,6 +273,9 @@ class LatentWorker:
         """
         records = [o if isinstance(o, LatentDeletion) else self._with_centroid(o) for o in out]
         for record, value in zip(records, self.sealer.encode(records), strict=True):
+            if value is None:  # built from events a purge reached before this builder saw it
+                PURGE_ITEMS_REMOVED.labels(COMPONENT, STORE, "artifacts_unwritten").inc()
+                continue
             if isinstance(record, LatentArtifact):
                 self._derived(record)
             try:

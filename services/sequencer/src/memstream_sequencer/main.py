@@ -142,7 +142,7 @@ class Sequencer:
             if state is None:  # assignment callback always runs first; be safe anyway
                 self.rebuild([p])
                 state = self.states[p]
-            out = sequence(rec, state, now_iso, keys, doc)
+            out = sequence(rec, state, now_iso, keys, doc, seal=self.seal)
             if isinstance(out, Sequenced):
                 refused = self._produce(out, rec)
                 if refused is None:

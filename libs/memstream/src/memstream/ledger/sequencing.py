@@ -74,8 +74,8 @@ class DeadLetter:
 
 @dataclass(frozen=True)
 class Shredded:
-    """A sealed event whose data key is gone: a purge destroyed it before this copy was
-    sequenced (an outbox re-send, say). Nothing of it can be read or ledgered."""
+    """An event whose data key is gone: a purge destroyed it before this copy was sequenced
+    (an outbox re-send, say). Nothing of it can be read or ledgered."""
 
     key: str
     event_id: str
@@ -116,12 +116,15 @@ def sequence(
     now: str,
     keys: Keys | None = None,
     doc: Any = None,
+    seal: bool = False,
 ) -> Outcome:
     """Assign the next seq of the record's stream, or say why it cannot enter the ledger.
 
     ``now`` is the batch's ingestion time (see :func:`memstream.times.iso_utc`). With
     ``keys`` (see :func:`key_ref`) the entry's content is sealed under its data key, and an
-    event that arrived sealed is opened first; ``doc`` is the record already parsed.
+    event that arrived sealed is opened first; ``doc`` is the record already parsed. With
+    ``seal``, an event that arrived clear but whose key is absent was purged (no key is made
+    again for a destroyed id): it is :class:`Shredded`, never ledgered in the clear.
     Mutates ``state`` only when an entry is produced, so a dead letter changes nothing.
     """
     # Decode once and validate the decoded object: a second JSON parse of the same bytes
@@ -152,9 +155,12 @@ def sequence(
     except ValidationError as exc:
         return DeadLetter("invalid envelope: " + validation_reason(exc))
     stream = event.key
-    head = state.heads.setdefault(stream, StreamHead())
-    if event.id in head.seen:
+    known = state.heads.get(stream)
+    if known is not None and event.id in known.seen:
         return Duplicate(stream, event.id)
+    if seal and key is None and key_ref(doc) is not None:
+        return Shredded(stream, event.id)
+    head = known if known is not None else state.heads.setdefault(stream, StreamHead())
     # The ledger keeps the envelope as the client sent it (validated above); re-serialising
     # the model would cost more than the whole rest of this function.
     paths = event.security.redacted_paths

@@ -24,11 +24,17 @@ def chunks(ids: Iterable[str]) -> Iterable[list[str]]:
 
 
 class DataKeys(Protocol):
-    """Keys by (tenant, kind, id). Destroyed keys are gone for good: ``get`` leaves them out."""
+    """Keys by (tenant, kind, id). Destroyed keys are gone for good: every read leaves them
+    out, and no key is ever made again for a destroyed id (the store keeps a tombstone of
+    it): a late copy of purged content (a re-sent event, an artifact rebuilt before its
+    builder saw the purge, the trace of a purged packet) finds no key and is never written,
+    rather than sealed under a new key that would leave the old copies unreadable by mistake
+    and the new one readable."""
 
     def create_or_get(self, tenant: str, kind: KeyKind, ids: Iterable[str]) -> dict[str, bytes]:
         """The key of every id, created where missing (one write for all): the same id gets
-        the same key however often it is asked (a re-sent event seals under its first key)."""
+        the same key however often it is asked (a re-sent event seals under its first key).
+        A destroyed id is absent from the answer."""
         ...
 
     def get(self, tenant: str, kind: KeyKind, ids: Iterable[str]) -> dict[str, bytes]:
@@ -36,7 +42,8 @@ class DataKeys(Protocol):
         ...
 
     def destroy(self, tenant: str, kind: KeyKind, ids: Iterable[str]) -> int:
-        """Destroy the keys of ``ids``; how many existed. Idempotent."""
+        """Destroy the keys of ``ids`` (and forbid keys for those never made); how many keys
+        existed. Idempotent."""
         ...
 
     def tenant_secret(self, tenant: str) -> bytes:

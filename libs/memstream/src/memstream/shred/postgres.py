@@ -3,11 +3,12 @@ one machine (every process that seals or opens reaches the same keys over the ne
 
 The rules are the SQLite store's (:mod:`memstream.shred.sqlite`): a key is created once per
 (tenant, kind, id) and the first one wins (``ON CONFLICT DO NOTHING``, so two processes
-sealing the same id at once agree); a destroyed key is gone from every read. Tenants and ids
+sealing the same id at once agree); a destroyed key is gone from every read, and its row
+becomes a tombstone with an empty key, so no key is ever made again for the id. Tenants and ids
 are kept as their UTF-8 bytes: PostgreSQL text cannot hold NUL, and the store keeps exactly
 the id it was given, as SQLite does.
 
-Where a destroyed key may still lie as bytes: a deleted row stays in its page until VACUUM
+Where a destroyed key may still lie as bytes: its old row version stays in its page until VACUUM
 reuses the space, and the server's write-ahead log and its backups hold what was written.
 ``destroy`` runs VACUUM on the table, and the WAL recycles its segments, so the window is
 the life of the WAL and of the oldest backup: keep key backups short-lived and apart from
@@ -52,7 +53,8 @@ class PostgresDataKeys:
     def _select(self, tenant: str, kind: KeyKind, ids: list[str]) -> dict[str, bytes]:
         wanted = {_b(i): i for i in ids}
         rows = self._db.execute(
-            "SELECT id, key FROM data_keys WHERE tenant = %s AND kind = %s AND id = ANY(%s)",
+            "SELECT id, key FROM data_keys WHERE tenant = %s AND kind = %s AND id = ANY(%s) "
+            "AND octet_length(key) > 0",
             (_b(tenant), kind, list(wanted)),
         )
         return {wanted[bytes(i)]: bytes(k) for i, k in rows}
@@ -80,12 +82,19 @@ class PostgresDataKeys:
     def destroy(self, tenant: str, kind: KeyKind, ids: Iterable[str]) -> int:
         gone = 0
         with self._lock:
-            for chunk in chunks(ids):
-                cur = self._db.execute(
-                    "DELETE FROM data_keys WHERE tenant = %s AND kind = %s AND id = ANY(%s)",
-                    (_b(tenant), kind, [_b(i) for i in chunk]),
-                )
-                gone += cur.rowcount
+            with self._db.transaction():
+                for chunk in chunks(ids):
+                    # One upsert, not a DELETE: a DELETE does not see a key another process
+                    # is creating (uncommitted), which would then outlive the destroy; the
+                    # conflict waits for that insert and blanks it. xmax is 0 on a row this
+                    # statement inserted, set on one it updated (a key that existed).
+                    rows = self._db.execute(
+                        "INSERT INTO data_keys AS d SELECT %s, %s, unnest(%s::bytea[]), ''::bytea "
+                        "ON CONFLICT (tenant, kind, id) DO UPDATE SET key = ''::bytea "
+                        "WHERE octet_length(d.key) > 0 RETURNING d.xmax <> 0",
+                        (_b(tenant), kind, [_b(i) for i in chunk]),
+                    ).fetchall()
+                    gone += sum(1 for (updated,) in rows if updated)
             if gone:
                 # Dead rows to reusable space now rather than at the next autovacuum.
                 self._db.execute("VACUUM data_keys")

@@ -10,8 +10,22 @@ import orjson
 from memstream.events import Event
 from memstream.records.latent import LatentRecord
 from memstream.shred.artifacts import is_deletion, seal_artifact
-from memstream.shred.port import DataKeys
+from memstream.shred.port import DataKeys, KeyKind
 from memstream.shred.seal import needs_key, seal_event
+
+
+class KeyDestroyed(ValueError):
+    """Events whose ids a purge shredded: their content can never be written again (the
+    ledger keeps the sealed first copy, and no new key is made for a destroyed id)."""
+
+    def __init__(self, refs: Sequence[tuple[str, str]]) -> None:
+        self.refs = list(refs)
+        shown = ", ".join(i for _, i in self.refs[:5])
+        more = f" and {len(self.refs) - 5} more" if len(self.refs) > 5 else ""
+        super().__init__(
+            f"event id(s) {shown}{more} were purged: their data keys are destroyed, and an "
+            "event is never written again under a purged id; send new content with a new id"
+        )
 
 
 class EventSealer:
@@ -23,7 +37,21 @@ class EventSealer:
         self.keys = keys
 
     def encode(self, events: Sequence[Event]) -> list[bytes]:
-        """One value per event, in order; one key store round trip per tenant."""
+        """One value per event, in order; one key store round trip per tenant.
+        :class:`KeyDestroyed` (nothing encoded) when a purge destroyed the key of any."""
+        values = self._encode(events)
+        purged = [(e.tenant, e.id) for e, v in zip(events, values, strict=True) if v is None]
+        if purged:
+            raise KeyDestroyed(purged)
+        return [v for v in values if v is not None]
+
+    def encode_live(self, events: Sequence[Event]) -> list[tuple[Event, bytes]]:
+        """The events that may still be written, with their values: a purged id is left out
+        (a derived event built again from what a purge reached is not written again)."""
+        values = self._encode(events)
+        return [(e, v) for e, v in zip(events, values, strict=True) if v is not None]
+
+    def _encode(self, events: Sequence[Event]) -> list[bytes | None]:
         if self.keys is None:
             return [e.model_dump_json().encode() for e in events]
         docs: list[dict[str, Any]] = [e.model_dump(mode="json") for e in events]
@@ -31,15 +59,14 @@ class EventSealer:
         for d in docs:
             if needs_key(d):
                 wanted.setdefault(d["tenant"], []).append(d["id"])
-        keys = {
-            (tenant, i): k
-            for tenant, ids in wanted.items()
-            for i, k in self.keys.create_or_get(tenant, "event", ids).items()
-        }
-        out = []
+        keys = _keys(self.keys, "event", wanted)
+        out: list[bytes | None] = []
         for d in docs:
+            if not needs_key(d):
+                out.append(orjson.dumps(d))
+                continue
             key = keys.get((d["tenant"], d["id"]))
-            out.append(orjson.dumps(seal_event(d, key) if key is not None else d))
+            out.append(None if key is None else orjson.dumps(seal_event(d, key)))
         return out
 
 
@@ -50,8 +77,10 @@ class ArtifactSealer:
     def __init__(self, keys: DataKeys | None) -> None:
         self.keys = keys
 
-    def encode(self, records: Sequence[LatentRecord]) -> list[bytes]:
-        """One value per record, in order; one key store round trip per tenant."""
+    def encode(self, records: Sequence[LatentRecord]) -> list[bytes | None]:
+        """One value per record, in order; one key store round trip per tenant. ``None``
+        for an artifact whose key a purge destroyed: it was built from purged events (its
+        builder had not yet seen the purge) and is never written again."""
         docs: list[dict[str, Any]] = [r.model_dump(mode="json") for r in records]
         if self.keys is None:
             return [orjson.dumps(d) for d in docs]
@@ -59,16 +88,23 @@ class ArtifactSealer:
         for d in docs:
             if not is_deletion(d):
                 wanted.setdefault(d["tenant"], []).append(d["artifact_id"])
-        keys = {
-            (tenant, i): k
-            for tenant, ids in wanted.items()
-            for i, k in self.keys.create_or_get(tenant, "latent", ids).items()
-        }
-        # create_or_get returns every id asked: a missing key is our bug, never a clear copy
-        return [
-            orjson.dumps(d if is_deletion(d) else seal_artifact(d, keys[_ref(d)])) for d in docs
-        ]
+        keys = _keys(self.keys, "latent", wanted)
+        out: list[bytes | None] = []
+        for d in docs:
+            if is_deletion(d):
+                out.append(orjson.dumps(d))
+                continue
+            key = keys.get((d["tenant"], d["artifact_id"]))
+            out.append(None if key is None else orjson.dumps(seal_artifact(d, key)))
+        return out
 
 
-def _ref(doc: dict[str, Any]) -> tuple[str, str]:
-    return doc["tenant"], doc["artifact_id"]
+def _keys(
+    store: DataKeys, kind: KeyKind, wanted: dict[str, list[str]]
+) -> dict[tuple[str, str], bytes]:
+    """The keys of ``wanted`` ids by tenant, created where missing; a destroyed one absent."""
+    return {
+        (tenant, i): k
+        for tenant, ids in wanted.items()
+        for i, k in store.create_or_get(tenant, kind, ids).items()
+    }

@@ -5,6 +5,10 @@ destroyed key must not survive on disk: ``secure_delete`` overwrites freed pages
 checkpoint after each destroy moves the change out of the write-ahead log and truncates it.
 ``synchronous=NORMAL`` in WAL mode keeps a committed key through the death of any process
 (what DESIGN §3.8 asks); only a power loss may lose the last commits.
+
+A destroyed key's row is deleted (so ``secure_delete`` overwrites it) and a tombstone row
+with an empty key takes its place: reads leave it out, and ``create_or_get`` cannot make a
+new key for the id, because the tombstone holds its primary key.
 """
 
 from __future__ import annotations
@@ -46,7 +50,8 @@ class SqliteDataKeys:
     def _select(self, tenant: str, kind: KeyKind, ids: list[str]) -> dict[str, bytes]:
         marks = ",".join("?" * len(ids))
         rows = self._db.execute(
-            f"SELECT id, key FROM data_keys WHERE tenant=? AND kind=? AND id IN ({marks})",
+            f"SELECT id, key FROM data_keys WHERE tenant=? AND kind=? AND id IN ({marks}) "
+            "AND length(key) > 0",
             (tenant, kind, *ids),
         )
         return {str(i): bytes(k) for i, k in rows}
@@ -77,13 +82,24 @@ class SqliteDataKeys:
     def destroy(self, tenant: str, kind: KeyKind, ids: Iterable[str]) -> int:
         gone = 0
         with self._lock:
-            for chunk in chunks(ids):
-                marks = ",".join("?" * len(chunk))
-                cur = self._db.execute(
-                    f"DELETE FROM data_keys WHERE tenant=? AND kind=? AND id IN ({marks})",
-                    (tenant, kind, *chunk),
-                )
-                gone += cur.rowcount
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                for chunk in chunks(ids):
+                    marks = ",".join("?" * len(chunk))
+                    cur = self._db.execute(
+                        f"DELETE FROM data_keys WHERE tenant=? AND kind=? AND id IN ({marks}) "
+                        "AND length(key) > 0",
+                        (tenant, kind, *chunk),
+                    )
+                    gone += cur.rowcount
+                    self._db.executemany(
+                        "INSERT OR IGNORE INTO data_keys VALUES (?, ?, ?, X'')",
+                        [(tenant, kind, i) for i in chunk],
+                    )
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
             if gone:
                 # Out of the log and into the (securely overwritten) database file.
                 self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")

@@ -55,12 +55,14 @@ class TraceSealer:
     def __init__(self, keys: DataKeys | None) -> None:
         self.keys = keys
 
-    def encode(self, doc: Mapping[str, Any]) -> bytes:
+    def encode(self, doc: Mapping[str, Any]) -> bytes | None:
+        """The value to write; ``None`` when a purge destroyed the packet's key before its
+        trace was written (the packet cited purged content: it is never written)."""
         if self.keys is None:
             return orjson.dumps(doc)
         tenant, packet = str(doc["tenant"]), str(doc["packet_id"])
-        key = self.keys.create_or_get(tenant, "packet", [packet])[packet]
-        return orjson.dumps(seal_trace(doc, key))
+        key = self.keys.create_or_get(tenant, "packet", [packet]).get(packet)
+        return None if key is None else orjson.dumps(seal_trace(doc, key))
 
 
 class TraceOpener:
