@@ -18,7 +18,7 @@ import httpx
 import pytest
 from mcp.client.session import ClientSession
 from memstream.keys import KeyStore
-from memstream.metrics import scrape
+from memstream.metrics import read_samples
 from stackproc import RunningStack, start_stack, wait_until
 from test_e2e_mcp import http_session, run, text_of
 
@@ -123,7 +123,9 @@ def test_mcp_tool_calls_get_the_429_as_a_tool_error(stack: RunningStack, spent: 
 
 def test_refusals_are_counted_by_route_and_reason(stack: RunningStack, spent: str) -> None:
     assert post(stack, spent, "/v1/search", BODY).status_code == 429
-    samples = scrape([f"{stack.api_url}/metrics"], {"memstream_reads_throttled_total"})
+    samples = read_samples(
+        f"{stack.api_url}/metrics", {"memstream_reads_throttled_total"}, timeout=30
+    )
     counted = {(s.labels["route"], s.labels["reason"]): s.value for s in samples if s.value > 0}
     assert counted.get(("/v1/search", "budget"), 0) >= 1, counted
     assert "tenant" not in samples[0].labels  # unbounded: never a label here

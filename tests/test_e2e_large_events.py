@@ -36,7 +36,7 @@ import orjson
 import pytest
 from memstream.events import EventAdapter
 from memstream.kafka.topics import DLQ
-from memstream.metrics import scrape
+from memstream.metrics import read_samples
 from memstream.shred.sealer import EventSealer
 from memstream.shred.sqlite import SqliteDataKeys
 from stackproc import BIN, RunningStack, healthy_status, memstream, start_stack, wait_until
@@ -208,7 +208,9 @@ def test_slow_bodies_are_refused_by_pace_and_a_tenants_connections_by_its_cap(
     conn.close()
     refusals = {
         s.labels["reason"]: s.value
-        for s in scrape([f"{stack.api_url}/metrics"], ("memstream_api_refused_total",))
+        for s in read_samples(
+            f"{stack.api_url}/metrics", ("memstream_api_refused_total",), timeout=30
+        )
     }
     assert refusals["body_too_slow"] >= 2 and refusals["body_deadline"] >= 1
     assert refusals["tenant_ingest_open"] >= 1
@@ -295,7 +297,9 @@ def test_a_record_refused_for_good_is_dead_lettered_without_its_neighbours(
     assert mine[0]["source"]["outbox_segment"] == 9999999 and mine[0]["source"]["line"] == 1
     head = base64.b64decode(mine[0]["raw_b64"])
     assert head == lines[1][: RECORD_LIMIT // 2] and mine[0]["raw_bytes"] == len(lines[1])
-    dead = scrape([f"{stack.api_url}/metrics"], ("memstream_outbox_dead_lettered_total",))
+    dead = read_samples(
+        f"{stack.api_url}/metrics", ("memstream_outbox_dead_lettered_total",), timeout=30
+    )
     assert sum(s.value for s in dead) == 1
     doc = healthy_status(stack.data_dir)
     assert not [p for p in doc["problems"] if p.startswith("outbox")], doc["problems"]

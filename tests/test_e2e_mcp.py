@@ -22,7 +22,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult
 from memstream import position
 from memstream.client import MemoryHttpClient
-from memstream.metrics import scrape
+from memstream.metrics import read_samples
 from memstream.settings import Settings
 from memstream.shred.sqlite import SqliteDataKeys
 from memstream.stack.epoch import read_epoch
@@ -328,7 +328,9 @@ def test_tool_calls_are_counted_on_the_api_metrics(
         await session.call_tool("lineage", {"item_id": "no-such-memory-id"})
 
     def counted() -> dict[tuple[str, str], float]:
-        samples = scrape([f"{stack.api_url}/metrics"], {"memstream_mcp_tool_calls_total"})
+        samples = read_samples(
+            f"{stack.api_url}/metrics", {"memstream_mcp_tool_calls_total"}, timeout=30
+        )
         return {(s.labels["tool"], s.labels["outcome"]): s.value for s in samples}
 
     before = counted()
@@ -412,7 +414,9 @@ def test_read_tools_take_after_remember_position(
 
 def invalidate_waits(stack: RunningStack) -> float:
     """How many invalidations the API has waited on a position for."""
-    samples = scrape([f"{stack.api_url}/metrics"], {"memstream_read_after_wait_seconds_count"})
+    samples = read_samples(
+        f"{stack.api_url}/metrics", {"memstream_read_after_wait_seconds_count"}, timeout=30
+    )
     return sum(x.value for x in samples if x.labels["route"] == "invalidate")
 
 

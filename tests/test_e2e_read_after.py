@@ -17,7 +17,7 @@ from confluent_kafka import Message, Producer
 from memstream import position
 from memstream.client import MemoryHttpClient, StaleRead
 from memstream.kafka.topics import RAW
-from memstream.metrics import scrape
+from memstream.metrics import read_samples
 from memstream.shred.sqlite import SqliteDataKeys
 from memstream.stack.epoch import read_epoch
 from messages_standin import MessagesStandin, llm_env, prompt_ids
@@ -193,7 +193,9 @@ def test_unreachable_position_answers_at_bound_with_stale_warning(
     assert len(stale) == 1 and stale[0]["ids"] == [], stale
     assert "graph" in stale[0]["message"] and "vectors" in stale[0]["message"], stale
     assert "not yet applied after" in stale[0]["message"], stale
-    samples = scrape([f"{stack.api_url}/metrics"], {"memstream_read_after_stale_total"})
+    samples = read_samples(
+        f"{stack.api_url}/metrics", {"memstream_read_after_stale_total"}, timeout=30
+    )
     counted = {(x.labels["route"], x.labels["projection"]): x.value for x in samples}
     assert counted[("checkout", "graph")] >= 1 and counted[("checkout", "vectors")] >= 1
 
@@ -226,7 +228,9 @@ def test_invalidate_after_a_write_checks_its_targets_once_memory_applied_it(
     assert resp.status_code == 404, resp.text
     assert detail.startswith(f"not in memory (or not projected yet): {nothing}; after:"), detail
     assert "partition the topic does not have" in detail, detail
-    samples = scrape([f"{stack.api_url}/metrics"], {"memstream_read_after_wait_seconds_count"})
+    samples = read_samples(
+        f"{stack.api_url}/metrics", {"memstream_read_after_wait_seconds_count"}, timeout=30
+    )
     waits = {x.labels["route"]: x.value for x in samples}
     assert waits["invalidate"] >= 3, waits
 

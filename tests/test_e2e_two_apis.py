@@ -17,7 +17,7 @@ import pytest
 from memstream.client import MemoryHttpClient, MemstreamHttpError
 from memstream.kafka.reading import committed_offsets
 from memstream.kafka.topics import LEDGER
-from memstream.metrics import scrape
+from memstream.metrics import read_samples
 from memstream.stack.children import spawn, stop_process
 from memstream.stack.net import free_port
 from stackproc import RunningStack, memstream, owned_stack, wait_until
@@ -147,6 +147,6 @@ def forgotten_by(api_url: str) -> float:
     wanted = {"store": "memory", "kind": "recent_packets"}
     return sum(
         s.value
-        for s in scrape([f"{api_url}/metrics"], {name})
+        for s in read_samples(f"{api_url}/metrics", {name}, timeout=30)
         if all(s.labels.get(k) == v for k, v in wanted.items())
     )
