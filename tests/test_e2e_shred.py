@@ -324,6 +324,27 @@ def test_verify_passes(live: Live, purged: dict[str, Any]) -> None:
     assert "purged" in out.stdout
 
 
+def test_re_emitting_her_events_from_a_file_is_refused_by_id(
+    live: Live, purged: dict[str, Any]
+) -> None:
+    """The CLI (through the SDK) finds her ids' keys destroyed: it says which and emits
+    nothing of the tenant's batch; no key is made again."""
+    jsonl = live.data_dir.parent / "again.jsonl"
+    jsonl.write_text("".join(json.dumps(e) + "\n" for e in sdk_events()))
+    out = memstream("emit", "--tenant", TENANT, "--file", str(jsonl), data_dir=live.data_dir,
+                    check=False)  # fmt: skip
+    said = out.stdout + out.stderr
+    assert out.returncode == 1, said
+    assert "her-4" in said and "her-5" in said and "purged" in said, said
+    assert "Traceback" not in said
+    keys = SqliteDataKeys(live.data_dir / "data-keys.sqlite")
+    try:
+        assert keys.get(TENANT, "event", ["her-4", "her-5"]) == {}
+        assert keys.get(TENANT, "event", ["his-2"]).keys() == {"his-2"}  # the stack's store
+    finally:
+        keys.close()
+
+
 def _plain_digests(name: str) -> set[str]:
     """sha256 of every form of the name, alone and as ``tenant|name``."""
     names = {name, name.lower(), name.casefold(), name.upper()}

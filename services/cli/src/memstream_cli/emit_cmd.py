@@ -9,8 +9,9 @@ from typing import Annotated, Any
 import typer
 from memstream.events import EventIn
 from memstream.ledger.opening import data_keys
-from memstream.sdk import MemoryClient, emit_by_tenant
+from memstream.sdk import EventTooLargeError, MemoryClient, emit_by_tenant
 from memstream.shred.port import DataKeys
+from memstream.shred.sealer import KeyDestroyed
 from memstream.stack.epoch import read_epoch
 from pydantic import ValidationError
 
@@ -57,6 +58,8 @@ def emit(
             event_id = client.emit(stream, type_, body)
         except ValidationError as exc:
             fail(f"invalid event: {exc}")
+        except EventTooLargeError as exc:
+            fail(str(exc))
         written = client.flush() if json_ else None
     print(json.dumps({"id": event_id, "position": written}) if json_ else event_id)
 
@@ -76,4 +79,8 @@ def _emit_file(bootstrap: str, file: Path, tenant: str | None, keys: DataKeys | 
             events.append(raw.complete(t, agent=raw.agent or "cli"))
         except ValidationError as exc:
             fail(f"{file}:{lineno}: invalid event: {exc}")
-    out.print(f"emitted {emit_by_tenant(bootstrap, events, keys)} events")
+    try:
+        emitted = emit_by_tenant(bootstrap, events, keys)
+    except (EventTooLargeError, KeyDestroyed) as exc:
+        fail(f"{file}: {exc} (no event of that tenant was emitted)")
+    out.print(f"emitted {emitted} events")
