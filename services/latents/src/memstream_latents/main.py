@@ -272,9 +272,10 @@ class LatentWorker:
         and counted (``memstream_records_too_large_total``); memory answers without it.
         """
         records = [o if isinstance(o, LatentDeletion) else self._with_centroid(o) for o in out]
+        unwritten = 0
         for record, value in zip(records, self.sealer.encode(records), strict=True):
             if value is None:  # built from events a purge reached before this builder saw it
-                PURGE_ITEMS_REMOVED.labels(COMPONENT, STORE, "artifacts_unwritten").inc()
+                unwritten += 1
                 continue
             if isinstance(record, LatentArtifact):
                 self._derived(record)
@@ -295,7 +296,9 @@ class LatentWorker:
                           record.artifact_id, len(value))  # fmt: skip
         if out:
             flush_or_raise(self.producer, 30, self.reports, f"{COMPONENT} artifacts to {LATENTS}")
-        EVENTS_PRODUCED.labels(COMPONENT, LATENTS).inc(len(out))
+        EVENTS_PRODUCED.labels(COMPONENT, LATENTS).inc(len(out) - unwritten)
+        if unwritten:
+            PURGE_ITEMS_REMOVED.labels(COMPONENT, STORE, "artifacts_unwritten").inc(unwritten)
         self._count(out)
 
     def _count(self, out: Sequence[Output]) -> None:

@@ -160,7 +160,7 @@ def sequence(
         return Duplicate(stream, event.id)
     if seal and key is None and key_ref(doc) is not None:
         return Shredded(stream, event.id)
-    head = known if known is not None else state.heads.setdefault(stream, StreamHead())
+    head = state.heads.setdefault(stream, StreamHead())
     # The ledger keeps the envelope as the client sent it (validated above); re-serialising
     # the model would cost more than the whole rest of this function.
     paths = event.security.redacted_paths

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import orjson
@@ -55,19 +55,7 @@ class EventSealer:
         if self.keys is None:
             return [e.model_dump_json().encode() for e in events]
         docs: list[dict[str, Any]] = [e.model_dump(mode="json") for e in events]
-        wanted: dict[str, list[str]] = {}
-        for d in docs:
-            if needs_key(d):
-                wanted.setdefault(d["tenant"], []).append(d["id"])
-        keys = _keys(self.keys, "event", wanted)
-        out: list[bytes | None] = []
-        for d in docs:
-            if not needs_key(d):
-                out.append(orjson.dumps(d))
-                continue
-            key = keys.get((d["tenant"], d["id"]))
-            out.append(None if key is None else orjson.dumps(seal_event(d, key)))
-        return out
+        return _sealed(self.keys, "event", docs, _event_id, seal_event)
 
 
 class ArtifactSealer:
@@ -84,27 +72,41 @@ class ArtifactSealer:
         docs: list[dict[str, Any]] = [r.model_dump(mode="json") for r in records]
         if self.keys is None:
             return [orjson.dumps(d) for d in docs]
-        wanted: dict[str, list[str]] = {}
-        for d in docs:
-            if not is_deletion(d):
-                wanted.setdefault(d["tenant"], []).append(d["artifact_id"])
-        keys = _keys(self.keys, "latent", wanted)
-        out: list[bytes | None] = []
-        for d in docs:
-            if is_deletion(d):
-                out.append(orjson.dumps(d))
-                continue
-            key = keys.get((d["tenant"], d["artifact_id"]))
-            out.append(None if key is None else orjson.dumps(seal_artifact(d, key)))
-        return out
+        return _sealed(self.keys, "latent", docs, _artifact_id, seal_artifact)
 
 
-def _keys(
-    store: DataKeys, kind: KeyKind, wanted: dict[str, list[str]]
-) -> dict[tuple[str, str], bytes]:
-    """The keys of ``wanted`` ids by tenant, created where missing; a destroyed one absent."""
-    return {
+def _event_id(doc: dict[str, Any]) -> str | None:
+    return str(doc["id"]) if needs_key(doc) else None  # a tombstone stays clear
+
+
+def _artifact_id(doc: dict[str, Any]) -> str | None:
+    return None if is_deletion(doc) else str(doc["artifact_id"])  # a deletion stays clear
+
+
+def _sealed(
+    store: DataKeys,
+    kind: KeyKind,
+    docs: Sequence[dict[str, Any]],
+    key_id: Callable[[dict[str, Any]], str | None],
+    seal: Callable[[dict[str, Any], bytes], dict[str, Any]],
+) -> list[bytes | None]:
+    """Each doc as written: sealed under the key of ``key_id(doc)`` (one key store round
+    trip per tenant), clear where that is None, and None where a purge destroyed the key."""
+    ids = [key_id(d) for d in docs]
+    wanted: dict[str, list[str]] = {}
+    for d, i in zip(docs, ids, strict=True):
+        if i is not None:
+            wanted.setdefault(d["tenant"], []).append(i)
+    keys = {
         (tenant, i): k
-        for tenant, ids in wanted.items()
-        for i, k in store.create_or_get(tenant, kind, ids).items()
+        for tenant, asked in wanted.items()
+        for i, k in store.create_or_get(tenant, kind, asked).items()
     }
+    out: list[bytes | None] = []
+    for d, i in zip(docs, ids, strict=True):
+        if i is None:
+            out.append(orjson.dumps(d))
+            continue
+        key = keys.get((d["tenant"], i))
+        out.append(None if key is None else orjson.dumps(seal(d, key)))
+    return out
