@@ -264,8 +264,10 @@ def test_the_locomo_table_names_each_lever_row_and_its_latency() -> None:
         "by_category": {"1": {"recall": 0.5, "hit": 0.6}},
     }
     methods = {
-        name: cell for name in ("packet", "bm25", "packet_time_lane_on", "packet_rerank_off")
-    }
+        name: cell
+        for name in ("packet", "bm25", "packet_whole", "recall_top40", "packet_time_lane_on",
+                     "packet_rerank_off")
+    }  # fmt: skip
     doc = {
         "methods": methods, "questions": 3, "category5_abstention": 0.5,
         "packet_tokens_median": 1400, "packet_tokens_p95": 1490, "checkout_ms_p50": 20.0,
@@ -279,6 +281,9 @@ def test_the_locomo_table_names_each_lever_row_and_its_latency() -> None:
     assert "| packet, time lane on | 0.500 | 0.600 |" in table
     assert "| packet, rerank off | 0.500 | 0.600 |" in table
     assert "time lane off 18.5 / 27.0 ms, second hop on 25.0 / 40.0 ms" in table
+    assert "| reach: every turn of the packet, any order | 0.500 | 0.600 |" in table
+    assert "| reach: `/v1/recall` top 40 | 0.500 | 0.600 |" in table
+    assert "Rows marked reach are scored deeper than the first ten" in table
 
 
 def test_a_paired_interval_brackets_the_mean_gain_and_is_repeatable() -> None:

@@ -108,6 +108,11 @@ def test_bench_locomo_scores_the_packet_beside_its_baselines(tmp_path: Path) -> 
     for m in methods.values():
         assert 0 <= m["recall"] <= 1 and 0 <= m["hit"] <= 1
     assert methods["packet"]["hit"] > 0  # some evidence of these few turns is found
+    # reach is scored deeper than the first k, over the same questions
+    assert methods["packet_whole"]["recall"] >= methods["packet"]["recall"]
+    assert methods["recall_top100"]["recall"] >= methods["recall_top40"]["recall"]
+    assert methods["recall_top40"]["recall"] >= methods["recall"]["recall"]
+    assert methods["packet_whole"]["questions"] == methods["packet"]["questions"]
     assert doc["packet_tokens_median"] > 0 and doc["checkout_ms_p95"] > 0
     lines = [json.loads(x) for x in rows.read_text().splitlines()]
     assert {(r["sample_id"], r["qa_index"]) for r in lines} >= {("tiny-1", 0), ("tiny-2", 1)}

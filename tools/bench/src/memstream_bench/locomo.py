@@ -173,11 +173,17 @@ PLAIN: dict[str, Literal["fused", "dense", "sparse"]] = {
     "bm25_plain_keys": "sparse",
     "dense_plain_keys": "dense",
 }
+# How far the evidence is within reach, scored deeper than the first k: every turn the packet
+# holds, in any order (no reordering of the packet passes it), and the fused candidates of one
+# `/v1/recall` for the deepest, cut at each depth (what a better ranker could bring up).
+PACKET_WHOLE = "packet_whole"
+REACH_DEPTHS = (40, 100)
+REACH = (PACKET_WHOLE, *(f"recall_top{depth}" for depth in REACH_DEPTHS))
 Conversation = tuple[dict[str, Any], str, set[str], str]  # sample, tenant, turn ids, API key
 
 
 def _per_method() -> dict[str, dict[int, list[tuple[float, float]]]]:
-    return {n: defaultdict(list) for n in (*LANES, *VARIANTS, *PLAIN)}
+    return {n: defaultdict(list) for n in (*LANES, *REACH, *VARIANTS, *PLAIN)}
 
 
 @dataclass
@@ -379,6 +385,25 @@ def _score_lanes(
         items = client.recall(q["question"], k=k, mode=mode)
         got = _turns([i["item_id"] for i in items])
         per[name][cat].append(_score(got, evidence, k))
+    _score_reach(client, scores, cat, q["question"], retrieved, evidence)
+
+
+def _score_reach(
+    client: MemoryHttpClient,
+    scores: _Scores,
+    cat: int,
+    question: str,
+    retrieved: list[str],
+    evidence: list[str],
+) -> None:
+    """The methods of :data:`REACH`: the whole packet, and the fused candidates to each depth
+    (one recall at the deepest, cut for the others)."""
+    per = scores.per
+    per[PACKET_WHOLE][cat].append(_score(retrieved, evidence, len(retrieved)))
+    items = client.recall(question, k=max(REACH_DEPTHS), mode="fused")
+    got = _turns([i["item_id"] for i in items])
+    for depth in REACH_DEPTHS:
+        per[f"recall_top{depth}"][cat].append(_score(got, evidence, depth))
 
 
 def _flipped(client: MemoryHttpClient, question: str, k: int, lever: str, on: bool) -> Any:

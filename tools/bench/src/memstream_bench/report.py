@@ -91,6 +91,8 @@ def locomo_table(doc: Doc) -> str:
     ]
     names = {"packet": "checkout packet", "bm25": "BM25 only", "dense": "dense only"}
     names["recall"] = "`/v1/recall` top-k"
+    names["packet_whole"] = "reach: every turn of the packet, any order"
+    names |= {f"recall_top{n}": f"reach: `/v1/recall` top {n}" for n in (40, 100)}
     levers = {"episodes": "episode lane", "time_lane": "time lane", "second_hop": "second hop"}
     levers |= {"rerank": "rerank", "top_votes": "top votes", "text_rows": "text rows"}
     levers |= {"expand": "related words", "coverage": "coverage first"}
@@ -117,6 +119,13 @@ def locomo_table(doc: Doc) -> str:
         f"as JSON: median {doc.get('packet_json_tokens_median', '?')}. Checkout p50 "
         f"{doc['checkout_ms_p50']} ms, p95 {doc['checkout_ms_p95']} ms.",
     ]
+    if "packet_whole" in methods:
+        lines.append(
+            "Rows marked reach are scored deeper than the first ten: every turn the packet "
+            "holds, in any order (no reordering of the packet passes it), and the first 40 and "
+            "100 turns of one `/v1/recall` for 100 items (what a better ranker over those "
+            "candidates could bring up)."
+        )
     if levers_ms := doc.get("lever_ms"):
         shown = ", ".join(
             f"{levers.get(name.rsplit('_', 1)[0], name)} {name.rsplit('_', 1)[-1]} "
