@@ -12,6 +12,7 @@ import base64
 import functools
 import json
 import os
+import time
 import unicodedata
 import uuid
 from collections.abc import Callable
@@ -107,9 +108,38 @@ Signature = tuple[int, int, int, int]
 _SEEN: dict[tuple[Path, tuple[str, ...]], tuple[Signature, list[str]]] = {}
 
 
+SCAN_ATTEMPTS = 50
+
+
 def files_holding(root: Path, markers: tuple[str, ...]) -> dict[str, list[str]]:
     """Every file under ``root`` (or ``root`` itself): marker -> paths holding it. Files
-    unchanged since an earlier scan for the same markers are not read again."""
+    unchanged since an earlier scan for the same markers are not read again.
+
+    Only a complete scan counts: when a listed file vanished before it was read (a store
+    swapping a folder, a compaction replacing a file), its successor may not have been
+    listed, so neither copy was read; the whole tree is scanned again."""
+    for _ in range(SCAN_ATTEMPTS):
+        hits, complete = _scan_tree(root, markers)
+        if complete:
+            return hits
+    raise AssertionError(f"{root}: files vanished during each of {SCAN_ATTEMPTS} scans")
+
+
+def no_file_holds(
+    root: Path, markers: tuple[str, ...], timeout: float, settle_s: float = 5.0
+) -> None:
+    """Wait until a complete scan of ``root`` finds none of ``markers`` (the stores rewrite
+    their files a while after they applied a purge), then scan again ``settle_s`` later: a
+    store writing a copy back after the first clean scan fails too. On failure, the files."""
+    deadline = time.monotonic() + timeout
+    while (hits := files_holding(root, markers)) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert hits == {}, hits
+    time.sleep(settle_s)
+    assert files_holding(root, markers) == {}
+
+
+def _scan_tree(root: Path, markers: tuple[str, ...]) -> tuple[dict[str, list[str]], bool]:
     paths = [root] if root.is_file() else []
     # os.walk, not rglob: a store swapping a folder (a compaction) removes paths meanwhile
     for dirpath, _dirs, names in os.walk(root):
@@ -117,9 +147,11 @@ def files_holding(root: Path, markers: tuple[str, ...]) -> dict[str, list[str]]:
     hits: dict[str, list[str]] = {}
     for path in paths:
         found = _scan(path, markers)
-        for marker in found or []:
+        if found is None:
+            return hits, False
+        for marker in found:
             hits.setdefault(marker, []).append(str(path))
-    return hits
+    return hits, True
 
 
 def _scan(path: Path, markers: tuple[str, ...]) -> list[str] | None:
@@ -131,7 +163,7 @@ def _scan(path: Path, markers: tuple[str, ...]) -> list[str] | None:
         if seen is not None and seen[0] == sig:
             return seen[1]
         data = path.read_bytes()
-    except OSError:
+    except FileNotFoundError:
         return None
     found = found_in(data, markers)
     _SEEN[(path, markers)] = (sig, found)

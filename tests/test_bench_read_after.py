@@ -49,7 +49,7 @@ def test_read_after_row_cites_the_marker_with_after(tmp_path: Path) -> None:
     # without after, a probe not cited is a silent miss: no read waited, none was warned
     assert baseline["missed_silently"] == 2 - baseline["cited_first_answer"], baseline
     assert 0 <= after["waited_ms_median"] <= after["waited_ms_max"] < BOUND_S * 1000
-    assert 0 <= baseline["cited_first_answer"] <= 2 and baseline["waited_ms_max"] == 0
+    assert baseline["waited_ms_max"] == 0  # without `after` no read waits
     assert doc["machine"]["cpus"] >= 1
 
     results = tmp_path / "results"

@@ -60,7 +60,7 @@ def tiny_locomo() -> list[dict[str, Any]]:
     }  # fmt: skip
     return [
         {"sample_id": "tiny-1", "conversation": first, "qa": [
-            {"question": "What is the name of Ines's kitten?", "evidence": ["D1:1"],
+            {"question": "What is Ines's kitten called?", "evidence": ["D1:1"],
              "category": 4},
             {"question": "What did Kofi sell?", "evidence": ["D2:1"], "category": 1},
             {"question": "When did Kofi sell his bike?", "evidence": ["D2:1"], "category": 2},
@@ -91,7 +91,8 @@ def test_bench_embed_times_the_embedder_and_scores_a_locomo_file(tmp_path: Path)
     assert doc["docs"] == 200 and doc["docs_per_s"] > 0 and doc["dim"] > 0
     assert doc["locomo"]["questions"] == 5  # category 5 (no evidence) is not scored
     for method in ("dense", "bm25", "rrf"):
-        assert 0 <= doc["locomo"][method]["recall"] <= 1
+        # Each conversation has fewer turns than k: every method's top holds every turn.
+        assert doc["locomo"][method]["recall"] == doc["locomo"][method]["hit"] == 1.0, method
     assert doc["locomo_keys"]
 
 
@@ -105,8 +106,9 @@ def test_bench_locomo_scores_the_packet_beside_its_baselines(tmp_path: Path) -> 
     doc = bench(tmp_path, "locomo", "--data", str(data), "--out", str(rows))
     methods = doc["methods"]
     assert {"packet", "bm25", "dense", "recall"} <= set(methods)
-    for m in methods.values():
-        assert 0 <= m["recall"] <= 1 and 0 <= m["hit"] <= 1
+    for name, m in methods.items():
+        # per question, the share of evidence found is at most "some evidence found"
+        assert m["recall"] <= m["hit"], name
     assert methods["packet"]["hit"] > 0  # some evidence of these few turns is found
     # reach is scored deeper than the first k, over the same questions
     assert methods["packet_whole"]["recall"] >= methods["packet"]["recall"]
@@ -154,9 +156,15 @@ def test_bench_chaos_loses_and_doubles_nothing(tmp_path: Path) -> None:
 def test_bench_learn_runs_learning_off_and_on(tmp_path: Path) -> None:
     doc = bench(tmp_path, "learn", "--families", "3", "--rounds", "2", "--howtos", "1")
     assert doc["families"] == 3 and len(doc["per_round"]) == 2
-    for r in doc["per_round"]:
-        assert 0 <= r["learning_off"] <= 1 and 0 <= r["learning_on"] <= 1
-    assert {"before", "after"} <= set(doc["adversarial_praise"])
+    for rounds in (doc["per_round"], doc["howto"]["per_round"]):
+        # Without outcomes nothing changes from round to round; before the first outcome the
+        # two arms hold the same memories and answer alike.
+        assert len({r["learning_off"] for r in rounds}) == 1, rounds
+        assert rounds[0]["learning_on"] == rounds[0]["learning_off"], rounds
+    for r in doc["per_round"]:  # shares of three families
+        assert round(r["learning_on"] * 3, 2) in (0, 1, 2, 3), r
+    # Praise is bounded: it never lifts a memory that does not answer the question to the top.
+    assert doc["adversarial_praise"]["after"]["on"]["praised_on_top"] == 0, doc
     assert doc["howto"]["families"] == 1
 
 
@@ -176,18 +184,22 @@ def test_bench_load_reports_ingest_freshness_and_checkouts(tmp_path: Path) -> No
 
 
 @pytest.mark.timeout(900)
-def test_bench_scale_runs_one_and_two_replicas_and_loses_nothing(tmp_path: Path) -> None:
+def test_bench_scale_runs_two_replicas_and_loses_nothing(tmp_path: Path) -> None:
+    # One row, at two replicas (the row at one runs the same code with one member less).
     doc = bench(tmp_path, "scale", "--events", "300", "--tenants", "2", "--rate", "60",
-                timeout=900)  # fmt: skip
-    assert [r["replicas"] for r in doc["rows"]] == [1, 2]
-    for row in doc["rows"]:
-        assert row["events_lost"] == 0 and row["events_applied_twice"] == 0, row
-        assert row["ingest_events_per_s"] > 0
-        assert row["join_pause_s"] > 0 and row["kill_pause_s"] > 0, row
-        by_worker = row["cpu_s_per_1000_events_by_worker"]
-        assert by_worker["sequencer"] > 0 and by_worker["graph-projector"] > 0, by_worker
-    two = doc["rows"][1]["cpu_s_per_1000_events"]
+                "--replicas", "2", timeout=900)  # fmt: skip
+    ((row,),) = [doc["rows"]]
+    assert row["replicas"] == 2
+    assert row["events_lost"] == 0 and row["events_applied_twice"] == 0, row
+    assert row["ingest_events_per_s"] > 0
+    assert row["join_pause_s"] > 0 and row["kill_pause_s"] > 0, row
+    by_worker = row["cpu_s_per_1000_events_by_worker"]
+    assert by_worker["sequencer"] > 0 and by_worker["graph-projector"] > 0, by_worker
+    two = row["cpu_s_per_1000_events"]
     assert {"sequencer", "sequencer-2", "graph-projector-2", "retrospective-2"} <= set(two)
+    res = subprocess.run([str(BIN / "memstream"), "bench", "scale", "--replicas", "1,0"],
+                         capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert res.returncode == 1 and "--replicas" in res.stderr
 
 
 def test_bench_report_rewrites_the_readme_tables_from_bench_json(tmp_path: Path) -> None:

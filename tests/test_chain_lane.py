@@ -39,7 +39,7 @@ def test_without_a_question_after_the_hit_the_chain_is_its_neighbours() -> None:
         turn(2, "Mei", "Hi!"),
         turn(3, "Ravi", "Hello"),
         turn(4, "Mei", "I paddled the river canyon in my new kayak on Sunday!"),
-        turn(5, "Ravi", "Nice. Was it cold? I bet it was."),  # a question, but not at the end
+        turn(5, "Ravi", "Nice. Was it cold? I guess it was."),  # a question, but not at the end
         turn(6, "Mei", "It was."),
     ]
     assert seqs(around(4, chain)) == [3, 4, 5]
@@ -99,7 +99,7 @@ def test_the_ends_of_a_stream_and_a_hit_missing_from_its_chain() -> None:
 
 # Mei asks about what Ravi did; Ravi's answer names none of it.
 RIVER = [
-    ("Mei", "Hi Ravi, what did you get up to?"),
+    ("Mei", "Hi Ravi, how did your week go?"),
     ("Ravi", "I paddled the Tern river canyon in my new kayak on Sunday with my cousin."),
     ("Mei", "That sounds wild! How did the rapids feel?"),
     ("Ravi", "Terrifying at first, then pure joy, honestly the best day this spring."),

@@ -21,7 +21,7 @@ from memstream.kafka.dlq import DeadLetterWriter
 from memstream.kafka.topics import LEDGER, ensure_topics
 from memstream.metrics import serve_metrics
 from memstream.ops.loops import (
-    RESTART_RECENT_S,
+    SETTLED_S,
     STALL_S,
     Loop,
     loops_of,
@@ -81,7 +81,7 @@ def test_restarts_count_while_the_current_run_is_young() -> None:
     assert young.problems(NOW) == [
         "consumer g1 is restarting in a loop: 4 restarts, the current run began 12s ago"
     ]
-    settled = healthy_samples(restarts_total=4, started_timestamp_seconds=NOW - RESTART_RECENT_S)
+    settled = healthy_samples(restarts_total=4, started_timestamp_seconds=NOW - SETTLED_S)
     assert loop_of(*settled).problems(NOW) == []
     two = healthy_samples(restarts_total=2, started_timestamp_seconds=NOW - 1)
     assert loop_of(*two).problems(NOW) == []

@@ -43,7 +43,7 @@ def ledger_entry(i: int, **fields: Any) -> dict[str, Any]:
         "id": f"e{i}",
         "tenant": "t1",
         "stream": "s1",
-        "agent": "Maria Lopez",
+        "agent": "Marta Lopez",
         "type": "message.user",
         "occurred_at": "2025-09-01T10:00:00Z",
         "payload": {"text": f"Met Tom Berg in Oslo ({i})"},

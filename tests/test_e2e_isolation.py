@@ -141,20 +141,29 @@ def test_tenant_b_new_fact_reaches_checkout_past_a_poison(
     print(f"tenant B's fact reached checkout {time.monotonic() - sent:.2f}s after the 202")
 
 
+def graph_dead_letters(stack: RunningStack) -> dict[tuple[int, int], dict[str, Any]]:
+    """The graph projector's dead letters of ledger records, by (partition, offset)."""
+    out = {}
+    for m in read_topic(stack.bootstrap, DLQ):
+        doc = orjson.loads(m.value() or b"{}")
+        src = doc["source"]
+        if doc["component"] == "graph-projector" and src["topic"] == LEDGER:
+            out[(src["partition"], src["offset"])] = doc
+    return out
+
+
+def poison_read(stack: RunningStack, poison: dict[tuple[int, int], str]) -> None:
+    """Wait until the graph projector has read the poison (and dead-lettered it)."""
+    wait_until(
+        lambda: set(poison) <= set(graph_dead_letters(stack)), 90, "the poison in memory.dlq"
+    )
+
+
 def test_the_poison_is_dead_lettered_with_the_graph_reason_and_its_offset(
     stack: RunningStack, poison: dict[tuple[int, int], str]
 ) -> None:
-    def dead() -> dict[tuple[int, int], dict[str, Any]]:
-        out = {}
-        for m in read_topic(stack.bootstrap, DLQ):
-            doc = orjson.loads(m.value() or b"{}")
-            src = doc["source"]
-            if doc["component"] == "graph-projector" and src["topic"] == LEDGER:
-                out[(src["partition"], src["offset"])] = doc
-        return out
-
-    wait_until(lambda: set(poison) <= set(dead()), 90, "the poison in memory.dlq")
-    found = dead()
+    poison_read(stack, poison)
+    found = graph_dead_letters(stack)
     texts = [w for w, event_id in poison.items() if event_id.endswith("-text")]
     [text] = texts
     assert found[text]["reason"] == (
@@ -189,8 +198,9 @@ def test_tenant_b_purge_completes_past_a_poison(
 def test_status_stays_healthy_with_a_poison_in_the_ledger(
     stack: RunningStack, poison: dict[tuple[int, int], str]
 ) -> None:
-    # Healthy once every worker is up (under load the niced ones take a while to start),
-    # and with the poison read by then: it makes no loop restart or stop.
+    # The poison read (it makes no loop restart or stop), then healthy once every worker is
+    # up (under load the niced ones take a while to start).
+    poison_read(stack, poison)
     doc = healthy_status(stack.data_dir)
     assert doc["healthy"] is True, doc["problems"]
     loops = doc["components"]["graph-projector"]["consumers"]
@@ -199,15 +209,24 @@ def test_status_stays_healthy_with_a_poison_in_the_ledger(
 
 
 def test_a_worker_killed_again_and_again_makes_status_unhealthy(stack: RunningStack) -> None:
-    """Runs last in the module: the archiver is left restarting."""
-    for _ in range(3):
+    """Killed three times, then again while status calls it healthy: status judges the
+    present (a run younger than SETTLED_S after 3 restarts), and under load the status read
+    itself may outlast a young run. Runs last in the module: the archiver is left restarting."""
+    kills = 0
+    for _ in range(6):
         pid = stack.pid("archiver")
         os.kill(pid, signal.SIGKILL)
+        kills += 1
         wait_until(lambda p=pid: stack.pid("archiver") != p, 60, "the archiver restarted")  # type: ignore[misc]
-    wait_until(lambda: pid_alive(stack.pid("archiver")), 60, "the archiver running")
-    doc = status(stack)
-    assert doc["healthy"] is False
+        if kills < 3:
+            continue
+        wait_until(lambda: pid_alive(stack.pid("archiver")), 60, "the archiver running")
+        doc = status(stack)
+        if not doc["components"]["archiver"]["healthy"]:
+            break
     archiver = doc["components"]["archiver"]
-    assert archiver["healthy"] is False and archiver["restarts"] == 3
-    assert any("archiver is restarting in a loop: 3 restarts" in p for p in archiver["problems"])
+    assert doc["healthy"] is False and archiver["healthy"] is False, doc
+    assert archiver["restarts"] == kills
+    said = f"archiver is restarting in a loop: {kills} restarts"
+    assert any(said in p for p in archiver["problems"]), archiver["problems"]
     assert any(p.startswith("archiver is restarting in a loop") for p in doc["problems"])

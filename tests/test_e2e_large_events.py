@@ -69,6 +69,9 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
         s.stop()
 
 
+JSON = {"Content-Type": "application/json"}
+
+
 def auth(key: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {key}"}
 
@@ -91,7 +94,7 @@ def test_every_2xx_event_is_ledgered_and_every_refused_one_named(stack: RunningS
     with httpx.Client(base_url=stack.api_url, headers=auth(key), timeout=120) as http:
         for size in SIZES:
             alone = tool_result(f"alone-{size}", size)
-            resp = http.post("/v1/events", content=orjson.dumps(alone))
+            resp = http.post("/v1/events", content=orjson.dumps(alone), headers=JSON)
             if resp.status_code == 202:
                 accepted.add(alone["id"])
                 continue

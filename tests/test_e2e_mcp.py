@@ -8,13 +8,14 @@ import os
 import subprocess
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import anyio
 import httpx
 import httpx2
+import mcpcall
 import pytest
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
@@ -42,23 +43,8 @@ def key_for(stack: RunningStack, tenant: str) -> str:
     return memstream("keys", "create", "--tenant", tenant, data_dir=stack.data_dir).stdout.strip()
 
 
-def stdio_params(stack: RunningStack, key: str | None) -> StdioServerParameters:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("MEMSTREAM_", "ANTHROPIC_"))}
-    if key is not None:
-        env["MEMSTREAM_API_KEY"] = key
-    return StdioServerParameters(
-        command=str(BIN / "memstream"), args=["mcp", "--data-dir", str(stack.data_dir)], env=env
-    )
-
-
-@asynccontextmanager
-async def stdio_session(stack: RunningStack, key: str) -> AsyncIterator[ClientSession]:
-    async with (
-        stdio_client(stdio_params(stack, key)) as (read, write),
-        ClientSession(read, write) as session,
-    ):
-        await session.initialize()
-        yield session
+def stdio_session(stack: RunningStack, key: str) -> AbstractAsyncContextManager[ClientSession]:
+    return mcpcall.stdio_session(stack.data_dir, key)
 
 
 @asynccontextmanager
@@ -248,7 +234,7 @@ def test_remember_past_the_record_limit_is_refused_naming_the_limit(
 
 
 def test_stdio_without_a_key_exits_with_the_reason(stack: RunningStack) -> None:
-    params = stdio_params(stack, None)
+    params = mcpcall.stdio_params(stack.data_dir, None)
     done = subprocess.run(
         [params.command, *params.args],
         env=params.env,

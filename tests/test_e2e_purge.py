@@ -12,13 +12,15 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote_plus
 
 import anyio
 import httpx
 import orjson
 import pytest
-from leakscan import files_holding, found_in, memory_of
-from mcpcall import call_tool, text_of
+from leakscan import found_in, memory_of, no_file_holds
+from mcp.types import CallToolResult
+from mcpcall import call_tool, stdio_session, text_of
 from memstream.client import MemoryHttpClient, MemstreamHttpError
 from memstream.events.payloads import QuestionFamily
 from memstream.kafka.clients import make_producer
@@ -108,12 +110,10 @@ def remembered(client: MemoryHttpClient) -> None:
     wait_until(ready, 90, "the events recalled and an episode built")
 
 
-def no_file_holds_hers(data_dir: Path, timeout: float = 60) -> None:
-    """Wait for the stores' rewrites; on timeout, name the files still holding her text."""
-    try:
-        wait_until(lambda: not files_holding(data_dir, HERS), timeout, "her text gone from files")
-    except AssertionError:
-        assert files_holding(data_dir, HERS) == {}
+def no_file_holds_hers(root: Path, timeout: float = 60) -> None:
+    """The graph's append-only file and the vector segments are rewritten a while after the
+    stores applied the tombstone: wait for it (see :func:`leakscan.no_file_holds`)."""
+    no_file_holds(root, HERS, timeout)
 
 
 def archive_digest(stack: RunningStack) -> str:
@@ -461,10 +461,14 @@ def test_the_mcp_forget_tool_is_a_dry_run_unless_told_then_purges(stack: Running
 
 
 def _lineage_found(client: MemoryHttpClient, item_id: str) -> bool:
+    """Whether lineage finds the item: 404 is "not found"; any other error (a store down)
+    says nothing of it and fails the test."""
     try:
         return bool(client.lineage(item_id)["events"])
-    except MemstreamHttpError:
-        return False
+    except MemstreamHttpError as exc:
+        if exc.status == 404:
+            return False
+        raise
 
 
 def test_a_restarted_stack_does_not_bring_her_back(tmp_path: Path) -> None:
@@ -487,3 +491,64 @@ def test_a_restarted_stack_does_not_bring_her_back(tmp_path: Path) -> None:
         assert out.returncode == 0, out.stdout + out.stderr
     finally:
         second.stop()
+
+
+# One subject per surface, each named in events, asked about, then purged through it.
+LOGGED = {
+    "http": ("Þórunn Vallée-Østergaard", "Þórunn Vallée-Østergaard repaints the ferry bell."),
+    "cli": ("dmitri ivanov-kraus", "dmitri ivanov-kraus tunes the chapel organ on Fridays."),
+    "mcp-http": ("Yusuf Ağaoğlu Baptiste", "Yusuf Ağaoğlu Baptiste keeps bees on the roof."),
+    "mcp-stdio": ("Nkechi Ødegård-Lund", "Nkechi Ødegård-Lund sails a red dinghy."),
+}
+
+
+def _log_files(stack: RunningStack, extra: list[Path]) -> list[Path]:
+    up = stack.data_dir.parent / f"{stack.data_dir.name}-up.log"
+    return [*sorted((stack.data_dir / "logs").glob("*")), up, *extra]
+
+
+def test_no_log_holds_a_subject_purged_through_any_surface(
+    stack: RunningStack, tmp_path: Path
+) -> None:
+    """Each subject's name (in any case, percent-encoded, JSON-escaped, as its key), the text
+    said of it and the question asked of it appear in no log of the stack, nor in the stdio
+    MCP server's standard error, after a purge through each surface."""
+    tenant = "registre-logs"
+    key = memstream("keys", "create", "--tenant", tenant, data_dir=stack.data_dir).stdout
+    key = key.strip()
+    with MemoryHttpClient(stack.api_url, key, timeout=150) as client:
+        for surface, (subject, said) in LOGGED.items():
+            client.emit([{"stream": surface, "type": "observation", "payload": {"text": said}}])
+            asked = f"what does {subject} do?"
+            wait_until(lambda q=asked: client.recall(q, k=5) != [], 60, f"{surface} recalled")  # type: ignore[misc]
+            client.checkout(asked)
+        report = client.purge(LOGGED["http"][0], wait_s=60)
+        assert report["complete"] and report["removed"]["events"] == 1, report
+    out = memstream("purge", "--tenant", tenant, "--subject", LOGGED["cli"][0], "--json",
+                    data_dir=stack.data_dir)  # fmt: skip
+    assert json.loads(out.stdout)["removed"]["events"] == 1
+    args = {"subject": LOGGED["mcp-http"][0], "dry_run": False, "wait_s": 60}
+    done = anyio.run(call_tool, stack.api_url, key, "forget", args)
+    assert not done.is_error and done.structured_content["removed"]["events"] == 1
+
+    errlog = tmp_path / "mcp-stdio.err"
+
+    async def stdio_forget() -> CallToolResult:
+        with errlog.open("w") as err:
+            async with stdio_session(stack.data_dir, key, errlog=err) as session:
+                args = {"subject": LOGGED["mcp-stdio"][0], "dry_run": False, "wait_s": 60}
+                return await session.call_tool("forget", args)
+
+    done = anyio.run(stdio_forget)
+    assert not done.is_error and done.structured_content["removed"]["events"] == 1, text_of(done)
+    markers: list[str] = []
+    for subject, said in LOGGED.values():
+        markers += [subject, subject.lower(), subject.upper(), entity_key(subject), said]
+        markers += [f"what does {subject} do?", quote_plus(subject)]
+    found = {
+        str(path): found_in(path.read_bytes(), tuple(markers))
+        for path in _log_files(stack, [errlog])
+        if path.is_file()
+    }
+    assert {p: m for p, m in found.items() if m} == {}
+    assert errlog.stat().st_size > 0  # the stdio server wrote its start line there

@@ -135,7 +135,7 @@ def test_replicas_killed_under_load_lose_and_duplicate_nothing(stack: RunningSta
     finally:
         load.stop.set()
         thread.join(60)
-    assert not any(f.startswith("HTTP") for f in load.failed), load.failed
+    load.answered_every_write()
     load.lost_nothing_and_doubled_nothing()
     ledgered = {e["id"] for e in stack.ledger() if e["tenant"] in keys}
 

@@ -22,7 +22,7 @@ from typing import Any
 import orjson
 import pytest
 from confluent_kafka import Message
-from leakscan import files_holding, forms, found_in, memory_of, topics_holding
+from leakscan import files_holding, forms, found_in, memory_of, no_file_holds, topics_holding
 from memstream.client import MemoryHttpClient, MemstreamHttpError
 from memstream.kafka.topics import CHECKOUTS, LEDGER
 from memstream.ledger.purge import subject_digest
@@ -221,11 +221,8 @@ def no_topic_holds_hers(live: Live) -> None:
 
 def no_file_holds_hers(root: Path, timeout: float = 90) -> None:
     """The graph's append-only file and the vector segments are rewritten a while after the
-    stores applied the tombstone: wait for it, then name what still holds her text."""
-    try:
-        wait_until(lambda: not files_holding(root, HERS), timeout, "her text gone from files")
-    except AssertionError:
-        assert files_holding(root, HERS) == {}
+    stores applied the tombstone: wait for it (see :func:`leakscan.no_file_holds`)."""
+    no_file_holds(root, HERS, timeout)
 
 
 def test_the_purge_completes_and_destroys_her_keys(purged: dict[str, Any]) -> None:

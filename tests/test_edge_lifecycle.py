@@ -108,6 +108,7 @@ def test_reads_never_fail_while_the_shard_is_compacted_and_optimized(tmp_path: P
             deadline = time.monotonic() + 120
             while reads[0] < seen + 10 and time.monotonic() < deadline:
                 time.sleep(0.01)
+            assert reads[0] >= seen + 10, f"no 10 reads on swap {swap}'s shard within 120 s"
     finally:
         done.set()
         for thread in threads:

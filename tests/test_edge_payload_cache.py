@@ -237,6 +237,7 @@ def test_no_search_serves_a_payload_older_than_a_write_done_before_it(tmp_path: 
             deadline = time.monotonic() + 60  # let the readers search this version
             while searched[0] < seen + 3 and time.monotonic() < deadline:
                 time.sleep(0.005)
+            assert searched[0] >= seen + 3, f"no 3 searches of version {version} within 60 s"
     finally:
         stop.set()
         for t in threads:

@@ -16,7 +16,7 @@ def entry(type_: str, payload: dict[str, Any], seq: int = 1, **kw: Any) -> dict[
         "id": f"ev-{seq}",
         "tenant": "acme",
         "stream": "chat",
-        "agent": "Maria",
+        "agent": "Marta",
         "type": type_,
         "occurred_at": "2024-03-15T10:00:00Z",
         "payload": payload,
@@ -38,11 +38,11 @@ def test_message_gives_agent_names_quantities_and_resolved_dates() -> None:
         )
     )
     keys = {e.key: e.kind for e in x.entities}
-    assert keys["maria"] == "agent"
+    assert keys["marta"] == "agent"
     assert "lisbon" in keys and "joao silva" in keys
     assert "yesterday" not in keys and "i" not in keys
     roles = {m.entity_key: m.role for m in x.mentions}
-    assert roles["maria"] == "actor" and roles["lisbon"] == "mention"
+    assert roles["marta"] == "actor" and roles["lisbon"] == "mention"
     assert [(q.value, q.unit) for q in x.quantities] == [(1200.0, "USD"), (3.0, "days")]
     assert [(d.date, d.relative) for d in x.dates] == [("2024-03-14", True)]
     assert x.event.metadata == {"turn": "D1:3"}  # only scalar metadata is projected
@@ -54,7 +54,7 @@ def test_fact_asserted_becomes_a_cited_fact_with_entities() -> None:
         entry(
             "fact.asserted",
             {
-                "subject": "Maria",
+                "subject": "Marta",
                 "predicate": "lives_in",
                 "object": "Porto",
                 "valid_from": "2024-01-01T00:00:00Z",
@@ -64,7 +64,7 @@ def test_fact_asserted_becomes_a_cited_fact_with_entities() -> None:
         )
     )
     (fact,) = x.facts
-    assert (fact.subject_key, fact.predicate, fact.object_key) == ("maria", "lives_in", "porto")
+    assert (fact.subject_key, fact.predicate, fact.object_key) == ("marta", "lives_in", "porto")
     assert fact.valid_from == "2024-01-01T00:00:00Z" and fact.confidence == 0.8
     assert fact.fact_id == "ev-7#0" and fact.source.seq == 7 and fact.source.hash == f"{7:064x}"
     assert {m.entity_key: m.role for m in x.mentions}["porto"] == "object"
@@ -86,7 +86,7 @@ def test_value_fact_defaults_valid_from_to_occurrence() -> None:
 def test_preference_is_a_fact_of_its_subject() -> None:
     x = extract(entry("preference.set", {"key": "units", "value": "metric"}))
     (fact,) = x.facts
-    assert (fact.subject_key, fact.predicate, fact.kind) == ("maria", "prefers:units", "preference")
+    assert (fact.subject_key, fact.predicate, fact.kind) == ("marta", "prefers:units", "preference")
 
 
 def test_tool_events_mention_the_tool_and_render_text() -> None:
@@ -109,7 +109,7 @@ def test_extraction_is_deterministic_and_batches_dedupe_entities() -> None:
     assert elsewhere(code, 6) == elsewhere(code, 7) == expected
     batch = graph_batch([extract(e1), extract(e2)])
     assert len(batch.events) == 2
-    assert sorted(e.key for e in batch.entities) == ["joao silva", "lisbon", "maria", "zoe"]
+    assert sorted(e.key for e in batch.entities) == ["joao silva", "lisbon", "marta", "zoe"]
     assert len(batch.mentions) == 6
 
 
@@ -120,7 +120,7 @@ def test_names_keep_their_combining_marks() -> None:
 
 
 def test_entity_keys_and_name_candidates() -> None:
-    assert entity_key("  Maria's ") == "maria"
+    assert entity_key("  Marta's ") == "marta"
     assert entity_key("New   York!") == "new york"
     assert name_candidates("The Museum of Modern Art was great. Then I met Anna.") == [
         "Museum of Modern Art",
@@ -155,11 +155,11 @@ def test_sentence_initial_single_words_are_not_names() -> None:
 @pytest.mark.parametrize(
     ("text", "names"),
     [
-        ("Thanks, Caroline! The event was great.", []),
-        ("Hey Mel! Long time.", []),
-        ("Wow, Mel, family love is the best!", []),
-        ("Hey Mel, how was Paris?", ["Paris"]),
-        ("I told Mel about Lake Como and Paris.", ["Mel", "Lake Como", "Paris"]),
+        ("Thanks, Rosalind! The concert was great.", []),
+        ("Hey Val! Ages since we spoke.", []),
+        ("Wow, Val, that garden looks amazing!", []),
+        ("Hey Val, how was Paris?", ["Paris"]),
+        ("I told Val about Lake Como and Paris.", ["Val", "Lake Como", "Paris"]),
         ("We met Dr Noor Aziz yesterday, Idris.", ["Dr Noor Aziz"]),
     ],
 )
@@ -184,20 +184,20 @@ def test_keys_fold_accents_and_a_leading_the_but_names_keep_them() -> None:
 
 
 def test_entity_flags_say_who_acts_for_which_side_and_who_facts_are_about() -> None:
-    said = extract(entry("message.user", {"text": "hello there"}, agent="Maria"))
+    said = extract(entry("message.user", {"text": "hello there"}, agent="Marta"))
     answered = extract(entry("message.assistant", {"text": "hi"}, seq=2, agent="helper"))
     about = extract(
-        entry("preference.set", {"key": "theme", "value": "dark", "subject": "maria"}, seq=3,
+        entry("preference.set", {"key": "theme", "value": "dark", "subject": "marta"}, seq=3,
               agent="helper")
     )  # fmt: skip
-    maria = next(e for e in said.entities if e.key == "maria")
-    assert (maria.actor, maria.side, maria.subject) == (True, "user", False)
+    marta = next(e for e in said.entities if e.key == "marta")
+    assert (marta.actor, marta.side, marta.subject) == (True, "user", False)
     helper = next(e for e in answered.entities if e.key == "helper")
     assert (helper.actor, helper.side) == (True, "assistant")
     tool = extract(entry("tool.call", {"tool": "search"}, seq=4, agent="bot"))
     assert next(e for e in tool.entities if e.key == "bot").side is None
     merged = {e.key: e for e in graph_batch([said, answered, about]).entities}
-    assert merged["maria"].actor and merged["maria"].subject and merged["maria"].side == "user"
+    assert merged["marta"].actor and merged["marta"].subject and merged["marta"].side == "user"
     assert merged["helper"].side == "assistant"
 
 

@@ -40,7 +40,7 @@ def reference_sentence_initial(text: str, start: int) -> bool:
 
 
 PIECES = [
-    "Noor", "Zoë", "éloïse", "Ọ̀kàfor", "Anna Maria", "the Museum of Modern Art", "İlkay",
+    "Noor", "Zoë", "éloïse", "Ọ̀kàfor", "Anna Marta", "the Museum of Modern Art", "İlkay",
     "hey", "Hey", "HEY", "thanks", "Thank you", "thank  you", "congratulations", "xhey",
     "okay!", "aww,", "Well", "no", "dear", "bye!", "ahoy", "sayonara",
     ",", "!", "?", ".", ";", ":", '"', "“", "-", "'s", "’",

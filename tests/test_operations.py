@@ -50,12 +50,12 @@ def test_lookup_fact_and_event() -> None:
 
 def test_lookup_date_and_entity() -> None:
     assert top(ask("When did I buy the rug?", SHOP))[0] == "2024-05-03"
-    homes = [fact("h#0", "Maria", "lives_in", obj="Porto")]
-    assert top(ask("Who lives in Porto?", homes))[0] == "maria"
+    homes = [fact("h#0", "Marta", "lives_in", obj="Porto")]
+    assert top(ask("Who lives in Porto?", homes))[0] == "marta"
 
 
 def test_count_distinct_items() -> None:
-    answer, value, ids = top(ask("How many times did I go to the gym?", TRIP))
+    answer, value, ids = top(ask("How many times did I train at the gym?", TRIP))
     assert (answer, value) == ("3", 3) and sorted(ids) == ["g1", "g2", "g3"]
 
 
@@ -137,27 +137,27 @@ def test_temporal_interval_of_a_fact_and_in_weeks() -> None:
     homes = [
         fact(
             "h1#0",
-            "Maria",
+            "Marta",
             "lives_in",
             obj="Lisbon",
             valid_from="2024-01-01T00:00:00Z",
             valid_to="2024-03-11T00:00:00Z",
             superseded_by="h2#0",
         ),
-        fact("h2#0", "Maria", "lives_in", obj="Porto", valid_from="2024-03-11T00:00:00Z"),
+        fact("h2#0", "Marta", "lives_in", obj="Porto", valid_from="2024-03-11T00:00:00Z"),
     ]
-    answer, value, ids = top(ask("How long did Maria live in Lisbon?", homes))
+    answer, value, ids = top(ask("How long did Marta live in Lisbon?", homes))
     assert value == 70 and ids == ["h1#0"] and "2024-01-01 to 2024-03-11" in answer
-    answer, value, _ = top(ask("How many weeks has Maria lived in Porto?", homes))
+    answer, value, _ = top(ask("How many weeks has Marta lived in Porto?", homes))
     assert value == pytest.approx(13.35, abs=0.01) and answer.startswith("13.35 weeks")
-    assert top(ask("Since when does Maria live in Porto?", homes))[0] == "2024-03-11"
+    assert top(ask("Since when does Marta live in Porto?", homes))[0] == "2024-03-11"
 
 
 def test_temporal_order() -> None:
     answer, value, ids = top(ask("Which came first, the rug or the lamp?", SHOP))
     assert value == ["lamp", "rug"] and ids == ["buy-1", "buy-2"]
     assert answer == "lamp (2024-05-02) came before rug (2024-05-03)"
-    answer, value, _ = top(ask("In what order did I go to the gym?", TRIP))
+    answer, value, _ = top(ask("In what order did I train at the gym?", TRIP))
     assert (
         isinstance(value, list)
         and len(value) == 3

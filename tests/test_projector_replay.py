@@ -20,7 +20,7 @@ from memstream.vectors.edge import EdgeVectorIndex
 def ledger(n: int, seed: int = 7) -> list[dict[str, Any]]:
     rng = random.Random(seed)
     state, out = SequencerState(), []
-    people = ["Maria Lopez", "Tom Berg", "Aiko Tanaka"]
+    people = ["Marta Lopez", "Tom Berg", "Aiko Tanaka"]
     for i in range(n):
         kind = rng.choice(["msg", "msg", "fact", "tool"])
         doc: dict[str, Any] = {
@@ -96,13 +96,13 @@ def test_vector_replay_is_identical_and_idempotent(tmp_path: Path) -> None:
             idx.upsert(vector_points(extractions, emb))
         idx_a.upsert(vector_points(extractions, emb))
         assert idx_a.count() == idx_b.count() == 120
-        q = emb.embed(["Maria Lopez in Oslo"])[0].tolist()
+        q = emb.embed(["Marta Lopez in Oslo"])[0].tolist()
         for tenant in ("t1", "t2"):
             # Every point of the tenant per lane: lane scores are exact, while fused ranks
             # of tied points may fall either way.
             for mode in ("dense", "sparse"):
-                ha = idx_a.query(tenant, q, "Maria Oslo", limit=500, mode=mode)
-                hb = idx_b.query(tenant, q, "Maria Oslo", limit=500, mode=mode)
+                ha = idx_a.query(tenant, q, "Marta Oslo", limit=500, mode=mode)
+                hb = idx_b.query(tenant, q, "Marta Oslo", limit=500, mode=mode)
                 assert len(ha) > 20 or mode == "sparse"
                 assert sorted((h.point_key, round(h.score, 5)) for h in ha) == sorted(
                     (h.point_key, round(h.score, 5)) for h in hb

@@ -18,13 +18,13 @@ def view(name: str, **flags: bool) -> EntityView:
 LEX = Lexicon.build(
     [
         view("user", subject=True),
-        view("Maria", actor=True, user_side=True),
+        view("Marta", actor=True, user_side=True),
         view("helper", actor=True, assistant_side=True),
         view("Zoë Durand", subject=True),
         view("payments service", subject=True),
-        view("Caroline", actor=True),
+        view("Rosalind", actor=True),
         view("Research"),  # a capitalised word seen in some text: a name, nothing more
-        view("support group"),
+        view("chess club"),
         view("Lisbon"),
     ]
 )
@@ -35,15 +35,15 @@ def keys(query: str, lexicon: Lexicon = LEX) -> list[list[str]]:
 
 
 def test_the_user_and_first_person_resolve_to_the_user_side() -> None:
-    assert keys("Where does the user live now?") == [["user", "maria"]]
-    assert keys("Where does The User live?") == [["user", "maria"]]
-    assert keys("where do I live these days") == [["user", "maria"]]
-    assert keys("What's my favourite tea?") == [["user", "maria"]]
+    assert keys("Where does the user live now?") == [["user", "marta"]]
+    assert keys("Where does The User live?") == [["user", "marta"]]
+    assert keys("where do I live these days") == [["user", "marta"]]
+    assert keys("What's my favourite tea?") == [["user", "marta"]]
     assert [m.match for m in resolve_entities("where do I live")] == ["asker"]
 
 
 def test_asker_pronouns_give_way_to_a_named_entity() -> None:
-    assert keys("Tell me what Caroline researched") == [["caroline"]]
+    assert keys("Tell me what Rosalind researched") == [["rosalind"]]
     assert keys("Can you remind me what Lisbon is like?") == [["lisbon"]]
     assert keys("Tell me everything") == []
 
@@ -86,16 +86,16 @@ def test_names_with_combining_marks_stay_whole() -> None:
 
 
 def test_lower_case_words_resolve_only_to_structured_entities() -> None:
-    # "research" and "support group" are known only as words seen in text.
-    assert keys("What did caroline research about the support group?") == [["caroline"]]
-    assert keys("Did Caroline join the Support Group?") == [["caroline"], ["support group"]]
+    # "research" and "chess club" are known only as words seen in text.
+    assert keys("What did rosalind research about the chess club?") == [["rosalind"]]
+    assert keys("Did Rosalind join the Chess Club?") == [["rosalind"], ["chess club"]]
     assert keys("what is lisbon like") == []
     assert keys("what is Lisbon like") == [["lisbon"]]
 
 
 def test_typos_resolve_fuzzily() -> None:
-    got = resolve_entities("What did Carolin say?", LEX)
-    assert [m.keys[0] for m in got] == ["caroline"] and got[0].match == "fuzzy"
+    got = resolve_entities("What did Rosalnd say?", LEX)
+    assert [m.keys[0] for m in got] == ["rosalind"] and got[0].match == "fuzzy"
     assert 0.88 <= got[0].score < 1.0
     assert keys("what did the paymnts service report?") == [["payments service"]]
 
@@ -106,8 +106,8 @@ def test_unknown_capitalised_names_are_kept() -> None:
 
 
 def test_several_entities_in_query_order_once_each() -> None:
-    q = "Did Maria and the payments service both move to Lisbon? Maria said so."
-    assert keys(q) == [["maria"], ["payments service"], ["lisbon"]]
+    q = "Did Marta and the payments service both move to Lisbon? Marta said so."
+    assert keys(q) == [["marta"], ["payments service"], ["lisbon"]]
 
 
 def test_ambiguous_first_names_carry_their_alternatives() -> None:
@@ -143,9 +143,9 @@ def test_a_person_asked_by_first_name_without_accents(first: str, last: str) -> 
 
 
 def test_unknown_words_of_a_name_that_runs_into_a_known_one_stay_named() -> None:
-    # "Caroline's Atelier": memory knows Caroline, not the atelier; the question names both.
-    assert keys("What does Caroline's Atelier sell?") == [["caroline"], ["atelier"]]
-    assert keys("Where is Caroline Vance now?") == [["caroline"], ["vance"]]
+    # "Rosalind's Atelier": memory knows Rosalind, not the atelier; the question names both.
+    assert keys("What does Rosalind's Atelier sell?") == [["rosalind"], ["atelier"]]
+    assert keys("Where is Rosalind Vance now?") == [["rosalind"], ["vance"]]
 
 
 def test_a_person_whose_name_is_also_a_word_is_named_where_it_reads_as_a_name() -> None:
@@ -181,21 +181,21 @@ def _speakers(*names: str, known: tuple[str, ...] = ()) -> Lexicon:
 
 
 def test_a_short_form_of_one_speakers_name_is_that_speaker() -> None:
-    lex = _speakers("Melanie", "Bastien Okafor", "Ngozi")
-    assert keys("What did Mel and her kids paint?", lex) == [["melanie"]]
+    lex = _speakers("Valentina", "Bastien Okafor", "Ngozi")
+    assert keys("What did Val and her neighbours bake?", lex) == [["valentina"]]
     assert keys("Where did Bas go skiing?", lex) == [["bastien okafor"]]
-    assert plan_query("What did Mel paint?", "2031-01-01T00:00:00Z", lexicon=lex).entities == [
-        "melanie"
+    assert plan_query("What did Val bake?", "2031-01-01T00:00:00Z", lexicon=lex).entities == [
+        "valentina"
     ]
 
 
 def test_a_short_form_that_fits_two_speakers_or_none_stays_unknown() -> None:
-    lex = _speakers("Melanie", "Melvin")
-    assert keys("What did Mel paint?", lex) == [["mel"]]  # which of the two: unknown
-    assert keys("what did mel paint?", _speakers("Melanie")) == []  # not written as a name
-    assert keys("What did Ngo paint?", _speakers("Melanie")) == [["ngo"]]
+    lex = _speakers("Valentina", "Valerio")
+    assert keys("What did Val bake?", lex) == [["val"]]  # which of the two: unknown
+    assert keys("what did val bake?", _speakers("Valentina")) == []  # not written as a name
+    assert keys("What did Ngo bake?", _speakers("Valentina")) == [["ngo"]]
 
 
 def test_a_name_memory_knows_as_its_own_is_not_a_short_form() -> None:
-    lex = _speakers("Melanie", known=("Mel",))
-    assert keys("What did Mel paint?", lex) == [["mel"]]
+    lex = _speakers("Valentina", known=("Val",))
+    assert keys("What did Val bake?", lex) == [["val"]]

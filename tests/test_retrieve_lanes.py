@@ -25,7 +25,7 @@ from memstream.stack.servers import Server
 # Idris keeps addressing Noor by name with the question's words; Noor's own answer never
 # names herself. Filler turns make the tenant large enough for ranks to matter.
 TALK = [
-    ("Idris", "Noor, any plans for the summer? Summer plans are the best part of the year."),
+    ("Idris", "Noor, got summer plans yet? Summer plans make the whole year worth it."),
     ("Noor", "This summer I'm restoring an old sailing boat with my uncle."),
     ("Idris", "Summer plans sound great, Noor! My summer plans are mostly sleeping."),
     ("Idris", "Noor, did you ever finish those summer plans from last year?"),
@@ -45,7 +45,7 @@ def retriever(falkordb_server: Server, tmp_path: Path) -> Iterator[Retriever]:
 
 
 def test_the_speaker_lane_finds_what_a_named_person_said(retriever: Retriever) -> None:
-    plan = plan_query("What are Noor's plans for the summer?", "2031-06-01T00:00:00Z")
+    plan = plan_query("What summer plans does Noor have?", "2031-06-01T00:00:00Z")
     assert "noor" in plan.entities
     timings: dict[str, float] = {}
     pool = retriever.retrieve("pals", plan, timings=timings)
@@ -72,7 +72,7 @@ def test_without_named_people_there_is_no_speaker_lane(retriever: Retriever) -> 
 def test_latent_points_in_the_index_never_crowd_out_events(retriever: Retriever) -> None:
     # Artifacts that match the question better than any turn (their text is the question):
     # lanes that forgot to ask for events would fill their pool with them and find no turn.
-    query = "What are Noor's plans for the summer?"
+    query = "What summer plans does Noor have?"
     vec = retriever.embedder.embed([query])[0].tolist()
     payload = {
         "tenant": "pals", "kind": "latent", "altitude": "episode", "stream": "chat",

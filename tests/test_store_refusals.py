@@ -57,7 +57,7 @@ def doc(i: int, tenant: str = "t") -> dict[str, Any]:
         "id": f"{tenant}-e{i}",
         "tenant": tenant,
         "stream": "s1",
-        "agent": "Maria Lopez",
+        "agent": "Marta Lopez",
         "type": "message.user",
         "occurred_at": "2025-09-01T10:00:00Z",
         "payload": {"text": f"Met Tom Berg in Oslo ({i})"},

@@ -19,16 +19,16 @@ PURCHASES = [
 HOMES = [
     fact(
         "home-1#0",
-        "Maria",
+        "Marta",
         "lives_in",
         obj="Lisbon",
         valid_from="2024-01-01T00:00:00Z",
         valid_to="2024-06-01T00:00:00Z",
         superseded_by="home-2#0",
     ),
-    fact("home-2#0", "Maria", "lives_in", obj="Porto", valid_from="2024-06-01T00:00:00Z"),
-    event("home-1", "Maria lives_in Lisbon", "2024-01-02T09:00:00Z"),
-    event("home-2", "Maria lives_in Porto", "2024-06-02T09:00:00Z"),
+    fact("home-2#0", "Marta", "lives_in", obj="Porto", valid_from="2024-06-01T00:00:00Z"),
+    event("home-1", "Marta lives_in Lisbon", "2024-01-02T09:00:00Z"),
+    event("home-2", "Marta lives_in Porto", "2024-06-02T09:00:00Z"),
 ]
 
 
@@ -51,17 +51,17 @@ def test_evidence_rows_per_quantity_and_per_event() -> None:
     assert "lunch" not in rows[1].label and all(r.support_id == "e1" for r in rows)
     (text,) = evidence_rows(plan_query("What did I do for lunch?", NOW), [cand])
     assert text.value is None and text.label == cand.text
-    (f,) = evidence_rows(plan_query("Where does Maria live?", NOW), HOMES[1:2])
+    (f,) = evidence_rows(plan_query("Where does Marta live?", NOW), HOMES[1:2])
     assert (f.value, f.entity, f.label, f.time) == (
         "Porto",
-        "maria",
+        "marta",
         "lives in",
         "2024-06-01T00:00:00Z",
     )
 
 
 def test_the_source_event_of_a_fact_is_not_a_second_row() -> None:
-    rows = evidence_rows(plan_query("Where does Maria live?", NOW), HOMES)
+    rows = evidence_rows(plan_query("Where does Marta live?", NOW), HOMES)
     assert sorted(r.support_id for r in rows) == ["home-1#0", "home-2#0"]
 
 
@@ -161,7 +161,7 @@ def test_other_kinds_of_numbers_are_ignored_not_excluded() -> None:
 
 
 def test_newer_fact_wins_and_the_older_is_superseded() -> None:
-    res = ask("Where does Maria live now?", HOMES)
+    res = ask("Where does Marta live now?", HOMES)
     a = res.answer_candidates[0]
     assert res.answerability == "answer_from_memory"
     assert a.answer == "Porto (since 2024-06-01)" and a.support_ids == ["home-2#0"]
@@ -170,7 +170,7 @@ def test_newer_fact_wins_and_the_older_is_superseded() -> None:
 
 
 def test_as_of_before_the_update_returns_the_older_fact() -> None:
-    res = ask("Where does Maria live?", HOMES, as_of="2024-03-01T00:00:00Z")
+    res = ask("Where does Marta live?", HOMES, as_of="2024-03-01T00:00:00Z")
     a = res.answer_candidates[0]
     assert a.answer == "Lisbon" and a.support_ids == ["home-1#0"]
     assert reasons(res) == {"home-2#0": "out_of_window"}
@@ -183,7 +183,7 @@ def test_events_after_as_of_do_not_exist_yet() -> None:
 
 
 def test_a_window_in_the_past_uses_the_facts_valid_then() -> None:
-    res = ask("Where did Maria live in March 2024?", HOMES)
+    res = ask("Where did Marta live in March 2024?", HOMES)
     assert res.answer_candidates[0].answer == "Lisbon"
     assert reasons(res) == {"home-2#0": "out_of_window"}
 
@@ -273,7 +273,7 @@ TEXTS = [
     "The rug cost $120 at the market.",
     "Paid €25 for the ferry to the island.",
     "Ran 5 km with Nadia on Monday.",
-    "Maria moved to Porto last week.",
+    "Marta moved to Porto last week.",
     "Project Atlas budget is $5,000.",
     "The hotel was €90 per night.",
     "Meeting with Omar about the roof.",
@@ -281,7 +281,7 @@ TEXTS = [
 ]
 QUERIES = [
     "How much did I spend in total?",
-    "Where does Maria live now?",
+    "Where does Marta live now?",
     "How many km did I run?",
     "Which came first, the lamp or the rug?",
     "What is the average price?",
@@ -311,7 +311,7 @@ def candidates(draw: st.DrawFn) -> list[Candidate]:
             out.append(
                 fact(
                     f"f{i}#0",
-                    draw(st.sampled_from(["Maria", "Project Atlas"])),
+                    draw(st.sampled_from(["Marta", "Project Atlas"])),
                     draw(st.sampled_from(["lives_in", "budget"])),
                     value=value,
                     unit="USD" if isinstance(value, int | float) else None,

@@ -38,7 +38,7 @@ STEMS = {
     "people": "person",
     "went": "go",
     "she's": "she",
-    "Maria’s": "maria",
+    "Marta’s": "marta",
     "it's": "it",
     "1990s": "1990",
     "mp3s": "mp3",
@@ -89,9 +89,9 @@ TOKENS = [
         [1821351958, 1625113531, 432855261, 544611001, 186403405, 2036550374],
     ),
     (
-        "Churches, boxes & glasses: Maria’s 1990s mp3s",
-        ["church", "box", "glass", "maria", "1990s", "mp3s"],
-        [829331531, 949278947, 454814975, 1878680097, 1561574554, 2094407144],
+        "Churches, boxes & glasses: Marta’s 1990s mp3s",
+        ["church", "box", "glass", "marta", "1990s", "mp3s"],
+        [829331531, 949278947, 454814975, 71095130, 1561574554, 2094407144],
     ),
     (
         "The __init__ of naïve cafés, don't we?",

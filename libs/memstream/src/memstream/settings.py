@@ -7,7 +7,6 @@ from pathlib import Path
 from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-LOG_FORMAT = "%(asctime)s %(name)s %(levelname)s %(message)s"
 # The FalkorDB password the embedded stack generates, in the data dir (0600).
 FALKORDB_PASSWORD_FILE = "falkordb-password"
 # The most MEMSTREAM_MAX_RECORD_BYTES may be: what a consumer fetches whole by default.

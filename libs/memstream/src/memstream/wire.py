@@ -8,6 +8,7 @@ HTTP API validates strictly and these types put back what the schema allows.
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 from pydantic import (
     AwareDatetime,
     BeforeValidator,
+    ConfigDict,
     Field,
     GetCoreSchemaHandler,
     GetJsonSchemaHandler,
@@ -230,9 +232,9 @@ def lone_surrogate(text: str) -> str | None:
 
 
 def storable_json(value: Any) -> Any:
-    """A free-form JSON value (tool arguments and output) whose strings and keys a store can
-    hold, nested at most ``MAX_DEPTH`` levels; other values pass as they are. The message
-    names the offending place."""
+    """A free-form JSON value (tool arguments and output) whose strings, keys and numbers a
+    store can hold, nested at most ``MAX_DEPTH`` levels. The message names the offending
+    place."""
     deep = too_deep(value, MAX_DEPTH)
     if deep is not None:
         raise PydanticCustomError(
@@ -240,6 +242,14 @@ def storable_json(value: Any) -> Any:
             "{where} nests deeper than {limit} levels",
             {"where": index_path(deep) or "the value", "limit": MAX_DEPTH},
         )
+    for loc, number in numbers(value):
+        problem = inexact(number)
+        if problem is not None:
+            raise PydanticCustomError(
+                "json_number_refused",
+                "{where} {problem}",
+                {"where": index_path(loc) or "the value", "problem": problem},
+            )
     for loc, text, is_key in strings(value):
         problem = unstorable(text)
         if problem is not None:
@@ -251,6 +261,48 @@ def storable_json(value: Any) -> Any:
                 {"where": where or "the value", "problem": problem},
             )
     return value
+
+
+# -- numbers ------------------------------------------------------------------------------
+#
+# JSON numbers have no range; the stores do. The graph (FalkorDB, Neo4j) and Qdrant hold
+# signed 64-bit integers, and orjson, which writes every sealed value, outbox segment and
+# archive line, raises on an integer past 64 bits ("Integer exceeds 64-bit range"). pydantic
+# reads ``NaN``, ``Infinity`` and ``1e400`` (an infinity) as floats that no JSON encoder writes
+# back: orjson writes them as ``null``, silently changing the value. So an integer must fit
+# signed 64 bits and a float must be finite, in every field, typed or free-form.
+
+INT_MIN, INT_MAX = -(2**63), 2**63 - 1
+
+
+def inexact(number: int | float) -> str | None:
+    """Why no store can hold ``number`` exactly (past 64 bits, NaN, an infinity), or None."""
+    if isinstance(number, bool):
+        return None
+    if isinstance(number, int):
+        if INT_MIN <= number <= INT_MAX:
+            return None
+        return f"is an integer past the signed 64-bit range [{INT_MIN}, {INT_MAX}]"
+    if math.isfinite(number):
+        return None
+    return "is not a finite number (NaN and infinities cannot be stored)"
+
+
+def numbers(value: Any) -> Iterator[tuple[Loc, int | float]]:
+    """Every number (not bool) in a JSON value with its location, depth first."""
+    pending: list[tuple[Loc, Any]] = [((), value)]
+    while pending:
+        loc, item = pending.pop()
+        if isinstance(item, dict):
+            pending += [((*loc, k), v) for k, v in reversed(item.items())]
+        elif isinstance(item, list | tuple):
+            pending += [((*loc, i), v) for i, v in reversed(list(enumerate(item)))]
+        elif isinstance(item, int | float) and not isinstance(item, bool):
+            yield loc, item
+
+
+# Every model that takes client input: unknown fields refused, no coercion, no NaN.
+STRICT_INPUT = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
 
 
 # -- what an error message may show of a client's value -----------------------------------
@@ -386,7 +438,7 @@ else:
     JsonValue = TypeAliasType(
         "JsonValue",
         Annotated[str, STORABLE]
-        | int
+        | Annotated[int, Field(ge=INT_MIN, le=INT_MAX)]
         | float
         | bool
         | list["JsonValue"]
@@ -397,3 +449,38 @@ else:
 StorableJson = Annotated[Any, PlainValidator(storable_json, json_schema_input_type=JsonValue)]
 """Free-form JSON (tool arguments and output), checked by one walk: a union per nested value
 would report every member's mismatch for one NUL."""
+
+
+def storable_scalar(value: Any) -> Any:
+    """One JSON scalar (a string, number, boolean or null) a store can hold."""
+    if isinstance(value, str):
+        if (problem := lone_surrogate(value)) is not None:  # from Python: JSON refuses one
+            raise PydanticCustomError("string_unicode", "{problem}", {"problem": problem})
+        return STORABLE.check(value)
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, int | float):
+        if (problem := inexact(value)) is not None:
+            raise PydanticCustomError("number_refused", "{problem}", {"problem": problem})
+        return value
+    raise PydanticCustomError(
+        "scalar_type", "expected a string, number, boolean or null, not a JSON container"
+    )
+
+
+if TYPE_CHECKING:
+    ScalarValue = str | int | float | bool | None
+else:
+    ScalarValue = (
+        Annotated[str, STORABLE]
+        | Annotated[int, Field(ge=INT_MIN, le=INT_MAX)]
+        | float
+        | bool
+        | None
+    )
+StorableScalar = Annotated[
+    str | int | float | bool | None,
+    PlainValidator(storable_scalar, json_schema_input_type=ScalarValue),
+]
+"""A scalar (metadata values, fact and preference values), checked by one rule with one
+message: a union would report each member's mismatch for one NaN."""

@@ -49,6 +49,7 @@ from memstream_api.http_metrics import HttpMetrics
 from memstream_api.limits import BodyGuard, Pace
 from memstream_api.mcp_endpoint import PATH as MCP_PATH
 from memstream_api.mcp_endpoint import mount_mcp
+from memstream_api.media import UNSUPPORTED, JsonOnly
 from memstream_api.offsets_watch import KafkaWatch
 from memstream_api.outbox import Outbox
 from memstream_api.positions import WritePositions
@@ -200,6 +201,9 @@ class _Opening:
 def _guard(app: FastAPI, settings: Settings) -> None:
     """Body limits and pace, and the HTTP metrics around everything."""
     ingest_limit = settings.api_max_ingest_body_bytes
+    # Inside the body limit: a body too large is 413 whatever its type; one that is not JSON
+    # is 415 before any of it is read.
+    app.add_middleware(JsonOnly, prefix="/v1/")
     app.add_middleware(
         BodyGuard,
         default=settings.api_max_body_bytes,
@@ -273,5 +277,18 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
         components["EventBatch"]["properties"]["events"]["items"] = {
             "$ref": "#/components/schemas/EventIn"
         }
+        _document_media(schema)
         app.openapi_schema = schema
     return app.openapi_schema
+
+
+def _document_media(schema: dict[str, Any]) -> None:
+    """Every operation that takes a body can answer 415 (``memstream_api.media``)."""
+    refused = {
+        "description": "the body is not JSON (its Content-Type is missing or another type)",
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}},
+    }
+    for path in schema.get("paths", {}).values():
+        for operation in path.values():
+            if isinstance(operation, dict) and "requestBody" in operation:
+                operation.setdefault("responses", {}).setdefault(str(UNSUPPORTED), refused)

@@ -13,8 +13,8 @@ from memstream.checkout.request import CheckoutQuery, Mode, RecallQuery
 from memstream.checkout.retrieve.config import LEVERS, PRESETS
 from memstream.events.envelope import StreamName
 from memstream.records.latent import Purpose
-from memstream.wire import STORABLE, ItemId, JsonInt, Position, RfcTimestamp
-from pydantic import BaseModel, ConfigDict, Field
+from memstream.wire import STORABLE, STRICT_INPUT, ItemId, JsonInt, Position, RfcTimestamp
+from pydantic import BaseModel, Field
 
 Format = Literal["json", "markdown", "gathered"]
 Preset = Literal["plain", "checkout", "wide"]
@@ -34,7 +34,7 @@ def _lever(what: str) -> Any:
 class CheckoutRequest(BaseModel):
     """``POST /v1/checkout``."""
 
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = STRICT_INPUT
     query: Question
     as_of: RfcTimestamp | None = None
     max_tokens: JsonInt = Field(default=1500, ge=64, le=64_000)
@@ -50,8 +50,8 @@ class CheckoutRequest(BaseModel):
     preset: Preset | None = Field(
         default=None,
         description="the levers to start from: plain (the fused lanes alone), checkout (the "
-        "default: time lane, rerank, top votes, related words) or wide (checkout with the "
-        "episode lane and the second hop)",
+        "default: rerank, top votes) or wide (checkout with the time lane, related words, "
+        "the episode lane and the second hop)",
     )
     # The levers: one retrieval or packet behaviour switched for this request.
     episodes: bool | None = _lever(
@@ -109,7 +109,7 @@ class CheckoutRequest(BaseModel):
 class RecallRequest(BaseModel):
     """``POST /v1/recall``."""
 
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = STRICT_INPUT
     query: Question
     k: JsonInt = Field(default=10, ge=1, le=200)
     stream: StreamName | None = None

@@ -12,8 +12,8 @@ from memstream.checkout.service import CheckoutService, NoProjection
 from memstream.events.envelope import MemoryFeedback, StreamName
 from memstream.events.payloads import MemoryFeedbackPayload
 from memstream.learning.metrics import FEEDBACK_EVENTS
-from memstream.wire import STORABLE, ItemId, Position
-from pydantic import BaseModel, ConfigDict, Field
+from memstream.wire import STORABLE, STRICT_INPUT, ItemId, Position
+from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
 
 from memstream_api.auth import Tenant
@@ -32,7 +32,7 @@ class FeedbackIn(BaseModel):
     """A signal about memories: -1 harmful .. +1 helpful. It re-orders what a question
     retrieves on its own, within a bound; it never deletes or rewrites a memory."""
 
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = STRICT_INPUT
     target_ids: list[ItemId] = Field(
         min_length=1,
         max_length=200,

@@ -21,8 +21,8 @@ from memstream.events.envelope import MemoryInvalidate, StreamName
 from memstream.events.payloads import MemoryInvalidatePayload, Reason
 from memstream.graph.port import InvalidationEntry
 from memstream.learning.metrics import INVALIDATIONS
-from memstream.wire import ItemId, Position
-from pydantic import BaseModel, ConfigDict, Field
+from memstream.wire import STRICT_INPUT, ItemId, Position
+from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
 
 from memstream_api.auth import Tenant
@@ -51,7 +51,7 @@ DELIVERY = unavailable(
 class InvalidateIn(BaseModel):
     """Memories that are wrong: fact ids, or event ids (the event and every fact from it)."""
 
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = STRICT_INPUT
     target_ids: list[ItemId] = Field(min_length=1, max_length=200)
     reason: Reason = Field(description="why they are wrong")
     stream: StreamName = Field(default="invalidations", description="the ledger stream")
@@ -65,7 +65,7 @@ class InvalidateIn(BaseModel):
 
 
 class DecisionIn(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = STRICT_INPUT
     reason: Reason | None = None
     stream: StreamName = Field(default="invalidations", description="the ledger stream")
 

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import logging
 import socket
 import sys
 
 import uvicorn
+from memstream import logs
 from memstream.metrics import API_REFUSED
-from memstream.settings import LOG_FORMAT, Settings
+from memstream.settings import Settings
+from memstream.stack.children import exit_with_parent
 
 from memstream_api.app import create_app
 from memstream_api.connections import guarded_h11
@@ -17,7 +18,8 @@ from memstream_api.connections import guarded_h11
 def main() -> None:
     """Entry point; needs ``MEMSTREAM_KAFKA_BOOTSTRAP`` (host:port of the Kafka cluster)."""
     settings = Settings()
-    logging.basicConfig(level=settings.log_level, format=LOG_FORMAT)
+    logs.configure(settings.log_level)
+    exit_with_parent()
     if not settings.kafka_bootstrap:
         sys.exit(
             "memstream-api: MEMSTREAM_KAFKA_BOOTSTRAP is not set; give the Kafka bootstrap "
@@ -34,6 +36,8 @@ def main() -> None:
         host=settings.api_host,
         port=settings.api_port,
         log_level=settings.log_level.lower(),
+        # Uvicorn's loggers reach the process's one handler and its guard (memstream.logs).
+        log_config=None,
         # Our own histogram covers requests; per-request access lines drown the logs.
         access_log=False,
         # Half-sent requests are closed (the body limit and stall: memstream_api.limits).

@@ -52,7 +52,7 @@ from memstream.metrics import (
 
 COMPONENT = "archiver"
 STORE = "archive"
-log = logging.getLogger(COMPONENT)
+log = logging.getLogger(f"memstream.{COMPONENT}")
 
 
 @dataclass

@@ -34,7 +34,7 @@ def _operator_key(settings: Settings, tenant: str) -> str:
     if path.exists():
         return path.read_text().strip()
     key = KeyStore(settings.resolved_keys_file()).create(tenant)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as fh:
         fh.write(key + "\n")

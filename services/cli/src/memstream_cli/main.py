@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 from importlib.metadata import entry_points
 
 import typer
+from memstream.stack.children import PRIVATE_UMASK
 
 from memstream_cli import (
     checkout_cmd,
@@ -27,6 +29,15 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
+
+
+@app.callback()
+def private_files() -> None:
+    """What any command writes (keys, data dir, results) is its user's alone, whatever the
+    umask it was started with: folders 0700, files 0600."""
+    os.umask(PRIVATE_UMASK)
+
+
 app.command("up")(stack_cmd.up)
 app.command("status")(stack_cmd.status)
 app.command("emit")(emit_cmd.emit)

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
 import typer
+from memstream import logs
 from memstream.metrics import serve_metrics
 from memstream.settings import Settings
 
@@ -47,7 +47,7 @@ def mcp(
     from memstream.mcpserver.server import build_server
 
     settings = settings_for(data_dir)
-    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per tool call is noise
+    logs.configure(settings.log_level)  # on stderr; a library's request lines never written
     port = serve_metrics(settings.metrics_port, settings.metrics_host)
     where = api_url or f"the stack in {settings.data_dir}"
     err.print(f"memstream mcp: tools over stdio for {where}; metrics on :{port}/metrics")

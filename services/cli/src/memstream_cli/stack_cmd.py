@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import logging
 from typing import Annotated, Any
 
 import typer
-from memstream.settings import LOG_FORMAT
+from memstream import logs
 from memstream.stack.binaries import MissingBinaryError
 from memstream.stack.servers import ServerStartError
 from rich.table import Table
@@ -35,7 +34,7 @@ def up(
 ) -> None:
     """Run the embedded stack (broker, graph server, workers, API) until Ctrl-C."""
     settings = settings_for(data_dir, **({} if replicas is None else {"replicas": replicas}))
-    logging.basicConfig(level=settings.log_level, format=LOG_FORMAT)
+    logs.configure(settings.log_level)
     stack = EmbeddedStack(settings, settings.data_dir, api_port or settings.api_port)
     install_stop_signals(stack)
     try:

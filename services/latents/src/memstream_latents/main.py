@@ -90,7 +90,7 @@ STORE = "latents"  # the purge metrics' store label
 PURGE_MARK = b'"type":"memory.purge"'
 MAX_OPEN_S = 5.0
 RESTORE_CHUNK = 500  # memory.latents records opened per key store round trip on start
-log = logging.getLogger(COMPONENT)
+log = logging.getLogger(f"memstream.{COMPONENT}")
 
 
 class LatentWorker:

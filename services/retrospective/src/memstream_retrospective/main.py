@@ -75,7 +75,7 @@ from memstream.shred.sealer import EventSealer
 from memstream.shred.traces import TraceOpener
 
 COMPONENT = "retrospective"
-log = logging.getLogger(COMPONENT)
+log = logging.getLogger(f"memstream.{COMPONENT}")
 
 
 class RetrospectiveWorker:

@@ -56,7 +56,7 @@ from memstream.stack.epoch import read_epoch
 from memstream.times import iso_utc
 
 COMPONENT = "sequencer"
-log = logging.getLogger(COMPONENT)
+log = logging.getLogger(f"memstream.{COMPONENT}")
 
 
 class Sequencer:

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from memstream_cli.common import JsonFlag, err, out, print_json
+from memstream_cli.common import JsonFlag, err, fail, out, print_json
 from memstream_cli.progress import stages
 from rich.table import Table
 
@@ -223,12 +223,18 @@ def scale(
     rate: Annotated[
         int, typer.Option("--rate", help="events/s of the load while a member joins or dies")
     ] = 300,
+    replicas: Annotated[
+        str, typer.Option("--replicas", help="the replica counts measured, in order, e.g. 1,2")
+    ] = "1,2",
     json_out: JsonFlag = False,
 ) -> None:
-    """The same workload at 1 and 2 replicas per group: ingest, freshness, CPU per process,
-    rebalance pauses, events lost or applied twice."""
+    """The same workload at 1 and 2 replicas per group (``--replicas``): ingest, freshness,
+    CPU per process, rebalance pauses, events lost or applied twice."""
+    counts = tuple(int(r) for r in replicas.split(",") if r.strip().isdigit())
+    if not counts or any(c < 1 for c in counts) or len(counts) != len(replicas.split(",")):
+        fail(f"--replicas takes counts of 1 or more separated by commas, not {replicas!r}")
     with stages(json_out) as progress:
-        doc = run_scale_bench(events, tenants, progress, rate=rate)
+        doc = run_scale_bench(events, tenants, progress, replicas=counts, rate=rate)
     if json_out:
         print_json(doc)
         return

@@ -45,7 +45,7 @@ from memstream_bench.stats import lever_overhead, overhead_interval, percentile
 
 _PRODUCTS = ["laptop", "router", "headset", "monitor", "keyboard", "printer", "camera", "phone"]
 _CITIES = ["Lisbon", "Oslo", "Denver", "Nairobi", "Osaka", "Lima", "Tallinn", "Perth"]
-_NAMES = ["Maria", "Tomas", "Aiko", "Priya", "Jonas", "Lea", "Omar", "Grace"]
+_NAMES = ["Marta", "Tomas", "Aiko", "Priya", "Jonas", "Lea", "Omar", "Grace"]
 
 
 def workload(n: int, tenants: int, seed: int = 1) -> list[Any]:

@@ -35,7 +35,7 @@ from memstream_bench.stack import throwaway_stack
 from memstream_bench.stats import percentile
 
 FLOODER, NEIGHBOUR = "tenant-0", "tenant-1"  # the generator's names for two tenants
-NAMES = ("Maria", "Tomas", "Aiko", "Priya", "Jonas", "Lea", "Omar", "Grace")
+NAMES = ("Marta", "Tomas", "Aiko", "Priya", "Jonas", "Lea", "Omar", "Grace")
 HEAVY = {"max_tokens": 8000, "k": 50}  # A's checkouts: wide pools, big packets
 LIMIT_SETTINGS = (
     "read_tenant_concurrency",

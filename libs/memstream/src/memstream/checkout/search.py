@@ -27,7 +27,7 @@ from memstream.records.packet import PacketWarning
 from memstream.records.projected import FactView, VectorHit
 from memstream.times import as_utc, iso_utc
 from memstream.vectors.port import VectorIndex
-from memstream.wire import STORABLE, JsonInt, Position, RfcTimestamp
+from memstream.wire import STORABLE, STRICT_INPUT, JsonInt, Position, RfcTimestamp
 
 # Event hits whose facts the fact altitude ranks, per fact asked for (and at least).
 FACT_POOL_PER_HIT = 5
@@ -38,7 +38,7 @@ EVENT_KIND = "event"
 class SearchRequest(BaseModel):
     """``POST /v1/search``."""
 
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = STRICT_INPUT
     query: Annotated[str, Field(min_length=1, max_length=2000), STORABLE]
     altitude: Altitude = Field(
         default="event", description="event | fact | episode | latent: what kind of item to find"

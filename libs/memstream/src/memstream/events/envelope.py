@@ -40,7 +40,9 @@ Agent = Annotated[str, Field(max_length=200), PRINTABLE]
 class Security(BaseModel):
     """Sensitivity label and dotted payload paths redacted before hashing and storage."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, hide_input_in_errors=True)
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, hide_input_in_errors=True, allow_inf_nan=False
+    )
     sensitivity: Literal["public", "internal", "confidential", "secret"] = "internal"
     redacted_paths: list[Annotated[str, Field(pattern=r"^payload(\.[A-Za-z0-9_-]+)+$")]] = Field(
         default_factory=list
@@ -50,7 +52,9 @@ class Security(BaseModel):
 class Envelope(BaseModel):
     """Fields common to every event (DESIGN.md §3.1)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, hide_input_in_errors=True)
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, hide_input_in_errors=True, allow_inf_nan=False
+    )
     id: EventId
     tenant: Tenant
     stream: StreamName

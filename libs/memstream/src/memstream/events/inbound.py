@@ -47,7 +47,9 @@ class InboundEnvelope(BaseModel):
     """Envelope fields as clients send them: ``id``, ``tenant``, ``agent`` and ``occurred_at``
     may be left out (an empty ``agent`` counts as left out)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, hide_input_in_errors=True)
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, hide_input_in_errors=True, allow_inf_nan=False
+    )
     id: EventId | None = Field(default=None, description="idempotency key; generated if absent")
     tenant: Tenant | None = Field(default=None, description="must be the API key's tenant")
     stream: StreamName

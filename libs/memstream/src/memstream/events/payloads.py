@@ -6,10 +6,11 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from memstream.wire import STORABLE, ItemId, RfcTimestamp, StorableJson, Text
+from memstream.wire import STORABLE, ItemId, RfcTimestamp, StorableJson, StorableScalar, Text
 
-# Every string a payload holds follows memstream.wire's rule: ids printable, text storable.
-JsonScalar = Annotated[str | int | float | bool | None, STORABLE]
+# Every string a payload holds follows memstream.wire's rule: ids printable, text storable;
+# every number one the stores hold exactly.
+JsonScalar = StorableScalar
 Metadata = Annotated[dict[str, JsonScalar], STORABLE]
 Name = Annotated[str, Field(min_length=1, max_length=200), STORABLE]
 Reason = Annotated[str, Field(min_length=1, max_length=2000), STORABLE]
@@ -19,7 +20,9 @@ Body = Annotated[str, Field(min_length=1, max_length=200_000), STORABLE]
 class _Payload(BaseModel):
     # hide_input_in_errors: a validation error's text (a traceback, a DLQ reason) must not
     # carry event content into logs; ``errors()`` still has the input for HTTP answers.
-    model_config = ConfigDict(extra="forbid", frozen=True, hide_input_in_errors=True)
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, hide_input_in_errors=True, allow_inf_nan=False
+    )
 
 
 class MessagePayload(_Payload):

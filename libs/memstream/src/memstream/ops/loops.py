@@ -1,13 +1,14 @@
 """A consumer loop's health, judged from the metrics it serves (``memstream status``).
 
-The same two rules as the alerts in ``deploy/prometheus/memstream-rules.yml``, read from one
-scrape instead of a time series:
+Status judges the present: what answers now, and whether its current run is settled. The
+alerts in ``deploy/prometheus/memstream-rules.yml`` keep the history (restarts over 15
+minutes); one scrape holds a counter, not its history, so here:
 
 - **restarting in a loop**: a loop (or a supervised process) restarted at least
-  ``RESTART_LOOP`` times and its current run began less than ``RESTART_RECENT_S`` ago. One
-  scrape holds a counter, not its history, so the window is the age of the current run: a
-  crash loop never lets it grow (the projection runner and the supervisor restart within
-  30 s), and a run that lasts ``RESTART_RECENT_S`` clears it.
+  ``RESTART_LOOP`` times and its current run began less than ``SETTLED_S`` ago. The
+  supervisor and the projection runner restart within 30 s, so a crash loop never lets a run
+  grow that old; a component that came back and has run ``SETTLED_S`` is healthy again, its
+  restarts still counted in the answer.
 - **stalled**: records are waiting (lag > 0) and the loop has committed nothing for
   ``STALL_S`` seconds (counted from its start before its first commit).
 
@@ -25,7 +26,7 @@ from prometheus_client.samples import Sample
 from memstream.metrics import scrape
 
 RESTART_LOOP = 3
-RESTART_RECENT_S = 300.0
+SETTLED_S = 30.0
 STALL_S = 120.0
 
 RUNNING = "memstream_consumer_running"
@@ -86,7 +87,7 @@ class Loop:
 
 def restarting(restarts: int, started: float | None, now: float) -> str | None:
     """The reason a loop or a process counts as restarting in a loop, or None."""
-    if restarts < RESTART_LOOP or started is None or now - started >= RESTART_RECENT_S:
+    if restarts < RESTART_LOOP or started is None or now - started >= SETTLED_S:
         return None
     age = now - started
     return f"is restarting in a loop: {restarts} restarts, the current run began {age:.0f}s ago"

@@ -7,14 +7,14 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from memstream.events.envelope import StreamName
-from memstream.wire import STORABLE, JsonInt, Position, RfcTimestamp
+from memstream.wire import STORABLE, STRICT_INPUT, JsonInt, Position, RfcTimestamp
 
 
 class SummarizeRequest(BaseModel):
     """``POST /v1/summarize_recall``: recall ``k`` candidates, synthesize one answer."""
 
     # strict: no "10" for 10 (see memstream.wire), as every other request model
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = STRICT_INPUT
     query: Annotated[str, Field(min_length=1, max_length=4000), STORABLE]
     max_tokens: JsonInt = Field(default=500, ge=16, le=4096, description="synthesis budget")
     k: JsonInt = Field(default=10, ge=1, le=50, description="candidates recalled")

@@ -185,7 +185,7 @@ def _match_at(tokens: list[_Token], i: int, lexicon: Lexicon) -> tuple[int, Enti
 
 
 def _short_form(word: _Token, lexicon: Lexicon) -> EntityMention | None:
-    """A capitalised short form of one speaker's name ("Mel" for Melanie, "Bas" for
+    """A capitalised short form of one speaker's name ("Val" for Valentina, "Bas" for
     Bastien): the start of the first word of exactly one actor's name, which memory does
     not know as a name of its own."""
     if not word.capitalised or len(word.key) < PARTIAL_MIN_CHARS or word.key in STOPWORDS:
@@ -201,8 +201,8 @@ def _short_form(word: _Token, lexicon: Lexicon) -> EntityMention | None:
 def _unknown_names(query: str, taken: list[tuple[int, int]]) -> list[tuple[int, EntityMention]]:
     """Capitalised names memory does not know: still what the question is about.
 
-    A name that runs into a known one ("Gina's HR" with "Gina" known) leaves its other words
-    as a name of their own ("HR"): the question still names it.
+    A name that runs into a known one ("Tomás's Bakery" with "Tomás" known) leaves its other
+    words as a name of their own ("Bakery"): the question still names it.
     """
     out: list[tuple[int, EntityMention]] = []
     cursor = 0

@@ -82,8 +82,8 @@ def hop_terms(plan: SynthesisPlan, best: list[Candidate]) -> list[str]:
 def around(seq: int, chain: list[EventRecord]) -> list[EventRecord]:
     """The turns of ``chain`` (the stream around the hit at ``seq``) that belong with the hit,
     in stream order: the one before it, the hit, the one after it, and, when the one after it
-    is a question somebody else asks, the answer that follows. A reply such as "Super good,
-    rich and creamy!" names nothing the hit said, yet answers what was asked about it."""
+    is a question somebody else asks, the answer that follows. A reply such as "Crisp on top,
+    soft inside!" names nothing the hit said, yet answers what was asked about it."""
     by_seq = {e.seq: e for e in chain}
     out = [by_seq[s] for s in (seq - 1, seq, seq + 1) if s in by_seq]
     hit, asked, answer = by_seq.get(seq), by_seq.get(seq + 1), by_seq.get(seq + 2)
