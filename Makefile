@@ -72,7 +72,7 @@ bench-results: install
 	.venv/bin/memstream bench learn --json > $(RESULTS)/learn.json
 	.venv/bin/memstream bench neighbours --json > $(RESULTS)/neighbours.json
 	.venv/bin/memstream bench read-after --json > $(RESULTS)/read-after.json
-	.venv/bin/memstream bench report --results $(RESULTS) --page docs/benchmarks.md --page README.md
+	.venv/bin/memstream bench report --results $(RESULTS) --page docs/benchmarks.md
 
 ## bench-load-extra: the 1M row and the 100k row with the HNSW build on (about 20 min)
 bench-load-extra: install
@@ -80,7 +80,7 @@ bench-load-extra: install
 	.venv/bin/memstream bench load --events 1000000 --json > $(RESULTS)/load-1000000.json
 	MEMSTREAM_VECTOR_OPTIMIZE=true .venv/bin/memstream bench load --events 100000 --json \
 		> $(RESULTS)/load-100000-hnsw.json
-	.venv/bin/memstream bench report --results $(RESULTS) --page docs/benchmarks.md --page README.md
+	.venv/bin/memstream bench report --results $(RESULTS) --page docs/benchmarks.md
 
 clean:
 	rm -rf .venv .tools .mypy_cache .ruff_cache .pytest_cache

@@ -15,7 +15,7 @@ from memstream.latent.builder import LatentInput, latent_input
 from memstream.ledger.entry import decode_entry, load_entry, read_loaded
 from memstream.ledger.opening import EntryOpener
 from memstream.ledger.sequencing import RawRecord, Sequenced, SequencerState, sequence
-from memstream.projection.projectors import _read
+from memstream.projection.projectors import read_record as _read
 from memstream.projection.purge import read_entry
 from memstream.shred.port import KeyKind
 from memstream.shred.seal import SEALED, seal

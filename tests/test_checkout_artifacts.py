@@ -11,6 +11,7 @@ from typing import Any
 import latentdata
 from memstream.checkout.artifacts import ArtifactCache
 from memstream.checkout.service import CheckoutService
+from memstream.projection.live import LiveStores
 from memstream.projection.versions import FileProjectionRegistry, ProjectionConfig, VersionInfo
 from memstream.records.latent import LatentArtifact
 from memstream.records.projected import VectorHit
@@ -42,11 +43,12 @@ def hit(a: LatentArtifact | str) -> VectorHit:
 def service(tmp_path: Path, graph: Graph) -> tuple[CheckoutService, VersionInfo]:
     cfg = ProjectionConfig(embedder="static", embedder_version="1", dim=8)
     info = VersionInfo(name="v1", config=cfg, config_hash="x" * 16, created_at="2026-01-01")
-    svc = CheckoutService(
+    stores = LiveStores(
         registry=FileProjectionRegistry(tmp_path / "projections.json"),
         graph_for=lambda _info: graph,  # type: ignore[arg-type,return-value]
         index_for=lambda _info: None,
     )
+    svc = CheckoutService(stores=stores)
     return svc, info
 
 

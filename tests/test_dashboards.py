@@ -10,12 +10,12 @@ from pathlib import Path
 
 import memstream.checkout.metrics
 import memstream.forget.metrics
+import memstream.intake.producer
 import memstream.latent.metrics
 import memstream.learning.metrics
 import memstream.metrics
 import memstream.projection.metrics
 import memstream.summarize.metrics
-import memstream_api.producing
 import memstream_api.read_after
 import memstream_cli.stack.supervisor
 import yaml
@@ -36,7 +36,7 @@ METRIC_MODULES = (
     memstream.projection.metrics,
     memstream_cli.stack.supervisor,
     memstream.summarize.metrics,
-    memstream_api.producing,
+    memstream.intake.producer,
     memstream_api.read_after,
 )
 SUFFIXES = ("_bucket", "_count", "_sum", "_total")

@@ -34,7 +34,7 @@ def anchors(page: Path) -> set[str]:
 
 
 def test_the_readme_is_short_and_the_manual_has_its_pages() -> None:
-    assert len((ROOT / "README.md").read_text().splitlines()) <= 300
+    assert len((ROOT / "README.md").read_text().splitlines()) <= 150
     assert len(list(DOCS.glob("*.md"))) >= 5
 
 

@@ -200,7 +200,7 @@ def test_a_preset_and_levers_named_at_run_time_reach_the_packet(kim: MemoryHttpC
     plain = kim.checkout("where do I live?", preset="plain")["meta"]
     assert not any(plain[m] for m in LEVERS.values()), plain
     # a lever by its request name over the preset, as a bench that picks it at run time
-    picked = kim.checkout("where do I live?", preset="plain", levers={"episodes": True})
+    picked = kim.checkout("where do I live?", preset="plain", levers={"episode_lane": True})
     assert picked["meta"]["episode_lane"] is True and picked["meta"]["rerank"] is False
     assert "Utrecht" in picked["answer_candidates"][0]["answer"], picked
 

@@ -41,20 +41,30 @@ class Graph:
         return []
 
 
+class NoHits:
+    def query(self, tenant: str, *_args: Any, **_kwargs: Any) -> list[Any]:
+        return []  # no event names the subject unlinked
+
+
 @dataclass
 class Checkout:
-    graph: Graph
+    """The live stores (a graph, no index open here) and checkout's recent packets."""
+
+    store: Graph
     packets: PacketMemory = field(default_factory=PacketMemory)
     forgotten: list[str] = field(default_factory=list)
 
-    def live_graph(self) -> Graph:
-        return self.graph
+    def graph(self) -> Graph:
+        return self.store
 
-    def live_index(self) -> None:
+    def live(self) -> str:
+        return "v1"
+
+    def open_index(self, _info: str) -> NoHits:
+        return NoHits()
+
+    def index(self) -> None:
         return None  # this process holds no index: nothing to watch there
-
-    def recall(self, tenant: str, query: Any) -> list[Any]:
-        return []
 
     def forget_tenant(self, tenant: str) -> None:
         self.forgotten.append(tenant)
@@ -87,7 +97,9 @@ def forget_service(tmp_path: Path, graph: Graph) -> tuple[ForgetService, Checkou
         return TopicsOutcome(traces_shredded=len(list(recent)), topics={}, residual=[])
 
     service = ForgetService(
-        checkout=checkout,  # type: ignore[arg-type]
+        stores=checkout,  # type: ignore[arg-type]
+        packets=checkout.packets,
+        reread=checkout.forget_tenant,
         keys=keys,  # type: ignore[arg-type]
         topics=topics,
         archive=tmp_path / "no-archive",

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from memstream_api.outbox import Outbox
-from memstream_api.producing import BatchProducer
+from memstream.intake.outbox import Outbox
+from memstream.intake.producer import BatchProducer
 
 
 def test_segment_marks_survive_archiving_not_a_broker_restart(broker: str, tmp_path: Path) -> None:

@@ -18,12 +18,12 @@ import orjson
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 from memstream.events import Event, EventAdapter
+from memstream.intake.outbox import Outbox
+from memstream.intake.producer import BatchProducer
 from memstream.kafka.topics import RAW, ensure_topics
 from memstream.metrics import OUTBOX_DEAD_LETTERED, OUTBOX_RESENT, OUTBOX_UNDELIVERABLE
 from memstream.ops.loops import outbox_problems
 from memstream.settings import Settings
-from memstream_api.outbox import Outbox
-from memstream_api.producing import BatchProducer
 from prometheus_client import REGISTRY
 from stackproc import wait_until
 from topicread import read_topic

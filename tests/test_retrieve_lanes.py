@@ -124,7 +124,7 @@ def test_the_episode_lane_searches_inside_the_best_episodes(retriever: Retriever
     retriever.index.upsert(latent_changes(built, emb).upserts)
     plan = plan_query("Where do we anchor on the boat trip?", "2031-06-01T00:00:00Z")
 
-    retriever.config = replace(retriever.config, episodes=True)
+    retriever.config = replace(retriever.config, episode_lane=True)
     found: list[VectorHit] = []
     pool = retriever.retrieve("pals", plan, latents=found)
     assert found[0].payload["stream"] == "boat-trip" and found[0].payload["altitude"] == "episode"
@@ -137,7 +137,7 @@ def test_the_episode_lane_searches_inside_the_best_episodes(retriever: Retriever
             inside |= set(episode.source_ids)
     assert {"trip0", "trip1", "trip2"} <= from_lane <= inside
 
-    retriever.config = replace(retriever.config, episodes=False)
+    retriever.config = replace(retriever.config, episode_lane=False)
     assert not any("episode" in c.lanes for c in retriever.retrieve("pals", plan))
 
 

@@ -77,7 +77,7 @@ class MemoryHttpClient:
         task_id: str | None = None,
         format: Literal["json", "markdown", "gathered"] = "json",
         preset: Literal["plain", "checkout", "wide"] | None = None,
-        episodes: bool | None = None,
+        episode_lane: bool | None = None,
         time_lane: bool | None = None,
         second_hop: bool | None = None,
         rerank: bool | None = None,
@@ -91,7 +91,7 @@ class MemoryHttpClient:
         """The packet as a dict (``json``) or the rendered Markdown text; ``task_id`` ties it
         to the task whose ``task.outcome`` memory learns from; ``preset`` names the levers to
         start from (None: the service's ``checkout``); ``episodes`` turns the
-        hierarchical lane on or off, ``time_lane``, ``second_hop``, ``rerank``, ``top_votes``,
+        episode lane on or off, ``time_lane``, ``second_hop``, ``rerank``, ``top_votes``,
         ``expand`` and ``coverage`` the query-side levers, ``text_rows`` the packet's text rows
         (None: the service default); ``levers`` switches levers by their request names (a
         caller that picks the lever at run time), over the named arguments."""
@@ -108,11 +108,11 @@ class MemoryHttpClient:
             body["after"] = after
         if preset is not None:
             body["preset"] = preset
-        named = {"episodes": episodes, "time_lane": time_lane, "second_hop": second_hop}
+        named = {"episode_lane": episode_lane, "time_lane": time_lane, "second_hop": second_hop}
         named |= {"rerank": rerank, "top_votes": top_votes, "text_rows": text_rows}
         named |= {"expand": expand, "coverage": coverage}
         body |= {name: on for name, on in named.items() if on is not None}
-        unknown = set(levers or {}) - set(LEVERS.values())
+        unknown = set(levers or {}) - set(LEVERS)
         if unknown:  # a lever's name only: never a way to overwrite the query or the format
             raise ValueError(f"unknown levers: {', '.join(sorted(unknown))}")
         body |= dict(levers or {})

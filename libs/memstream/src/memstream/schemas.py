@@ -1,4 +1,4 @@
-"""JSON Schemas generated from the pydantic models (DESIGN.md §3.1, §3.2).
+"""JSON Schemas generated from the pydantic models.
 
 Run ``python -m memstream.schemas [--check] [OUTDIR]`` (default ``schemas``) to (re)write them;
 ``--check`` only reports drift and exits 1 when the files differ from the models.
@@ -32,7 +32,7 @@ class KafkaCoordinates(BaseModel):
 
 
 class LedgerEntry(Envelope):
-    """A ledger entry: the envelope plus chain fields (DESIGN.md §3.2).
+    """A ledger entry: the envelope plus chain fields.
 
     ``payload`` is an untyped object: redaction replaces values at ``redacted_paths`` with a
     marker before hashing, so a redacted payload need not match its event type's payload schema.

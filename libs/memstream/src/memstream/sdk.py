@@ -17,10 +17,12 @@ from pydantic import ValidationError
 
 from memstream.events import Event, EventIn, Security
 from memstream.events.envelope import TENANT_PATTERN
+from memstream.intake.outcomes import Purged
+from memstream.intake.service import sealed_values
 from memstream.kafka.clients import producer_config
 from memstream.kafka.produce import DeliveryFailed, produce_with_backpressure
 from memstream.kafka.topics import RAW, RecordLimit, record_limit
-from memstream.ledger.size import Oversized, oversized, refusal
+from memstream.ledger.size import Oversized
 from memstream.metrics import EVENTS_PRODUCED, EVENTS_RECEIVED, EVENTS_REJECTED
 from memstream.position import Acknowledged, Position, encode_write
 from memstream.settings import Settings
@@ -192,15 +194,6 @@ class MemoryClient:
             raise
         return self._produce(event)
 
-    def check_sizes(self, events: Sequence[Event], values: Sequence[bytes]) -> None:
-        """Raise EventTooLargeError when any event's ledger record could pass the limit."""
-        found = oversized(events, values, self.limit.bytes, sealed=self.keys is not None)
-        if found:
-            EVENTS_REJECTED.labels(component=COMPONENT, reason="too_large").inc(len(events))
-            raise EventTooLargeError(
-                refusal(found, self.limit.bytes, len(events) > 1), found, self.limit.bytes
-            )
-
     def emit_event(self, event: Event | EventIn) -> str:
         """Queue a prebuilt envelope (or an ``EventIn`` to complete); returns its id."""
         return self._produce(self._complete(event))
@@ -208,18 +201,21 @@ class MemoryClient:
     def emit_many(self, events: Iterable[Event | EventIn]) -> list[str]:
         """Validate every event first, then queue them all; nothing is produced on a bad one."""
         completed = [self._complete(e) for e in events]
-        values = self._encode(completed)
-        self.check_sizes(completed, values)
+        values = self._sealed(completed)
         return [self._produce(e, v) for e, v in zip(completed, values, strict=True)]
 
-    def _encode(self, events: Sequence[Event]) -> list[bytes]:
-        """The events sealed as written; ``KeyDestroyed`` (nothing queued) when one reuses
-        the id of a purged event."""
-        try:
-            return self.sealer.encode(events)
-        except KeyDestroyed:
-            EVENTS_REJECTED.labels(component=COMPONENT, reason="purged").inc(len(events))
-            raise
+    def _sealed(self, events: Sequence[Event]) -> list[bytes]:
+        """The events as written, checked as the API's intake checks them
+        (:func:`memstream.intake.service.sealed_values`): ``KeyDestroyed`` when one reuses
+        the id of a purged event, :class:`EventTooLargeError` when one could pass the
+        broker's record limit; nothing of the batch is queued."""
+        values = sealed_values(events, self.sealer, self.limit.bytes, len(events) > 1)
+        if isinstance(values, list):
+            return values
+        EVENTS_REJECTED.labels(component=COMPONENT, reason=values.reason).inc(values.count)
+        if isinstance(values, Purged):
+            raise KeyDestroyed([(self.tenant, i) for i in values.purged_ids])
+        raise EventTooLargeError(values.detail, values.too_large, values.limit)
 
     def _complete(self, event: Event | EventIn) -> Event:
         try:
@@ -244,8 +240,7 @@ class MemoryClient:
             raise MemstreamSdkError("MemoryClient is closed")
         key = event.key
         if value is None:
-            value = self._encode([event])[0]
-            self.check_sizes([event], [value])
+            (value,) = self._sealed([event])
         self._m_received.inc()
         try:
             produce_with_backpressure(

@@ -14,11 +14,17 @@ from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from memstream.forget.metrics import PendingPurges
 from memstream.graph.port import GraphUnavailable
+from memstream.intake import Intake
+from memstream.intake.outbox import Outbox
+from memstream.intake.parse import MAX_BATCH, EventBatch
+from memstream.intake.positions import WritePositions
+from memstream.intake.producer import BatchProducer
 from memstream.keys import KeyStore
 from memstream.ledger.opening import reading_keys
 from memstream.metrics import API_REFUSED, UP
 from memstream.ops.health import DependencyProbe, dependency_checks
 from memstream.projection.embedded import vector_manager
+from memstream.projection.live import open_live_stores
 from memstream.projection.purge import PurgeListeners
 from memstream.projection.runner import ProjectionManager
 from memstream.settings import Settings
@@ -51,9 +57,6 @@ from memstream_api.mcp_endpoint import PATH as MCP_PATH
 from memstream_api.mcp_endpoint import mount_mcp
 from memstream_api.media import UNSUPPORTED, JsonOnly
 from memstream_api.offsets_watch import KafkaWatch
-from memstream_api.outbox import Outbox
-from memstream_api.positions import WritePositions
-from memstream_api.producing import BatchProducer
 from memstream_api.slots import IngestSlots
 from memstream_api.wiring import build_checkout, build_forget, tombstone_listener
 
@@ -74,7 +77,7 @@ def create_app(
     settings: Settings,
     bootstrap: str,
     *,
-    max_batch: int = ingest.MAX_BATCH,
+    max_batch: int = MAX_BATCH,
     producer_overrides: dict[str, Any] | None = None,
     project_vectors: bool = False,
 ) -> FastAPI:
@@ -169,16 +172,21 @@ class _Opening:
         manager = await self._vectors(stack, purges) if self.project_vectors else None
         follower = BrokerFollower(settings.data_dir, producer, outbox, manager).start()
         stack.push_async_callback(run_in_threadpool, follower.stop)
-        checkout = build_checkout(settings, manager, producer, TraceSealer(sealing))
+        stores = open_live_stores(settings, manager)
+        checkout = build_checkout(stores, producer, TraceSealer(sealing))
         summarizer = summarize_routes.build_summarizer(settings, checkout)
         watch = KafkaWatch(bootstrap).start()
         stack.push_async_callback(run_in_threadpool, watch.stop)
-        forget = build_forget(self.ctx, checkout, data_keys, summarizer)
+        forget = build_forget(self.ctx, stores, checkout, data_keys, summarizer)
         purges.add(tombstone_listener(self.ctx, checkout, summarizer, data_keys))
-        positions = WritePositions(data_keys, settings.data_dir)
+        intake = Intake(
+            producer, WritePositions(data_keys, settings.data_dir), outbox, COMPONENT,
+            ack_wait_s=settings.outbox_ack_wait_s, max_batch=self.ctx.max_batch,
+        )  # fmt: skip
         return Serving(
-            data_keys, positions, producer, outbox, manager, checkout, summarizer, watch, forget
-        )
+            data_keys, intake, producer, outbox, manager, stores, checkout, summarizer, watch,
+            forget,
+        )  # fmt: skip
 
     async def _vectors(self, stack: AsyncExitStack, purges: PurgeListeners) -> ProjectionManager:
         """The embedded stack's vector projection, in this process; ``purges`` hear each
@@ -222,7 +230,7 @@ def _guard(app: FastAPI, settings: Settings) -> None:
 
 def _routes(app: FastAPI) -> None:
     """The memory routes, their metrics, and the answers to stores being down."""
-    for module in (ingest, feedback, invalidate_routes, read_after):
+    for module in (feedback, invalidate_routes, read_after):
         module.init_metrics()
     for router in (
         ingest.router, checkout_routes.router, feedback.router, invalidate_routes.router,
@@ -268,7 +276,7 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
             title=app.title, version=app.version, description=app.description, routes=app.routes
         )
         _, defs = models_json_schema(
-            [(ingest.EventBatch, "validation")], ref_template="#/components/schemas/{model}"
+            [(EventBatch, "validation")], ref_template="#/components/schemas/{model}"
         )
         components = schema.setdefault("components", {}).setdefault("schemas", {})
         components.update(defs.get("$defs", {}))

@@ -50,12 +50,12 @@ class CheckoutRequest(BaseModel):
     preset: Preset | None = Field(
         default=None,
         description="the levers to start from: plain (the fused lanes alone), checkout (the "
-        "default: rerank, top votes) or wide (checkout with the time lane, related words, "
+        "default: rerank, top votes) or wide (checkout with the time lane, expand, "
         "the episode lane and the second hop)",
     )
     # The levers: one retrieval or packet behaviour switched for this request.
-    episodes: bool | None = _lever(
-        "the hierarchical lane: rank episodes, then the turns inside the best ones"
+    episode_lane: bool | None = _lever(
+        "the episode lane: rank episodes, then the turns inside the best ones"
     )
     time_lane: bool | None = _lever(
         "the time lane: the turns in the periods the question's dates name, relative dates "
@@ -91,7 +91,7 @@ class CheckoutRequest(BaseModel):
 
     def to_query(self) -> CheckoutQuery:
         """What the checkout service is asked (the ``after`` wait is the route's)."""
-        switches = {f: getattr(self, f) for f in LEVERS.values()}
+        switches = {f: getattr(self, f) for f in LEVERS}
         config = PRESETS[self.preset or "checkout"].with_switches(switches)
         return CheckoutQuery(
             query=self.query,

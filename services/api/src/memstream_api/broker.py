@@ -14,11 +14,10 @@ import logging
 import threading
 from pathlib import Path
 
+from memstream.intake.outbox import Outbox
+from memstream.intake.producer import BatchProducer
 from memstream.projection.runner import ProjectionManager
 from memstream.stack.epoch import EpochWatch
-
-from memstream_api.outbox import Outbox
-from memstream_api.producing import BatchProducer
 
 log = logging.getLogger(__name__)
 EVERY_S = 0.5

@@ -9,7 +9,8 @@ from fastapi import Path as PathParam
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from memstream.checkout.lineage import Lineage, UnknownItem
 from memstream.checkout.packet import render_gathered, render_json, render_markdown
-from memstream.checkout.service import CheckoutService, NoProjection
+from memstream.checkout.service import CheckoutService
+from memstream.projection.live import NoProjection
 from memstream.records.packet import Candidate, CheckoutPacket, PacketWarning
 from memstream.wire import ItemId
 from starlette.concurrency import run_in_threadpool

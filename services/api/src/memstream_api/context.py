@@ -17,7 +17,11 @@ if TYPE_CHECKING:
     from memstream.fairshare import FairShare
     from memstream.forget.metrics import PendingPurges
     from memstream.forget.service import ForgetService
+    from memstream.intake import Intake
+    from memstream.intake.outbox import Outbox
+    from memstream.intake.producer import BatchProducer
     from memstream.keys import KeyStore
+    from memstream.projection.live import LiveStores
     from memstream.projection.runner import ProjectionManager
     from memstream.settings import Settings
     from memstream.shred.port import DataKeys
@@ -25,9 +29,6 @@ if TYPE_CHECKING:
     from memstream.summarize.service import Summarizer
 
     from memstream_api.offsets_watch import KafkaWatch
-    from memstream_api.outbox import Outbox
-    from memstream_api.positions import WritePositions
-    from memstream_api.producing import BatchProducer
     from memstream_api.slots import IngestSlots
 
 
@@ -36,10 +37,11 @@ class Serving:
     """What the lifespan opens, for as long as the app serves."""
 
     data_keys: DataKeys
-    positions: WritePositions
+    intake: Intake  # the write path every writing route calls
     producer: BatchProducer
     outbox: Outbox | None
     vectors: ProjectionManager | None  # the embedded stack's in-process vector projection
+    stores: LiveStores  # the live version's stores, for every route that reads them
     checkout: CheckoutService
     summarizer: Summarizer | SummarizeDisabled
     read_after_watch: KafkaWatch

@@ -8,10 +8,13 @@ from typing import Annotated
 
 from fastapi import APIRouter, Request, status
 from fastapi.responses import Response
-from memstream.checkout.service import CheckoutService, NoProjection
 from memstream.events.envelope import MemoryFeedback, StreamName
 from memstream.events.payloads import MemoryFeedbackPayload
+from memstream.intake import Accepted
+from memstream.intake.parse import DEFAULT_AGENT
+from memstream.intake.positions import POSITION_DESCRIPTION
 from memstream.learning.metrics import FEEDBACK_EVENTS
+from memstream.projection.live import NoProjection
 from memstream.wire import STORABLE, STRICT_INPUT, ItemId, Position
 from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
@@ -20,9 +23,9 @@ from memstream_api.auth import Tenant
 from memstream_api.checkout_routes import unavailable_error
 from memstream_api.context import serving
 from memstream_api.errors import AUTH, BODY, WRITE_REFUSALS, ErrorBody, unavailable
-from memstream_api.ingest import COMPONENT, DEFAULT_AGENT, DeliveryErrorBody, deliver
-from memstream_api.positions import POSITION_DESCRIPTION
+from memstream_api.ingest import COMPONENT
 from memstream_api.targets import not_found, unknown_targets
+from memstream_api.writes import DeliveryErrorBody, answer, intake
 
 router = APIRouter(tags=["learning"])
 EXAMPLE_TARGET = "evt-2041"  # the OpenAPI document's example id
@@ -84,15 +87,15 @@ async def post_feedback(
     """Durable like ``POST /v1/events`` before 202. When this API still remembers the packet,
     the event carries its question family. Every target must name a memory of the tenant
     (404 lists those that do not): feedback on nothing would be silently lost."""
-    checkout: CheckoutService = serving(request).checkout
+    up = serving(request)
     try:
-        graph = await run_in_threadpool(checkout.live_graph)
+        graph = await run_in_threadpool(up.stores.graph)
     except NoProjection as exc:
         raise unavailable_error(exc) from exc
     unknown = await run_in_threadpool(unknown_targets, graph, tenant, body.target_ids)
     if unknown:
         raise not_found(unknown)
-    family = checkout.packet_family(tenant, body.packet_id) if body.packet_id else None
+    family = up.checkout.packet_family(tenant, body.packet_id) if body.packet_id else None
     event = MemoryFeedback(
         id=str(uuid.uuid4()),
         tenant=tenant,
@@ -109,8 +112,8 @@ async def post_feedback(
             family=family,
         ),
     )
-    written = await deliver(request, [event])
-    if isinstance(written, Response):
+    written = answer(await intake(request).write([event]))
+    if not isinstance(written, Accepted):
         return written
     FEEDBACK_EVENTS.labels(COMPONENT, "explicit").inc()
-    return FeedbackAccepted(id=event.id, position=written)
+    return FeedbackAccepted(id=event.id, position=written.position)

@@ -1,4 +1,4 @@
-"""Invalidation (DESIGN §3.7): say a memory is wrong, and decide the retrospective's proposals.
+"""Invalidation: say a memory is wrong, and decide the retrospective's proposals.
 
 ``POST /v1/invalidate`` appends an accepted ``memory.invalidate``: the facts it names (by fact
 id, or every fact of a named event) get ``valid_to`` and the reason, never deleted, and
@@ -16,11 +16,14 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, HTTPException, Query, Request, status
 from fastapi import Path as PathParam
 from fastapi.responses import Response
-from memstream.checkout.service import NoProjection
 from memstream.events.envelope import MemoryInvalidate, StreamName
 from memstream.events.payloads import MemoryInvalidatePayload, Reason
 from memstream.graph.port import InvalidationEntry
+from memstream.intake import Accepted
+from memstream.intake.parse import DEFAULT_AGENT
+from memstream.intake.positions import POSITION_DESCRIPTION
 from memstream.learning.metrics import INVALIDATIONS
+from memstream.projection.live import NoProjection
 from memstream.wire import STRICT_INPUT, ItemId, Position
 from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
@@ -29,14 +32,14 @@ from memstream_api.auth import Tenant
 from memstream_api.checkout_routes import (
     FOREIGN_POSITION,
     READ_RESPONSES,
-    checkout_service,
     unavailable_error,
 )
+from memstream_api.context import serving
 from memstream_api.errors import BODY, INVALID, WRITE_REFUSALS, ErrorBody, unavailable
-from memstream_api.ingest import COMPONENT, DEFAULT_AGENT, DeliveryErrorBody, deliver
-from memstream_api.positions import POSITION_DESCRIPTION
+from memstream_api.ingest import COMPONENT
 from memstream_api.read_after import wait_after
 from memstream_api.targets import not_found, unknown_targets
+from memstream_api.writes import DeliveryErrorBody, answer, intake
 
 router = APIRouter(tags=["learning"])
 
@@ -109,11 +112,11 @@ async def _append(
         type="memory.invalidate",
         payload=payload,
     )
-    written = await deliver(request, [event])
-    if isinstance(written, Response):
+    written = answer(await intake(request).write([event]))
+    if not isinstance(written, Accepted):
         return written
     INVALIDATIONS.labels(COMPONENT, payload.review_status).inc()
-    return InvalidationAccepted(id=event.id, position=written)
+    return InvalidationAccepted(id=event.id, position=written.position)
 
 
 @router.post(
@@ -138,7 +141,7 @@ async def post_invalidate(
     ``after``, the targets are checked once memory applied that write."""
     try:
         waited = await wait_after(request, tenant, body.after, "invalidate")
-        graph = await run_in_threadpool(checkout_service(request).live_graph)
+        graph = await run_in_threadpool(serving(request).stores.graph)
     except NoProjection as exc:
         raise unavailable_error(exc) from exc
     unknown = await run_in_threadpool(unknown_targets, graph, tenant, body.target_ids)
@@ -162,7 +165,7 @@ async def list_invalidations(
 ) -> InvalidationList:
     """``?status=proposed``: the retrospective's proposals, each with its decisions."""
     try:
-        graph = await run_in_threadpool(checkout_service(request).live_graph)
+        graph = await run_in_threadpool(serving(request).stores.graph)
     except NoProjection as exc:
         raise unavailable_error(exc) from exc
     found = await run_in_threadpool(graph.invalidation_entries, tenant, status_, limit)
@@ -196,7 +199,7 @@ async def _decide(
 ) -> Response | InvalidationAccepted:
     body = body or DecisionIn()
     try:
-        graph = await run_in_threadpool(checkout_service(request).live_graph)
+        graph = await run_in_threadpool(serving(request).stores.graph)
     except NoProjection as exc:
         raise unavailable_error(exc) from exc
     found = await run_in_threadpool(graph.invalidation_entries, tenant, "proposed", 1, proposal_id)

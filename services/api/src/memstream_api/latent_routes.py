@@ -6,8 +6,8 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
 from memstream.checkout.search import SearchRequest, SearchResult
-from memstream.checkout.service import NoProjection
 from memstream.events.envelope import StreamName
+from memstream.projection.live import NoProjection
 from memstream.records.latent import ArtifactType, LatentArtifact
 from pydantic import BaseModel
 from starlette.concurrency import run_in_threadpool

@@ -1,4 +1,4 @@
-"""Request body limits, applied before routing, authentication and parsing (DESIGN §3.9).
+"""Request body limits, applied before routing, authentication and parsing.
 
 Starlette has a body-size middleware of its own, but it answers in plain text and only once
 the app reads the body or starts its answer: a route that answers without reading (a GET)

@@ -13,9 +13,10 @@ from confluent_kafka import KafkaException
 from fastapi import APIRouter, HTTPException, Query, Request, status
 from fastapi import Path as PathParam
 from fastapi.responses import Response
-from memstream.checkout.service import NoProjection
 from memstream.forget.purge import PurgeReport
 from memstream.forget.service import ForgetService, NoSubject, PurgePlan
+from memstream.intake import Accepted
+from memstream.projection.live import NoProjection
 from memstream.wire import STORABLE
 from pydantic import Field
 from starlette.concurrency import run_in_threadpool
@@ -24,7 +25,7 @@ from memstream_api.auth import Tenant
 from memstream_api.checkout_routes import READ_RESPONSES, unavailable_error
 from memstream_api.context import serving
 from memstream_api.errors import INVALID, WRITE_REFUSALS, ErrorBody, retry_after, unavailable
-from memstream_api.ingest import DeliveryErrorBody, deliver
+from memstream_api.writes import DeliveryErrorBody, answer, intake
 
 log = logging.getLogger(__name__)
 router = APIRouter(tags=["forget"])
@@ -66,8 +67,8 @@ async def purge_subject(
     if dry_run:
         return await run_in_threadpool(forget.preview, plan)
     event = await run_in_threadpool(forget.tombstone, plan)
-    written = await deliver(request, [event])
-    if isinstance(written, Response):
+    written = answer(await intake(request).write([event]))
+    if not isinstance(written, Accepted):
         return written
     try:
         return await run_in_threadpool(forget.carry_out, plan, event.id, wait_s)

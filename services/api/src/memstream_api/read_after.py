@@ -21,20 +21,21 @@ from typing import Any
 
 from fastapi import HTTPException, Request, status
 from fastapi.exceptions import RequestValidationError
-from memstream.checkout.service import CheckoutService
+from memstream.intake.outbox import Outbox
 from memstream.outbox.tracker import Offsets
 from memstream.position import ForeignPosition, MalformedPosition, Position, verify
+from memstream.projection.live import LiveStores
 from memstream.projection.progress import Missing, Progress, SegmentView, applied, ledger_marks
 from memstream.projection.projectors import VectorProjector
 from memstream.projection.runner import ProjectionManager
 from memstream.projection.versions import VersionInfo
+from memstream.sinks import SINKS, Sink
 from memstream.stack.epoch import read_epoch
 from prometheus_client import Counter, Histogram
 from starlette.concurrency import run_in_threadpool
 
 from memstream_api.context import context, serving
 from memstream_api.offsets_watch import KafkaWatch, Snapshot
-from memstream_api.outbox import Outbox
 
 log = logging.getLogger(__name__)
 
@@ -54,11 +55,16 @@ STALE = Counter(
 )
 
 
+# The sinks a read waits on (the table's ``read_after``), each with how far it applied a
+# tenant's writes.
+WAITED_ON = tuple(s for s in SINKS if s.read_after)
+
+
 def init_metrics() -> None:
     for route in ROUTES:
         WAIT_SECONDS.labels(route)
-        for projection in ("graph", "vectors"):
-            STALE.labels(route, projection)
+        for s in WAITED_ON:
+            STALE.labels(route, s.name)
 
 
 @dataclass
@@ -109,7 +115,7 @@ def refuse(exc: ForeignPosition | MalformedPosition) -> Exception:
 
 async def checked(request: Request, tenant: str, token: str) -> Position:
     """The position ``token`` names for ``tenant``, or the refusal (before any wait)."""
-    secret = await serving(request).positions.secret(tenant)
+    secret = await serving(request).intake.positions.secret(tenant)
     try:
         return verify(token, tenant, secret)
     except (ForeignPosition, MalformedPosition) as exc:
@@ -126,7 +132,7 @@ async def wait_after(request: Request, tenant: str, token: str | None, route: st
     up = ctx.serving
     bound = float(ctx.settings.read_after_max_wait_s)
     started = time.monotonic()
-    waiter = _Waiter(up.checkout, up.vectors, up.outbox, up.read_after_watch)
+    waiter = _Waiter(up.stores, up.vectors, up.outbox, up.read_after_watch)
     try:
         missing = await waiter.wait(position, started + bound, ctx.settings)
     finally:
@@ -144,18 +150,18 @@ class _Waiter:
 
     def __init__(
         self,
-        service: CheckoutService,
+        stores: LiveStores,
         vectors: ProjectionManager | None,
         outbox: Outbox | None,
         watch: KafkaWatch,
     ) -> None:
-        self.service, self.vectors, self.outbox, self.watch = service, vectors, outbox, watch
+        self.stores, self.vectors, self.outbox, self.watch = stores, vectors, outbox, watch
         self.marks: dict[int, int] = {}
         self.groups: list[str] | None = None  # registered with the watch
 
     async def wait(self, position: Position, deadline: float, settings: Any) -> list[Missing]:
         while True:
-            info = self.service.live()
+            info = self.stores.live()
             missing = await self._missing(position, info, settings)
             if not missing or all(m.final for m in missing) or time.monotonic() >= deadline:
                 return missing
@@ -176,18 +182,21 @@ class _Waiter:
             self.groups = None
 
     def _groups(self, info: VersionInfo) -> list[str]:
-        embedded = self.vectors is not None and self.vectors.committed(info.name) is not None
-        return [info.graph_group] if embedded else [info.graph_group, info.vector_group]
+        """The groups whose offsets the watch reads: every waited-on sink's, but the one
+        this process runs itself (its offsets are known here)."""
+        return [
+            s.versioned(info) for s in WAITED_ON if s.versioned and not self._in_process(s, info)
+        ]
+
+    def _in_process(self, sink: Sink, info: VersionInfo) -> bool:
+        """Whether this process runs ``sink``'s projection of ``info`` (embedded vectors)."""
+        vectors = self.vectors
+        running = vectors is not None and vectors.committed(info.name) is not None
+        return sink.module is None and running
 
     async def _missing(self, position: Position, info: VersionInfo, settings: Any) -> list[Missing]:
         snap = self.watch.latest
-        graph = self.service.graph_for(info)
-        graph_raw = await run_in_threadpool(graph.applied_raw, position.tenant)
-        graph_low = snap.committed.get(info.graph_group)
-        progress = [
-            _progress("graph", info, position.tenant, graph_raw, graph_low),
-            self._vectors(info, position.tenant, snap),
-        ]
+        progress = [await self._progress(s, info, position.tenant, snap) for s in WAITED_ON]
         self.marks = ledger_marks(position, snap.sequenced, snap.ledger_end, self.marks)
         return applied(
             position,
@@ -199,12 +208,22 @@ class _Waiter:
             segment=self._segment(position),
         )
 
-    def _vectors(self, info: VersionInfo, tenant: str, snap: Snapshot) -> Progress:
-        manager = self.vectors
-        projector = manager.projector(info.name) if manager is not None else None
-        raw = projector.applied_raw(tenant) if isinstance(projector, VectorProjector) else {}
-        low = manager.committed(info.name) if manager is not None else None
-        return _progress("vectors", info, tenant, raw, low or snap.committed.get(info.vector_group))
+    async def _progress(
+        self, sink: Sink, info: VersionInfo, tenant: str, snap: Snapshot
+    ) -> Progress:
+        """How far ``sink`` applied the tenant's writes: what its store recorded, and the
+        offsets its group committed."""
+        assert sink.versioned is not None
+        committed = snap.committed.get(sink.versioned(info))
+        if self._in_process(sink, info):  # the vector projection of this process
+            manager = self.vectors
+            assert manager is not None
+            projector = manager.projector(info.name)
+            raw = projector.applied_raw(tenant) if isinstance(projector, VectorProjector) else {}
+            return _progress(sink.name, info, tenant, raw, manager.committed(info.name))
+        applied = sink.applied
+        raw = {} if applied is None else await run_in_threadpool(applied, self.stores, info, tenant)
+        return _progress(sink.name, info, tenant, raw, committed)
 
     def _segment(self, position: Position) -> SegmentView | None:
         if position.segment is None or self.outbox is None:

@@ -6,7 +6,8 @@ import time
 from typing import Any
 
 from fastapi import APIRouter, HTTPException, Request, status
-from memstream.checkout.service import CheckoutService, NoProjection
+from memstream.checkout.service import CheckoutService
+from memstream.projection.live import NoProjection
 from memstream.settings import Settings
 from memstream.summarize.cache import SummaryCache
 from memstream.summarize.model import StaleWarning, SummarizeRequest, SummarizeResult

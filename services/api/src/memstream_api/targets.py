@@ -5,12 +5,12 @@ nothing without a word."""
 from __future__ import annotations
 
 from fastapi import HTTPException, status
-from memstream.graph.port import GraphStore
+from memstream.graph.port import GraphReader
 
 from memstream_api.read_after import Waited
 
 
-def unknown_targets(graph: GraphStore, tenant: str, ids: list[str]) -> list[str]:
+def unknown_targets(graph: GraphReader, tenant: str, ids: list[str]) -> list[str]:
     """The ids that name neither an event nor a fact of the tenant (a latent artifact's id,
     a packet's or another tenant's event names no memory here)."""
     events = {e.event_id for e in graph.events(tenant, ids)}

@@ -35,12 +35,11 @@ from memstream.archive.segments import (
     tenant_dirs,
     tenant_lock,
 )
-from memstream.kafka.clients import make_consumer, make_producer
+from memstream.kafka.clients import make_producer
 from memstream.kafka.dlq import DeadLetterWriter
-from memstream.kafka.loop import BatchLoop
 from memstream.kafka.reading import headers_of
-from memstream.kafka.runner import run_loops
-from memstream.kafka.topics import ARCHIVER_GROUP, LEDGER
+from memstream.kafka.runner import run_loops, worker_loop
+from memstream.kafka.topics import LEDGER
 from memstream.kafka.worker import start_worker
 from memstream.metrics import (
     ARCHIVE_LAG,
@@ -49,8 +48,10 @@ from memstream.metrics import (
     PURGE_ITEMS_REMOVED,
     PURGES_APPLIED,
 )
+from memstream.sinks import sink
 
-COMPONENT = "archiver"
+ARCHIVE = sink("archive")
+COMPONENT = ARCHIVE.component
 STORE = "archive"
 log = logging.getLogger(f"memstream.{COMPONENT}")
 
@@ -212,17 +213,11 @@ def _append(w: TenantWriter, out: Append, event_id: bytes | None, purged: dict[s
 def main() -> None:
     settings, bootstrap = start_worker(COMPONENT)
     archiver = Archiver(settings.archive_dir, make_producer(bootstrap))
-    loop = BatchLoop(
-        consumer=make_consumer(bootstrap, ARCHIVER_GROUP, settings),
-        topic=LEDGER,
-        group=ARCHIVER_GROUP,
-        component=COMPONENT,
-        process=archiver.process,
-        on_assign=archiver.assigned,
-        on_revoke=archiver.revoked,
-        batch_size=settings.batch_size,
-        wait_s=settings.batch_wait_s,
-    )
+    (reads,) = ARCHIVE.groups
+    loop = worker_loop(
+        bootstrap, settings, reads.group, reads.topics, COMPONENT, archiver.process,
+        on_assign=archiver.assigned, on_revoke=archiver.revoked,
+    )  # fmt: skip
     try:
         run_loops([loop])
     finally:

@@ -1,4 +1,4 @@
-"""Latent builder: memory.ledger -> memory.latents (DESIGN.md §3.6).
+"""Latent builder: memory.ledger -> memory.latents.
 
 The I/O shell around :class:`memstream.latent.builder.LatentBuilder`, in two loops:
 
@@ -22,7 +22,7 @@ tombstone sends a ``LatentDeletion`` (keyed by tenant, like the artifacts) for e
 citing a purged event, then the inputs are folded again without the purged events, so the
 groups they were part of (closed episodes, finished runs) come back from what remains.
 
-Sealing (DESIGN §3.7): every artifact record is sealed under the artifact's data key
+Sealing: every artifact record is sealed under the artifact's data key
 (:mod:`memstream.shred.artifacts`). The worker knows every artifact id it ever produced or
 read back, by source event; a tombstone destroys the keys of all of them that cite a purged
 event (current, stale and superseded alike), after their deletions are on the topic. The
@@ -45,9 +45,8 @@ import numpy as np
 from confluent_kafka import Message, Producer
 from memstream.embed.port import Embedder
 from memstream.embed.registry import get_embedder
-from memstream.kafka.clients import make_consumer, make_producer
+from memstream.kafka.clients import make_producer
 from memstream.kafka.dlq import DeadLetterWriter
-from memstream.kafka.loop import BatchLoop
 from memstream.kafka.produce import (
     DeliveryFailed,
     DeliveryReports,
@@ -57,12 +56,10 @@ from memstream.kafka.produce import (
 )
 from memstream.kafka.reading import read_to_end
 from memstream.kafka.route import not_co_partitioned, route_loop, tenant_router
-from memstream.kafka.runner import run_loops
+from memstream.kafka.runner import run_loops, worker_loop
 from memstream.kafka.topics import (
     LATENT_INPUTS,
     LATENTS,
-    LATENTS_GROUP,
-    LATENTS_ROUTE_GROUP,
 )
 from memstream.kafka.worker import start_worker
 from memstream.latent.builder import Built, LatentBuilder, LatentInput, Output, latent_input
@@ -82,9 +79,11 @@ from memstream.projection.versions import FileProjectionRegistry, registry_path
 from memstream.records.latent import ARTIFACT_TYPES, LatentArtifact, LatentDeletion
 from memstream.settings import Settings
 from memstream.shred.sealer import ArtifactSealer
+from memstream.sinks import sink
 from memstream.times import to_datetime
 
-COMPONENT = "latent-builder"
+BUILDS = sink("latents")
+COMPONENT = BUILDS.component
 STORE = "latents"  # the purge metrics' store label
 # Canonical JSON has no spaces: only a tombstone's record holds this (see ``_note_purges``).
 PURGE_MARK = b'"type":"memory.purge"'
@@ -361,20 +360,12 @@ def main() -> None:
     )
     router = tenant_router(bootstrap, settings, COMPONENT, LATENT_INPUTS)
     stop = threading.Event()
-    route = route_loop(bootstrap, settings, LATENTS_ROUTE_GROUP, router, stop)
-    build = BatchLoop(
-        consumer=make_consumer(bootstrap, LATENTS_GROUP, settings),
-        topic=LATENT_INPUTS,
-        group=LATENTS_GROUP,
-        component=COMPONENT,
-        process=worker.process,
-        idle=worker.idle,
-        on_assign=worker.rebuild,
-        on_revoke=worker.forget,
-        batch_size=settings.batch_size,
-        wait_s=settings.batch_wait_s,
-        stop_event=stop,
-    )
+    routes, builds = BUILDS.groups
+    route = route_loop(bootstrap, settings, routes.group, router, stop)
+    build = worker_loop(
+        bootstrap, settings, builds.group, builds.topics, COMPONENT, worker.process,
+        idle=worker.idle, on_assign=worker.rebuild, on_revoke=worker.forget, stop_event=stop,
+    )  # fmt: skip
     try:
         run_loops([route, build])
     finally:

@@ -10,9 +10,10 @@ from memstream.ledger.opening import EntryOpener, reading_keys
 from memstream.projection.projectors import GraphProjector
 from memstream.projection.runner import ProjectionManager
 from memstream.projection.versions import FileProjectionRegistry, VersionInfo, registry_path
+from memstream.sinks import sink
 from memstream.stopping import install_stop
 
-COMPONENT = "graph-projector"
+COMPONENT = sink("graph").component
 
 
 def main() -> None:

@@ -9,9 +9,10 @@ from __future__ import annotations
 from memstream.kafka.loop import tune_gc_for_batches
 from memstream.kafka.worker import start_worker
 from memstream.projection.embedded import vector_manager
+from memstream.sinks import sink
 from memstream.stopping import install_stop
 
-COMPONENT = "vector-projector"
+COMPONENT = sink("vectors").component
 
 
 def main() -> None:

@@ -29,19 +29,17 @@ from datetime import UTC, datetime, timedelta
 
 from confluent_kafka import Message, Producer
 from memstream.events.envelope import MemoryFeedback, MemoryInvalidate
-from memstream.kafka.clients import make_consumer, make_producer
+from memstream.kafka.clients import make_producer
 from memstream.kafka.dlq import DeadLetterWriter
-from memstream.kafka.loop import BatchLoop, Positions
+from memstream.kafka.loop import Positions
 from memstream.kafka.produce import DeliveryReports, flush_or_raise, produce_with_backpressure
 from memstream.kafka.reading import read_to_end
 from memstream.kafka.route import not_co_partitioned, route_loop, tenant_router
-from memstream.kafka.runner import run_loops
+from memstream.kafka.runner import run_loops, worker_loop
 from memstream.kafka.topics import (
     CHECKOUTS,
     LEARNING,
-    LEARNING_ROUTE_GROUP,
     RAW,
-    RETROSPECTIVE_GROUP,
 )
 from memstream.kafka.worker import start_worker
 from memstream.learning.metrics import (
@@ -73,8 +71,10 @@ from memstream.metrics import EVENTS_PRODUCED
 from memstream.settings import Settings
 from memstream.shred.sealer import EventSealer
 from memstream.shred.traces import TraceOpener
+from memstream.sinks import sink
 
-COMPONENT = "retrospective"
+LEARNS = sink("learning")
+COMPONENT = LEARNS.component
 log = logging.getLogger(f"memstream.{COMPONENT}")
 
 
@@ -235,21 +235,12 @@ def main() -> None:
     )
     router = tenant_router(bootstrap, settings, COMPONENT, LEARNING, wanted=watched)
     stop = threading.Event()
-    route = route_loop(bootstrap, settings, LEARNING_ROUTE_GROUP, router, stop)
-    learn = BatchLoop(
-        consumer=make_consumer(bootstrap, RETROSPECTIVE_GROUP, settings),
-        topic=LEARNING,
-        also=(CHECKOUTS,),
-        group=RETROSPECTIVE_GROUP,
-        component=COMPONENT,
-        process=worker.process,
-        idle=worker.idle,
-        on_assign=worker.rebuild,
-        on_revoke=worker.forget,
-        batch_size=settings.batch_size,
-        wait_s=settings.batch_wait_s,
-        stop_event=stop,
-    )
+    routes, learns = LEARNS.groups
+    route = route_loop(bootstrap, settings, routes.group, router, stop)
+    learn = worker_loop(
+        bootstrap, settings, learns.group, learns.topics, COMPONENT, worker.process,
+        idle=worker.idle, on_assign=worker.rebuild, on_revoke=worker.forget, stop_event=stop,
+    )  # fmt: skip
     try:
         run_loops([route, learn])
     finally:

@@ -17,9 +17,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from confluent_kafka import Message, Producer
-from memstream.kafka.clients import make_consumer, make_producer
+from memstream.kafka.clients import make_producer
 from memstream.kafka.dlq import DeadLetterWriter
-from memstream.kafka.loop import BatchLoop
 from memstream.kafka.produce import (
     DeliveryFailed,
     DeliveryReports,
@@ -28,8 +27,8 @@ from memstream.kafka.produce import (
     refused_as_too_large,
 )
 from memstream.kafka.reading import headers_of, partition_count, read_to_end
-from memstream.kafka.runner import run_loops
-from memstream.kafka.topics import DLQ, LEDGER, RAW, SEQUENCER_GROUP
+from memstream.kafka.runner import run_loops, worker_loop
+from memstream.kafka.topics import DLQ, LEDGER, RAW
 from memstream.kafka.worker import start_worker
 from memstream.ledger.opening import reading_keys
 from memstream.ledger.sequencing import (
@@ -52,10 +51,11 @@ from memstream.metrics import (
 )
 from memstream.position import RAW_HEADER, raw_header
 from memstream.shred.port import DataKeys
+from memstream.sinks import SEQUENCER, SEQUENCER_GROUPS
 from memstream.stack.epoch import read_epoch
 from memstream.times import iso_utc
 
-COMPONENT = "sequencer"
+COMPONENT = SEQUENCER
 log = logging.getLogger(f"memstream.{COMPONENT}")
 
 
@@ -216,20 +216,12 @@ def main() -> None:
     )
     epoch = read_epoch(settings.data_dir)
     seq = Sequencer(bootstrap, producer, reading_keys(settings), seal=settings.seal, epoch=epoch)
-    loop = BatchLoop(
-        consumer=make_consumer(bootstrap, SEQUENCER_GROUP, settings),
-        topic=RAW,
-        group=SEQUENCER_GROUP,
-        component=COMPONENT,
-        process=seq.process,
-        on_assign=seq.rebuild,
-        on_revoke=seq.forget,
-        batch_size=settings.batch_size,
-        wait_s=settings.batch_wait_s,
+    (reads,) = SEQUENCER_GROUPS
+    loop = worker_loop(
+        bootstrap, settings, reads.group, reads.topics, COMPONENT, seq.process,
+        on_assign=seq.rebuild, on_revoke=seq.forget,
         fair=True,  # a tenant's event is not sequenced behind another tenant's burst
-        readahead_bytes=settings.consumer_readahead_bytes,
-        fair_batch=settings.fair_batch,
-    )
+    )  # fmt: skip
     run_loops([loop])
     seq.producer.flush(30)
 

@@ -1,3 +1,5 @@
 """The processes ``memstream bench chaos`` kills, in order (named here, without the bench)."""
 
-FAULTS = ("tansu", "falkordb", "sequencer", "archiver", "graph-projector", "api")
+from memstream.sinks import SEQUENCER, sink
+
+FAULTS = ("tansu", "falkordb", SEQUENCER, sink("archive").component, sink("graph").component, "api")

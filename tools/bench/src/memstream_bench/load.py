@@ -36,7 +36,7 @@ from memstream.shred.port import DataKeys
 from memstream.stack.epoch import read_epoch
 from memstream_cli.progress import Report, Stage, stage
 from memstream_cli.stack.stackfile import StackInfo
-from memstream_cli.stack.status import GROUPS
+from memstream_cli.stack.status import fixed_groups
 from memstream_cli.stack.supervisor import EmbeddedStack
 
 from memstream_bench.ingest import raw_produce_rate
@@ -365,7 +365,7 @@ def settle(info: StackInfo, settings: Settings, timeout: float = 1800) -> float:
     while time.perf_counter() - t0 < timeout:
         lag = sum(
             sum(group_lag(info.kafka_bootstrap, group, topic).values())
-            for group, topics in GROUPS.items()
+            for group, topics in fixed_groups().items()
             for topic in topics
         )
         doc = projection_status(settings, info.kafka_bootstrap, info.metrics_endpoints)

@@ -20,7 +20,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import IO, Any, Literal
 
-from memstream.checkout.retrieve.config import LEVERS as CONFIG_LEVERS
+from memstream.checkout.retrieve.config import LEVERS
 from memstream.client import MemoryHttpClient
 from memstream.embed.registry import get_embedder
 from memstream.events import EventIn
@@ -161,9 +161,9 @@ LANES: dict[str, Literal["fused", "dense", "sparse"]] = {
     "dense": "dense",
     "recall": "fused",
 }
-# Levers measured on and off in the same run: the request flag, and the packet meta telling
-# whether it served the packet (every question is checked out again with each one flipped).
-LEVERS = {field: meta for meta, field in CONFIG_LEVERS.items()}
+# Levers are measured on and off in the same run, each by the one name a request switches it
+# with and the packet's meta reports it under: every question is checked out again with each
+# one flipped.
 VARIANTS = tuple(f"packet_{lever}_{side}" for lever in LEVERS for side in ("on", "off"))
 # The same ledger projected a second time with plain keys (each event found by its own words
 # alone), asked after the live version: the context keys off, in the same run.
@@ -368,8 +368,8 @@ def _score_lanes(
     k, per = scores.k, scores.per
     sample_id, cat = asked
     per["packet"][cat].append(_score(retrieved, evidence, k))
-    for lever, meta in LEVERS.items():
-        served = bool(packet["meta"].get(meta))
+    for lever in LEVERS:
+        served = bool(packet["meta"].get(lever))
         started = time.perf_counter()
         other = packet_turns(_flipped(client, q["question"], k, lever, not served))
         on, off = (retrieved, other) if served else (other, retrieved)

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from memstream.checkout.retrieve.config import CHECKOUT
+from memstream.checkout.retrieve.config import CHECKOUT, LEVERS
 
 from memstream_bench.keys import keys_table
 
@@ -93,9 +93,8 @@ def locomo_table(doc: Doc) -> str:
     names["recall"] = "`/v1/recall` top-k"
     names["packet_whole"] = "reach: every turn of the packet, any order"
     names |= {f"recall_top{n}": f"reach: `/v1/recall` top {n}" for n in (40, 100)}
-    levers = {"episodes": "episode lane", "time_lane": "time lane", "second_hop": "second hop"}
-    levers |= {"rerank": "rerank", "top_votes": "top votes", "text_rows": "text rows"}
-    levers |= {"expand": "related words", "coverage": "coverage first"}
+    # Each lever under its one name (the request field's words).
+    levers = {lever: lever.replace("_", " ") for lever in LEVERS}
     for lever, label in levers.items():
         names[f"packet_{lever}_on"] = f"packet, {label} on"
         names[f"packet_{lever}_off"] = f"packet, {label} off"

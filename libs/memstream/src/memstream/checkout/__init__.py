@@ -1,4 +1,4 @@
-"""Checkout: answer-first, cited packets over the projections (DESIGN.md §3.4).
+"""Checkout: answer-first, cited packets over the projections.
 
 Stages, each a subpackage: ``plan`` (what the query asks) → ``retrieve`` (the candidate
 pool) → ``synthesis`` (evidence, the operation, answerability) → ``packet`` (budgeted

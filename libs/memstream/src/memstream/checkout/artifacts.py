@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable, Set
 
 from memstream.checkout.latents import MAX_REFS as ITEM_REFS
-from memstream.graph.port import GraphStore
+from memstream.graph.port import GraphReader
 from memstream.latent.weave import MAX_REFS as WEAVE_REFS
 from memstream.records.latent import LatentArtifact
 from memstream.records.projected import VectorHit
@@ -30,7 +30,7 @@ class ArtifactCache:
         self._parsed: dict[tuple[str, str, str], tuple[float, LatentArtifact]] = {}
 
     def current(
-        self, graph: GraphStore, version: str, tenant: str, hits: list[VectorHit]
+        self, graph: GraphReader, version: str, tenant: str, hits: list[VectorHit]
     ) -> list[LatentArtifact]:
         """The current (not stale) artifacts behind latent ``hits``, best first."""
         ids = list(dict.fromkeys(str(h.payload.get("artifact_id")) for h in hits))

@@ -8,7 +8,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from memstream.checkout.memory import PacketMemory
-from memstream.graph.port import GraphStore
+from memstream.graph.port import GraphReader
 from memstream.records.latent import LatentArtifact, is_artifact_id
 from memstream.records.projected import EventRecord, SourceRef
 
@@ -43,7 +43,7 @@ class UnknownItem(LookupError):
     """No event, fact or recent packet has this id."""
 
 
-def lineage(graph: GraphStore, packets: PacketMemory, tenant: str, item_id: str) -> Lineage:
+def lineage(graph: GraphReader, packets: PacketMemory, tenant: str, item_id: str) -> Lineage:
     """Resolve an event id, a fact id (``<event_id>#n``), an artifact id or a recent packet
     id, with what its leaves say; :class:`UnknownItem` if none has it."""
     found = _resolve(graph, packets, tenant, item_id)
@@ -52,7 +52,7 @@ def lineage(graph: GraphStore, packets: PacketMemory, tenant: str, item_id: str)
     return found.model_copy(update={"events": events})
 
 
-def _resolve(graph: GraphStore, packets: PacketMemory, tenant: str, item_id: str) -> Lineage:
+def _resolve(graph: GraphReader, packets: PacketMemory, tenant: str, item_id: str) -> Lineage:
     if is_artifact_id(item_id):
         return _artifact(graph, tenant, item_id)
     recent = packets.get(tenant, item_id)
@@ -73,7 +73,7 @@ def _resolve(graph: GraphStore, packets: PacketMemory, tenant: str, item_id: str
     return Lineage(id=item_id, kind="event", sources=[], leaves=[event.ref])
 
 
-def _artifact(graph: GraphStore, tenant: str, artifact_id: str) -> Lineage:
+def _artifact(graph: GraphReader, tenant: str, artifact_id: str) -> Lineage:
     """An artifact rests on the ledger events it was derived from (one hop: they are both
     its sources and its leaves), stale or not."""
     artifact = graph.latent(tenant, artifact_id)
@@ -84,7 +84,7 @@ def _artifact(graph: GraphStore, tenant: str, artifact_id: str) -> Lineage:
     return Lineage(id=artifact_id, kind="latent", sources=sources, leaves=leaves, artifact=artifact)
 
 
-def _leaves(graph: GraphStore, tenant: str, ids: list[str]) -> list[SourceRef] | None:
+def _leaves(graph: GraphReader, tenant: str, ids: list[str]) -> list[SourceRef] | None:
     event_ids = list(dict.fromkeys(i.split("#", 1)[0] for i in ids))
     events = {e.event_id: e for e in graph.events(tenant, event_ids)}
     if len(events) != len(event_ids):

@@ -1,4 +1,4 @@
-"""Search at one altitude (DESIGN §3.6): events, facts, episodes or other latent artifacts.
+"""Search at one altitude: events, facts, episodes or other latent artifacts.
 
 Every hit names the ledger events beneath it (``sources``), so a caller searches high and
 drills down with lineage. ``event``, ``episode`` and ``latent`` are one hybrid query (dense +
@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from memstream.checkout.retrieve.candidates import fact_candidate
 from memstream.checkout.retrieve.lanes import CONTROL_TYPES
 from memstream.embed.port import Embedder
-from memstream.graph.port import GraphStore
+from memstream.graph.port import GraphReader
 from memstream.projection.latents import LATENT_KIND
 from memstream.records.latent import Altitude
 from memstream.records.packet import PacketWarning
@@ -146,7 +146,7 @@ def kept(hits: list[SearchHit | None], k: int) -> list[SearchHit]:
 class Searcher:
     """One version's stores and embedder (the one its index was built with)."""
 
-    graph: GraphStore
+    graph: GraphReader
     index: VectorIndex
     embedder: Embedder
 

@@ -33,7 +33,7 @@ from memstream.checkout.timing import Laps, ms
 from memstream.embed.port import Embedder
 from memstream.embed.registry import get_embedder
 from memstream.events.payloads import QuestionFamily
-from memstream.graph.port import GraphStore
+from memstream.graph.port import GraphReader
 from memstream.latent.weave import build_weave
 from memstream.learning.priors import (
     Adjustment,
@@ -44,7 +44,8 @@ from memstream.learning.priors import (
     outcome_records,
 )
 from memstream.learning.trace import CheckoutTrace, family_of, trace_of
-from memstream.projection.versions import FileProjectionRegistry, VersionInfo
+from memstream.projection.live import LiveStores
+from memstream.projection.versions import VersionInfo
 from memstream.records.latent import LatentArtifact
 from memstream.records.packet import (
     AnswerPool,
@@ -55,7 +56,6 @@ from memstream.records.packet import (
 )
 from memstream.records.projected import VectorHit
 from memstream.times import as_utc, iso_utc
-from memstream.vectors.port import VectorIndex
 
 # With a purpose, 1/WEAVE_SHARE of max_tokens is kept free for the weave (more if unused).
 WEAVE_SHARE = 4
@@ -97,17 +97,12 @@ class _Ask:
     raw: bool = False  # recall: every type, no re-ordering by outcomes
 
 
-class NoProjection(RuntimeError):
-    """No live projection version (or its index) to read from yet."""
-
-
 @dataclass
 class CheckoutService:
-    """Reads the live version from the registry on every call (promote is atomic)."""
+    """Reads the live version's stores (:class:`LiveStores`: the registry is read on every
+    call, so a promote is atomic)."""
 
-    registry: FileProjectionRegistry
-    graph_for: Callable[[VersionInfo], GraphStore]
-    index_for: Callable[[VersionInfo], VectorIndex | None]
+    stores: LiveStores
     trace: Callable[[CheckoutTrace], None] = lambda _trace: None
     clock: Callable[[], datetime] = lambda: datetime.now(UTC)
     packets: PacketMemory = field(default_factory=PacketMemory)
@@ -118,33 +113,11 @@ class CheckoutService:
     prior_policy: PriorPolicy = field(default_factory=PriorPolicy)
     defaults: RetrievalConfig = CHECKOUT  # the levers of a checkout that names none
 
-    def live_graph(self) -> GraphStore:
-        """The live version's graph store; ``NoProjection`` before one is live."""
-        return self.graph_for(self.live())
-
-    def live_index(self) -> VectorIndex | None:
-        """The live version's vector index, if this process can read it."""
-        return self.index_for(self.live())
-
-    def live(self) -> VersionInfo:
-        """The live version, read from the registry now (:class:`NoProjection`: none yet)."""
-        reg = self.registry.load()
-        if reg.live is None or reg.live not in reg.versions:
-            raise NoProjection("no live projection version yet")
-        return reg.versions[reg.live]
-
-    def _index(self, info: VersionInfo) -> VectorIndex:
-        """The version's vector index; ``NoProjection`` while it is not open here."""
-        index = self.index_for(info)
-        if index is None:
-            raise NoProjection(f"the vector index of {info.name} is not open yet")
-        return index
-
     def lexicon(self, info: VersionInfo, tenant: str, fresh: bool = False) -> Lexicon:
         """The tenant's entities as the planner resolves names against them (kept briefly and
         refreshed in the background: a name learnt a second ago may not resolve yet, the rest
         of the packet still finds it). ``fresh``: read now (a read after its own write)."""
-        graph = self.graph_for(info)
+        graph = self.stores.graph_for(info)
         return self.lexicons.get(
             (info.name, tenant), lambda: Lexicon.build(graph.entities(tenant)), fresh
         )
@@ -156,7 +129,7 @@ class CheckoutService:
         ask = _Ask(q.query, q.as_of, q.fresh, q.stream, max(40, 4 * q.k), q.k, latents=True)
         pool = self._pool(tenant, ask, config, laps)
         step = Laps()
-        graph = self.graph_for(pool.info)
+        graph = self.stores.graph_for(pool.info)
         found = self.artifacts.current(graph, pool.info.name, tenant, pool.hits)
         artifacts = relevant_artifacts(pool.plan, found)
         pool.lanes_ms["artifacts"] = ms(step.elapsed())
@@ -182,15 +155,15 @@ class CheckoutService:
         """Plan the question, then the pool every lane finds for it: only records of work
         for a question about the work, invalidations marked, re-ordered by what outcomes
         taught. ``laps`` gets the plan's time; the pool's lanes get theirs."""
-        info = self.live()
+        info = self.stores.live()
         when = as_utc(ask.as_of) if ask.as_of is not None else None
         as_of = iso_utc(when) if when is not None else None
         now = iso_utc(self.clock().astimezone(UTC))
         plan = plan_query(ask.query, now, as_of, self.lexicon(info, tenant, ask.fresh))
         laps.lap("plan")
         embedder = get_embedder(info.config.embedder)
-        graph = self.graph_for(info)
-        index = self._index(info)
+        graph = self.stores.graph_for(info)
+        index = self.stores.open_index(info)
         retriever = Retriever(graph, index, embedder, pool=ask.pool, config=config, k=ask.k)
         lanes_ms: dict[str, float] = {}
         hits: list[VectorHit] = []
@@ -271,7 +244,7 @@ class CheckoutService:
         return woven.model_copy(update={"budget": budget})
 
     def _invalidated(
-        self, graph: GraphStore, tenant: str, candidates: list[Candidate], as_of: str | None
+        self, graph: GraphReader, tenant: str, candidates: list[Candidate], as_of: str | None
     ) -> list[Candidate]:
         """The pool with what accepted invalidations (made by ``as_of``) name marked. One
         graph read."""
@@ -282,7 +255,7 @@ class CheckoutService:
     def _learned(
         self,
         info: VersionInfo,
-        graph: GraphStore,
+        graph: GraphReader,
         tenant: str,
         plan: SynthesisPlan,
         candidates: list[Candidate],
@@ -333,10 +306,10 @@ class CheckoutService:
         if q.mode == "fused":
             ask = _Ask(q.query, q.as_of, q.fresh, q.stream, max(20, q.k), q.k, False, raw=True)
             return self._pool(tenant, ask, PLAIN, Laps()).candidates
-        info = self.live()
-        graph = self.graph_for(info)
+        info = self.stores.live()
+        graph = self.stores.graph_for(info)
         embedder = get_embedder(info.config.embedder)
-        retriever = Retriever(graph, self._index(info), embedder, pool=max(20, q.k))
+        retriever = Retriever(graph, self.stores.open_index(info), embedder, pool=max(20, q.k))
         as_of = as_utc(q.as_of) if q.as_of is not None else None
         found = retriever.lane(tenant, q.query, q.mode, q.k, q.stream, as_of)
         return self._invalidated(graph, tenant, found, iso_utc(as_of) if as_of else None)
@@ -356,7 +329,7 @@ class CheckoutService:
 
     def count_tokens(self, text: str) -> int:
         """Tokens of ``text`` under the live version's tokenizer (the packet budget's)."""
-        return get_embedder(self.live().config.embedder).count_tokens(text)
+        return get_embedder(self.stores.live().config.embedder).count_tokens(text)
 
     def packet_family(self, tenant: str, packet_id: str) -> QuestionFamily | None:
         """The question family of a packet this process still remembers (feedback on it
@@ -366,13 +339,13 @@ class CheckoutService:
 
     def lineage(self, tenant: str, item_id: str) -> Lineage:
         """See :func:`memstream.checkout.lineage.lineage`."""
-        return lineage(self.live_graph(), self.packets, tenant, item_id)
+        return lineage(self.stores.graph(), self.packets, tenant, item_id)
 
     def search(self, tenant: str, req: SearchRequest) -> list[SearchHit]:
         """The best ``req.k`` items at ``req.altitude`` in the live version."""
-        info = self.live()
+        info = self.stores.live()
         embedder = get_embedder(info.config.embedder)
-        searcher = Searcher(self.graph_for(info), self._index(info), embedder)
+        searcher = Searcher(self.stores.graph_for(info), self.stores.open_index(info), embedder)
         return searcher.search(tenant, req)
 
     def latents(
@@ -384,7 +357,7 @@ class CheckoutService:
         limit: int = 100,
     ) -> list[LatentArtifact]:
         """The tenant's latent artifacts in the live version, newest first."""
-        return self.live_graph().latents(tenant, types, stream, include_stale, limit)
+        return self.stores.graph().latents(tenant, types, stream, include_stale, limit)
 
     def forget_tenant(self, tenant: str) -> None:
         """Drop the tenant's parsed artifacts and lexicons (a purge: none may be served

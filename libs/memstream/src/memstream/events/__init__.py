@@ -1,4 +1,4 @@
-"""Event envelope models (DESIGN.md §3.1)."""
+"""Event envelope models."""
 
 from memstream.events.envelope import (
     EVENT_TYPES,

@@ -50,7 +50,7 @@ class Security(BaseModel):
 
 
 class Envelope(BaseModel):
-    """Fields common to every event (DESIGN.md §3.1)."""
+    """Fields common to every event."""
 
     model_config = ConfigDict(
         extra="forbid", frozen=True, hide_input_in_errors=True, allow_inf_nan=False
@@ -163,7 +163,7 @@ EVENT_TYPES: tuple[str, ...] = (
 )
 # Records of work: what agents did with memory and how it went. They are evidence about the
 # work (did the rotation succeed? what failed last week?), never the answer to a question
-# about the world (DESIGN: knowledge vs. work). Every other type is knowledge.
+# about the world (knowledge vs. work). Every other type is knowledge.
 WORK_EVENT_TYPES: frozenset[str] = frozenset(
     {"task.started", "task.outcome", "memory.feedback", "memory.invalidate", "memory.purge"}
 )

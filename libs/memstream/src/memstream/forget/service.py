@@ -15,8 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Protocol
 
-from memstream.checkout.request import RecallQuery
-from memstream.checkout.service import CheckoutService
+from memstream.checkout.memory import PacketMemory
 from memstream.events.envelope import MemoryPurge
 from memstream.forget.metrics import PURGES, PendingPurges
 from memstream.forget.purge import PurgeReport, is_complete, planned, tombstone
@@ -24,11 +23,12 @@ from memstream.forget.topics import Reach, TopicsOutcome
 from memstream.forget.watch import WATCH_MAX_POLL_S, converged, follow_up, store_checks, watch
 from memstream.graph.port import PurgeScope
 from memstream.ledger.purge import subject_digest
+from memstream.projection.live import LiveStores
 from memstream.projection.purge import PurgeOrder
 from memstream.shred.port import DataKeys
 from memstream.text.names import entity_key, name_forms, names_in
 
-NAMED_CANDIDATES = 200  # the most a recall returns
+NAMED_CANDIDATES = 200  # the most a sparse search for the subject's name returns
 
 
 class Forgetting(Protocol):
@@ -116,12 +116,15 @@ class PurgePlan:
 
 @dataclass
 class ForgetService:
-    """Purges of one process's tenants. ``memory``: what it holds in memory, by the name the
-    report counts it under; ``reread``: drops what is cheap to read again (parsed
-    artifacts, lexicons) after the purge and at each check, as a checkout may have read one
-    meanwhile."""
+    """Purges of one process's tenants over the live stores. ``memory``: what it holds in
+    memory, by the name the report counts it under; ``packets``: the recent packets whose
+    traces a purge shreds; ``reread``: drops a tenant's caches that are cheap to read again
+    (parsed artifacts, lexicons) after the purge and at each check, as a checkout may have
+    read one meanwhile."""
 
-    checkout: CheckoutService
+    stores: LiveStores
+    packets: PacketMemory
+    reread: Callable[[str], None]
     keys: DataKeys
     topics: PurgeTopics
     archive: Path
@@ -135,7 +138,7 @@ class ForgetService:
         key = entity_key(subject)
         if not key:
             raise NoSubject(f"{subject!r} names no entity")
-        graph = self.checkout.live_graph()
+        graph = self.stores.graph()
         named = self._named_events(tenant, subject, key)
         return PurgePlan(tenant, subject, key, graph.purge_scope(tenant, key, named))
 
@@ -144,10 +147,15 @@ class ForgetService:
         in lower case, say): the best sparse matches, kept when they name it as whole words.
         A bounded search, not a scan: the dry run shows what it found."""
         forms = name_forms(subject, key)
-        found = self.checkout.recall(
-            tenant, RecallQuery(query=subject, k=NAMED_CANDIDATES, mode="sparse")
+        index = self.stores.open_index(self.stores.live())
+        hits = index.query(
+            tenant, None, subject, limit=NAMED_CANDIDATES, mode="sparse", kinds=["event"]
         )
-        return sorted({c.ref.event_id for c in found if names_in(c.text, forms)})
+        return sorted(
+            str(h.payload["event_id"])
+            for h in hits
+            if "event_id" in h.payload and names_in(str(h.payload.get("text") or ""), forms)
+        )
 
     def preview(self, plan: PurgePlan) -> PurgeReport:
         """The dry run: what would go, changing nothing."""
@@ -169,12 +177,12 @@ class ForgetService:
         removed, topics = self._shred(plan)
         for name, held in self.memory.items():
             removed[name] = held.forget(plan.tenant, plan.ids, plan.key)
-        self.checkout.forget_tenant(plan.tenant)
-        checks = store_checks(self.checkout, self.archive, plan.tenant, plan.scope)
+        self.reread(plan.tenant)
+        checks = store_checks(self.stores, self.archive, plan.tenant, plan.scope)
 
         def check() -> dict[str, bool]:
             done = converged(checks, f"purge {tombstone_id}")
-            self.checkout.forget_tenant(plan.tenant)  # a checkout may have read one since
+            self.reread(plan.tenant)  # a checkout may have read one since
             return done
 
         completed = watch(check, wait_s, WATCH_MAX_POLL_S)
@@ -194,7 +202,7 @@ class ForgetService:
         # The latent builder destroys the keys of every artifact ever built from the events
         # when the tombstone reaches it; the ones the live graph names go here already.
         artifacts = self.keys.destroy(tenant, "latent", scope.latent_ids)
-        recent = self.checkout.packets.reaching(tenant, plan.ids, plan.key)
+        recent = self.packets.reaching(tenant, plan.ids, plan.key)
         reach = Reach(tenant, name_forms(plan.subject, plan.key), plan.ids)
         outcome = self.topics(self.keys, reach, events, recent)
         removed = planned(scope) | {"data_keys": events, "artifact_keys": artifacts}

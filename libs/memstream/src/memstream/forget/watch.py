@@ -5,15 +5,14 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from memstream.archive.segments import read_archive
-from memstream.checkout.service import CheckoutService, NoProjection
 from memstream.forget.metrics import PendingPurges
 from memstream.forget.purge import is_complete
 from memstream.graph.port import GraphUnavailable, PurgeScope
-from memstream.ledger.purge import is_purged
+from memstream.projection.live import LiveStores, NoProjection
+from memstream.sinks import SINKS, PurgeCheck, PurgeTarget, Sink, StoreCheck
 from memstream.vectors.port import IndexUnavailable
 
 log = logging.getLogger(__name__)
@@ -24,40 +23,41 @@ WATCH_MAX_POLL_S = 1.0
 BACKGROUND_WATCH_S = 3600.0  # after an hour the purge is left to the alert, not this thread
 BACKGROUND_POLL_S = 10.0  # the longest pause between two checks of a purge left running
 
-StoreCheck = Callable[[], bool]
 Check = Callable[[], dict[str, bool]]
 
 
 def store_checks(
-    checkout: CheckoutService, archive: Path, tenant: str, scope: PurgeScope
+    stores: LiveStores,
+    archive: Path,
+    tenant: str,
+    scope: PurgeScope,
+    sinks: Sequence[Sink] = SINKS,
 ) -> dict[str, StoreCheck]:
-    """Per watched store, the check that it no longer holds what the purge removes. The live
-    graph and index are looked up at each check: a projector that restarted meanwhile has
-    another index object."""
-    ids = set(scope.event_ids)
-
-    def vectors() -> bool:
-        index = checkout.live_index()
-        # None: not open in this process (it holds nothing to read)
-        return index is None or index.holding(tenant, scope.event_ids) == 0
-
-    def archived() -> bool:
-        entries = read_archive(archive, tenant)
-        return all(is_purged(e) for e, _ in entries if e.get("id") in ids)
-
-    checks: dict[str, StoreCheck] = {
-        "graph": lambda: checkout.live_graph().events_held(tenant, scope.event_ids) == 0,
-        "latents": lambda: not checkout.live_graph().latents_by_id(tenant, scope.latent_ids),
-    }
-    try:
-        indexed = checkout.live_index() is not None
-    except (NoProjection, IndexUnavailable):  # reopening: checked once it answers again
-        indexed = True
-    if indexed:
-        checks["vectors"] = vectors
-    if archive.is_dir():  # the embedded stack: the archive is on this machine
-        checks["archive"] = archived
+    """Per sink of the table whose store this process can see, the check that it no longer
+    holds what the purge removes. The live graph and index are looked up at each check: a
+    projector that restarted meanwhile has another index object."""
+    target = PurgeTarget(stores, archive, tenant, scope)
+    checks: dict[str, StoreCheck] = {}
+    for s in sinks:
+        if s.purge_check is None:
+            continue
+        try:
+            check = s.purge_check(target)
+        except (NoProjection, IndexUnavailable, GraphUnavailable):  # checked once it answers
+            check = _unseen(s.purge_check, target)
+        if check is not None:
+            checks[s.name] = check
     return checks
+
+
+def _unseen(purge_check: PurgeCheck, target: PurgeTarget) -> StoreCheck:
+    """A store that did not answer when the purge was planned: asked again at each check."""
+
+    def check() -> bool:
+        found = purge_check(target)
+        return True if found is None else found()
+
+    return check
 
 
 def converged(checks: dict[str, StoreCheck], what: str) -> dict[str, bool]:

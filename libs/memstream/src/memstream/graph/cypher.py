@@ -4,12 +4,12 @@ Values travel only as ``$params`` (batches as ``UNWIND $rows AS r``); nothing he
 by string formatting. Timestamps are stored as fixed-width UTC ISO strings
 (``YYYY-MM-DDTHH:MM:SS.ffffffZ``, see :func:`iso_z`) so that string comparison is time order.
 
-Model (DESIGN §3.3): ``(:Event)-[:NEXT]->(:Event)`` per tenant/stream by ``seq``;
+Model: ``(:Event)-[:NEXT]->(:Event)`` per tenant/stream by ``seq``;
 ``(:Event)-[:MENTIONS {role}]->(:Entity)``; facts as
 ``(:Entity)-[:RELATES {fact_id, predicate, valid_from, valid_to, superseded_by, ...}]->(:Entity)``.
 A value fact (no object entity) points at its own value node
 ``(:Entity {kind: 'value', key: 'value:<fact_id>'})``; ``kind = 'value'`` is reserved for these
-and they are not counted as entities. Latent artifacts (DESIGN §3.6) are
+and they are not counted as entities. Latent artifacts are
 ``(:Latent {artifact_id, artifact_type, altitude, ..., doc})`` with
 ``(:Latent)-[:DERIVED_FROM]->(:Event)`` per source event and ``(:Latent)-[:SUPERSEDES]->(:Latent)``.
 Every node and edge carries ``tenant``.
@@ -115,7 +115,7 @@ SET f.valid_to = valid_to, f.superseded_by = superseded_by
 RETURN count(f) AS changed
 """
 
-# A signal about a memory (DESIGN §3.6); immutable, like the ledger entry it comes from. Not
+# A signal about a memory; immutable, like the ledger entry it comes from. Not
 # linked to its target by an edge: a target may be a fact (an edge itself) or not projected yet.
 MERGE_FEEDBACK = """
 UNWIND $rows AS r
@@ -125,7 +125,7 @@ ON CREATE SET b.event_id = r.event_id, b.target_id = r.target_id, b.signal = r.s
   b.family_json = r.family_json, b.at = r.at
 """
 
-# Every target of a memory.invalidate entry (DESIGN §3.7): proposals, decisions, acceptances.
+# Every target of a memory.invalidate entry: proposals, decisions, acceptances.
 MERGE_INVALIDATIONS = """
 UNWIND $rows AS r
 MERGE (v:Invalidation {tenant: r.tenant, invalidation_id: r.invalidation_id})

@@ -54,12 +54,9 @@ class InvalidationEntry:
     decisions: list[str]
 
 
-class GraphStore(Protocol):
-    """One projection namespace (a FalkorDB graph / a Neo4j database) of one version.
-
-    Every method raises :class:`GraphUnavailable` when the server cannot be reached and
-    :class:`GraphRefused` when it refuses what the call carries; any other exception is a bug.
-    """
+class GraphWriter(Protocol):
+    """What a projector does to its namespace: write what the ledger says, obey tombstones,
+    keep its progress, rewrite and drop its files."""
 
     namespace: str
 
@@ -73,6 +70,33 @@ class GraphStore(Protocol):
         """Upsert artifacts by id (the last record of an id wins, e.g. one with ``stale_at``),
         with ``DERIVED_FROM`` to their source events and ``SUPERSEDES`` to older artifacts,
         whichever arrives first."""
+
+    def delete_latents(self, tenant: str, artifact_ids: list[str]) -> int:
+        """Delete artifacts by id (a latent deletion record) with their edges; count removed."""
+
+    def purge_events(self, tenant: str, event_ids: list[str]) -> dict[str, int]:
+        """Obey a purge tombstone: delete the events, the facts drawn from them (re-closing
+        the fact groups left behind), their mentions, the artifacts derived from them and the
+        entities they leave with no mention and no fact. Counts removed per kind
+        (``events, facts, entities, mentions, latents``); idempotent."""
+
+    def record_progress(self, applied: Mapping[tuple[str, str, int], int]) -> None:
+        """Keep what the projection applied: per (broker epoch, tenant, raw partition), the
+        highest raw offset (max-merged: an older or redelivered batch never lowers it).
+        Offsets only, no content; ``drop`` removes it with the namespace."""
+
+    def compact(self) -> None:
+        """Rewrite the backend's files so deleted data no longer lies in them (after a purge;
+        slow: never on the path of ordinary writes)."""
+
+    def drop(self) -> None:
+        """Delete the whole namespace."""
+
+
+class GraphReader(Protocol):
+    """What a checkout reads (and lineage, search, the invalidation routes)."""
+
+    namespace: str
 
     def latents(
         self,
@@ -151,10 +175,6 @@ class GraphStore(Protocol):
     def events(self, tenant: str, event_ids: list[str]) -> list[EventRecord]:
         """The tenant's events among ``event_ids`` (unknown ids are left out)."""
 
-    def events_held(self, tenant: str, event_ids: list[str]) -> int:
-        """How many of ``event_ids`` the graph still holds as the tenant's events (a count:
-        no records read, however many ids a purge watches)."""
-
     def recent(
         self, tenant: str, limit: int = 20, stream: str | None = None, as_of: str | None = None
     ) -> list[EventRecord]:
@@ -190,35 +210,46 @@ class GraphStore(Protocol):
     def counts(self, tenant: str | None = None) -> dict[str, int]:
         """``{"events", "entities", "facts", "mentions"}`` (all tenants when None)."""
 
-    def purge_tenant_subject(self, tenant: str, entity_key: str) -> dict[str, int]:
-        """Delete an entity, its facts and the events mentioning it; counts removed."""
+
+class GraphForgetter(Protocol):
+    """What a purge asks of the graph: what a subject reaches, and whether it is gone."""
+
+    namespace: str
 
     def purge_scope(self, tenant: str, entity_key: str, named: list[str]) -> PurgeScope:
         """The events a purge of ``entity_key`` covers (mentioned, speaking, either end of a
         fact, or among ``named``: events whose text names it, found by the caller) and the
         facts and latent artifacts derived from them; reads only."""
 
-    def purge_events(self, tenant: str, event_ids: list[str]) -> dict[str, int]:
-        """Obey a purge tombstone: delete the events, the facts drawn from them (re-closing
-        the fact groups left behind), their mentions, the artifacts derived from them and the
-        entities they leave with no mention and no fact. Counts removed per kind
-        (``events, facts, entities, mentions, latents``); idempotent."""
+    def events_held(self, tenant: str, event_ids: list[str]) -> int:
+        """How many of ``event_ids`` the graph still holds as the tenant's events (a count:
+        no records read, however many ids a purge watches)."""
 
-    def delete_latents(self, tenant: str, artifact_ids: list[str]) -> int:
-        """Delete artifacts by id (a latent deletion record) with their edges; count removed."""
+    def latents_by_id(
+        self, tenant: str, artifact_ids: list[str], refs: int | None = None
+    ) -> list[LatentArtifact]:
+        """The artifacts of ``artifact_ids`` that exist, stale or not, in the order asked
+        (one query). With ``refs``, each keeps only its first ``refs`` source event refs
+        (what a packet cites; the lineage of the artifact id has them all)."""
 
-    def record_progress(self, applied: Mapping[tuple[str, str, int], int]) -> None:
-        """Keep what the projection applied: per (broker epoch, tenant, raw partition), the
-        highest raw offset (max-merged: an older or redelivered batch never lowers it).
-        Offsets only, no content; ``drop`` removes it with the namespace."""
+    def purge_tenant_subject(self, tenant: str, entity_key: str) -> dict[str, int]:
+        """Delete an entity, its facts and the events mentioning it; counts removed."""
+
+
+class GraphPoller(Protocol):
+    """What a read given ``after=`` polls: how far the projection applied a tenant."""
+
+    namespace: str
 
     def applied_raw(self, tenant: str) -> dict[tuple[str, int], int]:
         """The tenant's progress: (broker epoch, raw partition) -> highest raw offset applied
         (empty for a namespace that has applied nothing of the tenant)."""
 
-    def compact(self) -> None:
-        """Rewrite the backend's files so deleted data no longer lies in them (after a purge;
-        slow: never on the path of ordinary writes)."""
 
-    def drop(self) -> None:
-        """Delete the whole namespace."""
+class GraphStore(GraphWriter, GraphReader, GraphForgetter, GraphPoller, Protocol):
+    """One projection namespace (a FalkorDB graph / a Neo4j database) of one version: every
+    role above, as the one Cypher store implements them. A caller takes the role it needs.
+
+    Every method raises :class:`GraphUnavailable` when the server cannot be reached and
+    :class:`GraphRefused` when it refuses what the call carries; any other exception is a bug.
+    """

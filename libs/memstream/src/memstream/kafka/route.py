@@ -16,10 +16,11 @@ from collections.abc import Callable
 
 from confluent_kafka import Message, Producer
 
-from memstream.kafka.clients import make_consumer, make_producer
+from memstream.kafka.clients import make_producer
 from memstream.kafka.loop import BatchLoop
 from memstream.kafka.produce import DeliveryReports, flush_or_raise, produce_with_backpressure
 from memstream.kafka.reading import headers_of, partition_count
+from memstream.kafka.runner import worker_loop
 from memstream.kafka.topics import LEDGER
 from memstream.metrics import EVENTS_PRODUCED
 from memstream.settings import Settings
@@ -93,15 +94,8 @@ def route_loop(
     stop: threading.Event,
 ) -> BatchLoop:
     """The loop of group ``group`` that feeds the ledger to ``router``, sharing ``stop``."""
-    return BatchLoop(
-        consumer=make_consumer(bootstrap, group, settings),
-        topic=LEDGER,
-        group=group,
-        component=router.component,
-        process=router.process,
-        batch_size=settings.batch_size,
-        wait_s=settings.batch_wait_s,
-        stop_event=stop,
+    return worker_loop(
+        bootstrap, settings, group, (LEDGER,), router.component, router.process, stop_event=stop
     )
 
 

@@ -14,12 +14,47 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
-from memstream.kafka.loop import BatchLoop, tune_gc_for_batches
+from confluent_kafka import Message
+
+from memstream.kafka.clients import make_consumer
+from memstream.kafka.loop import BatchLoop, Positions, tune_gc_for_batches
+from memstream.settings import Settings
 from memstream.stopping import install_stop
 
 log = logging.getLogger(__name__)
+
+
+def worker_loop(
+    bootstrap: str,
+    settings: Settings,
+    group: str,
+    topics: Sequence[str],
+    component: str,
+    process: Callable[[list[Message]], Positions | None],
+    **hooks: Any,
+) -> BatchLoop:
+    """The loop of consumer group ``group`` over ``topics`` (the first is its main topic),
+    built the one way every worker builds its loops: its consumer, the batch settings, and
+    with ``fair=True`` the tenant-fair read-ahead. ``hooks``: the loop's other fields
+    (``on_assign``, ``on_revoke``, ``idle``, ``stop_event``, ``dead_letters`` ...)."""
+    topic, *also = topics
+    if hooks.get("fair"):
+        hooks.setdefault("readahead_bytes", settings.consumer_readahead_bytes)
+        hooks.setdefault("fair_batch", settings.fair_batch)
+    return BatchLoop(
+        consumer=make_consumer(bootstrap, group, settings),
+        topic=topic,
+        also=tuple(also),
+        group=group,
+        component=component,
+        process=process,
+        batch_size=settings.batch_size,
+        wait_s=settings.batch_wait_s,
+        **hooks,
+    )
 
 
 class LoopFailed(RuntimeError):

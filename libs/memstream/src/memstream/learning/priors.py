@@ -1,6 +1,6 @@
 """Feedback priors: what past outcomes say about a memory, bounded, for one question (pure).
 
-A memory's prior is computed at checkout from its feedback records (DESIGN.md §3.6): each
+A memory's prior is computed at checkout from its feedback records: each
 record counts ``signal × certainty``, halved every ``half_life_days``, and weighted by how
 close the question it was given for is to this one (a record without a family, or from an
 unrelated family, still counts ``global_share``). The sum is squashed into -1..1.

@@ -5,7 +5,7 @@ Typed records in (checkout traces from ``memory.checkouts``, ledger entries), ty
 I/O, the clock is passed in. The service shell produces what it is handed, through the
 sequencer, into the ledger.
 
-Binding (DESIGN.md §3.6): an outcome binds to the traces its ``checkout_ids`` name; else to
+Binding: an outcome binds to the traces its ``checkout_ids`` name; else to
 the traces of its (tenant, task_id); else to the traces of its (tenant, stream) since the
 task's ``task.started`` (or within ``window`` before the outcome). An outcome naming a packet
 not seen yet waits (so does one that finds no trace at all: the trace may still be in flight)

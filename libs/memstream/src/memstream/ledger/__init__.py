@@ -1,1 +1,1 @@
-"""The authoritative hash-chained ledger (DESIGN.md §3.2)."""
+"""The authoritative hash-chained ledger."""

@@ -110,6 +110,39 @@ def key_ref(doc: Any) -> tuple[str, str] | None:
     return (tenant, eid) if _TENANT_RE.match(tenant) and _ID_RE.match(eid) else None
 
 
+def _opened(
+    as_sent: dict[str, Any], key: bytes | None, state: SequencerState
+) -> Any | Duplicate | Shredded | DeadLetter:
+    """An event that arrived sealed, opened to be validated; or a re-send of one already
+    ledgered (its key may be gone since), one whose key a purge destroyed, or a seal that
+    does not open."""
+    stream, eid = f"{as_sent.get('tenant')}/{as_sent.get('stream')}", str(as_sent.get("id"))
+    known = state.heads.get(stream)
+    if known is not None and eid in known.seen:
+        return Duplicate(stream, eid)
+    if key is None:
+        if key_ref(as_sent) is not None:
+            return Shredded(stream, eid)
+        return DeadLetter("sealed event without a valid tenant and id")
+    try:
+        return open_event(as_sent, key)
+    except SealBroken as exc:
+        return DeadLetter(str(exc))
+
+
+def _body(
+    doc: Any, as_sent: dict[str, Any] | None, key: bytes | None, paths: list[str]
+) -> dict[str, Any]:
+    """What the ledger keeps: the envelope as the client sent it (validated before;
+    re-serialising the model would cost more than the whole rest of ``sequence``), redacted,
+    and sealed under ``key``; a sealed event's ciphertext as it came when nothing is
+    redacted in it."""
+    if key is not None and (kept := _kept_sealed(as_sent, paths)) is not None:
+        return kept  # opened to validate; its ciphertext is written as it came
+    body = redact(doc, paths)
+    return seal_event(body, key) if key is not None else body
+
+
 def sequence(
     record: RawRecord,
     state: SequencerState,
@@ -136,20 +169,9 @@ def sequence(
     key = keys.get(key_ref(doc) or ("", "")) if keys is not None else None
     as_sent = doc if isinstance(doc, dict) and is_sealed(doc) else None
     if as_sent is not None:
-        stream, eid = f"{doc.get('tenant')}/{doc.get('stream')}", str(doc.get("id"))
-        known = state.heads.get(stream)
-        if known is not None and eid in known.seen:  # a re-send: its key may be gone since
-            return Duplicate(stream, eid)
-        if key is None:
-            return (
-                Shredded(stream, eid)
-                if key_ref(doc) is not None
-                else DeadLetter("sealed event without a valid tenant and id")
-            )
-        try:
-            doc = open_event(doc, key)
-        except SealBroken as exc:
-            return DeadLetter(str(exc))
+        doc = _opened(as_sent, key, state)
+        if isinstance(doc, Duplicate | Shredded | DeadLetter):
+            return doc
     try:
         event = EventAdapter.validate_python(doc)
     except ValidationError as exc:
@@ -161,15 +183,7 @@ def sequence(
     if seal and key is None and key_ref(doc) is not None:
         return Shredded(stream, event.id)
     head = state.heads.setdefault(stream, StreamHead())
-    # The ledger keeps the envelope as the client sent it (validated above); re-serialising
-    # the model would cost more than the whole rest of this function.
-    paths = event.security.redacted_paths
-    if key is not None and (kept := _kept_sealed(as_sent, paths)) is not None:
-        body = kept  # opened to validate; its ciphertext is written as it came
-    else:
-        body = redact(doc, paths)
-        if key is not None:
-            body = seal_event(body, key)
+    body = _body(doc, as_sent, key, event.security.redacted_paths)
     kafka = {"topic": record.topic, "partition": record.partition, "offset": record.offset}
     entry, value = build_entry(body, head.seq + 1, head.hash, now, kafka)
     head.seq, head.hash = entry["seq"], entry["hash"]

@@ -1,1 +1,1 @@
-"""The outbox: accepted events spooled to disk until the archive holds them (DESIGN §3.8)."""
+"""The outbox: accepted events spooled to disk until the archive holds them."""

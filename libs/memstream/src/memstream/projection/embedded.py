@@ -77,7 +77,7 @@ def vector_manager(
         settings=settings,
         bootstrap=bootstrap,
         registry=FileProjectionRegistry(registry_path(settings.data_dir)),
-        component="vector-projector",
+        component=VectorProjector.component,
         factory=factory,
         group_of=lambda info: settings.api_replica_group(info.vector_group),
     )

@@ -20,9 +20,9 @@ from typing import Protocol
 
 from confluent_kafka import Message
 
-from memstream.kafka.clients import make_consumer
 from memstream.kafka.dlq import DeadLetterWriter
 from memstream.kafka.loop import BatchLoop
+from memstream.kafka.runner import worker_loop
 from memstream.kafka.topics import LATENTS, LEDGER
 from memstream.metrics import CONSUMER_RESTARTS, CONSUMER_RUNNING
 from memstream.projection.versions import FileProjectionRegistry, VersionInfo
@@ -72,7 +72,7 @@ class ProjectionManager:
     settings: Settings
     bootstrap: str
     registry: FileProjectionRegistry
-    component: str  # "graph-projector" | "vector-projector"
+    component: str  # the sink's worker (memstream.sinks): graph or vector projector
     factory: Callable[[VersionInfo], Projector]
     group_of: Callable[[VersionInfo], str]
     running: dict[str, _Running] = field(default_factory=dict)
@@ -102,21 +102,11 @@ class ProjectionManager:
                 self._failed(info.name, group, ran_s=0.0)
                 CONSUMER_RUNNING.labels(self.component, group).set(0)
                 return
-        loop = BatchLoop(
-            consumer=make_consumer(self.bootstrap, group, self.settings),
-            topic=LEDGER,
-            also=(LATENTS,),
-            group=group,
-            component=self.component,
-            process=projector.process,
-            dead_letters=projector.dead_letters,
-            on_assign=self._on_assign(info.name),
-            batch_size=self.settings.batch_size,
-            wait_s=self.settings.batch_wait_s,
-            fair=True,
-            readahead_bytes=self.settings.consumer_readahead_bytes,
-            fair_batch=self.settings.fair_batch,
-        )
+        loop = worker_loop(
+            self.bootstrap, self.settings, group, (LEDGER, LATENTS), self.component,
+            projector.process, dead_letters=projector.dead_letters,
+            on_assign=self._on_assign(info.name), fair=True,
+        )  # fmt: skip
         thread = threading.Thread(
             target=self._run, args=(info.name, loop), name=f"{self.component}-{info.name}"
         )

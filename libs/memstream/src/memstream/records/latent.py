@@ -1,4 +1,4 @@
-"""Latent artifacts: derived, versioned, discardable memory (DESIGN.md §3.6, seed 002).
+"""Latent artifacts: derived, versioned, discardable memory.
 
 An artifact is never authoritative: it may steer retrieval, ranking and planning, and every
 one cites the ledger events it was derived from (``source_event_refs``), so lineage resolves
@@ -104,7 +104,7 @@ Details = Annotated[
 
 
 class LlmAudit(_M):
-    """How an LLM-written summary came to be (seed 004 §3.9: audit determinism)."""
+    """How an LLM-written summary came to be: an audit tells it from a deterministic build."""
 
     model: str
     temperature: float

@@ -1,4 +1,4 @@
-"""Checkout contracts: retrieved candidates in, the packet out (DESIGN.md §3.4)."""
+"""Checkout contracts: retrieved candidates in, the packet out."""
 
 from __future__ import annotations
 
@@ -290,7 +290,7 @@ class WeaveBudget(_M):
 
 
 class MemoryWeave(_M):
-    """A purpose-conditioned bundle for one reasoning step (seed 002 contract): latent
+    """A purpose-conditioned bundle for one reasoning step: latent
     artifacts for orientation, the packet's evidence for claims."""
 
     weave_id: str
@@ -327,7 +327,7 @@ class Budget(_M):
 
 
 class CheckoutPacket(_M):
-    """Answer first, proof after; fields in this order (DESIGN.md §3.4)."""
+    """Answer first, proof after; fields in this order."""
 
     answerability: Answerability
     synthesis_plan: SynthesisPlan

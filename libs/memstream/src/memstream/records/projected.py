@@ -1,4 +1,4 @@
-"""Typed records the extractor derives from one ledger entry (DESIGN.md §3.3)."""
+"""Typed records the extractor derives from one ledger entry."""
 
 from __future__ import annotations
 
@@ -128,7 +128,7 @@ class FactRecord(_Record):
 
 
 class FeedbackRecord(_Record):
-    """One signal about one memory, from a ``memory.feedback`` entry (DESIGN.md §3.6).
+    """One signal about one memory, from a ``memory.feedback`` entry.
 
     ``feedback_id`` = ``<event_id>#<target index>``, so re-projection is idempotent; the
     entry's ``caused_by`` (the outcome, for retrospective feedback) stays in the ledger.
@@ -148,7 +148,7 @@ class FeedbackRecord(_Record):
 
 
 class InvalidationRecord(_Record):
-    """One target of a ``memory.invalidate`` entry (DESIGN.md §3.7).
+    """One target of a ``memory.invalidate`` entry.
 
     ``invalidation_id`` = ``<event_id>#<target index>``. Only ``accepted`` ones close facts
     and leave memories out of checkout; ``proposed`` ones wait for a decision, which names
@@ -229,7 +229,7 @@ class FactView(_Record):
 
 
 class VectorPoint(_Record):
-    """One point: dense vector + text for the sparse BM25 vector + payload (DESIGN §3.3).
+    """One point: dense vector + text for the sparse BM25 vector + payload.
 
     ``point_key`` is deterministic (e.g. ``event:<tenant>:<event_id>``); adapters map it
     to a UUIDv5 point id so upserts are idempotent.

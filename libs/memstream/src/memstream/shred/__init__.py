@@ -1,4 +1,4 @@
-"""Crypto-shredding (DESIGN §3.7): content sealed under data keys kept outside the log.
+"""Crypto-shredding: content sealed under data keys kept outside the log.
 
 Every copy of an event's content that the system writes (raw and ledger topics, the archive,
 dead letters, latents and checkout traces built from it) is sealed with AES-256-GCM under a

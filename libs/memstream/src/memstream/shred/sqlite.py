@@ -4,7 +4,7 @@ Every process of the stack opens the same file (WAL: readers never wait on a wri
 destroyed key must not survive on disk: ``secure_delete`` overwrites freed pages, and a
 checkpoint after each destroy moves the change out of the write-ahead log and truncates it.
 ``synchronous=NORMAL`` in WAL mode keeps a committed key through the death of any process
-(what DESIGN §3.8 asks); only a power loss may lose the last commits.
+(what durability asks: docs/pipeline.md); only a power loss may lose the last commits.
 
 A destroyed key's row is deleted (so ``secure_delete`` overwrites it) and a tombstone row
 with an empty key takes its place: reads leave it out, and ``create_or_get`` cannot make a

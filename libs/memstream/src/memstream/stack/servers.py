@@ -96,6 +96,58 @@ def falkordb_password(data_dir: Path) -> str:
     return secret.get_secret_value()
 
 
+def _falkordb_args(port: int, data_dir: Path, module: str) -> list[str]:
+    """redis-server's arguments after the ``-`` that reads the rest from stdin."""
+    return [
+        "-",
+        "--port", str(port),
+        "--bind", "127.0.0.1",
+        "--dir", str(data_dir.resolve()),
+        "--appendonly", "yes",
+        # Every write is on disk before FalkorDB answers it: the graph projector commits
+        # its offsets after the answer, so a write lost in a crash would never come back.
+        "--appendfsync", "always",
+        "--save", "",
+        # Plain strings in the rewritten AOF (its RDB preamble): after a purge, a grep of
+        # the data dir shows that no purged text is left, which compressed strings hide.
+        "--rdbcompression", "no",
+        "--protected-mode", "no",
+        "--loadmodule", module,
+        # No query telemetry: FalkorDB would keep recent queries with their parameters
+        # (event text) in a key of its own, which lands in the files and survives purges.
+        "CMD_INFO", "no",
+    ]  # fmt: skip
+
+
+def _wait_for_ping(
+    proc: subprocess.Popen[bytes], port: int, password: str, log: Path, deadline: float,
+    loaded: bool,
+) -> None:  # fmt: skip
+    """Until the server answers PING (``loaded`` false: until it listens, loading or not);
+    raises with its log's tail when it exits or stays silent past ``deadline``."""
+    import redis
+
+    client = redis.Redis(host="127.0.0.1", port=port, password=password, socket_timeout=2)
+    try:
+        while True:
+            try:
+                if client.ping():
+                    return
+            except (redis.BusyLoadingError, redis.TimeoutError) as exc:
+                # Listening but "loading", or too busy replaying its file to answer in time.
+                if not loaded:
+                    return
+                if proc.poll() is not None:
+                    raise _fail("FalkorDB", proc, log, f"exited while loading: {exc}") from exc
+                time.sleep(0.2)
+            except Exception as exc:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    raise _fail("FalkorDB", proc, log, f"PING failed: {exc}") from exc
+                time.sleep(0.1)
+    finally:
+        client.close()
+
+
 def start_falkordb(
     port: int,
     data_dir: Path,
@@ -113,65 +165,14 @@ def start_falkordb(
     or not at all; clients meanwhile see a store briefly down). With ``loaded``, a server
     still loading is waited for as long as it lives.
     """
-    import redis
-
     server, module = falkordb_binaries()
     data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     log = log_dir / "falkordb.log"
-    proc = spawn(
-        [
-            server,
-            # The configuration starts on stdin: the password is on no command line (ps)
-            # and in no file but the data dir's own.
-            "-",
-            "--port",
-            str(port),
-            "--bind",
-            "127.0.0.1",
-            "--dir",
-            str(data_dir.resolve()),
-            "--appendonly",
-            "yes",
-            # Every write is on disk before FalkorDB answers it: the graph projector commits
-            # its offsets after the answer, so a write lost in a crash would never come back.
-            "--appendfsync",
-            "always",
-            "--save",
-            "",
-            # Plain strings in the rewritten AOF (its RDB preamble): after a purge, a grep of
-            # the data dir shows that no purged text is left, which compressed strings hide.
-            "--rdbcompression",
-            "no",
-            "--protected-mode",
-            "no",
-            "--loadmodule",
-            module,
-            # No query telemetry: FalkorDB would keep recent queries with their parameters
-            # (event text) in a key of its own, which lands in the files and survives purges.
-            "CMD_INFO",
-            "no",
-        ],
-        log,
-        stdin=f"requirepass {password}\n".encode(),
-    )
-    deadline = time.monotonic() + timeout
-    client = redis.Redis(host="127.0.0.1", port=port, password=password, socket_timeout=2)
-    while True:
-        try:
-            if client.ping():
-                break
-        except (redis.BusyLoadingError, redis.TimeoutError) as exc:
-            # Listening but "loading", or too busy replaying its file to answer in time.
-            if not loaded:
-                break
-            if proc.poll() is not None:
-                raise _fail("FalkorDB", proc, log, f"exited while loading: {exc}") from exc
-            time.sleep(0.2)
-        except Exception as exc:
-            if time.monotonic() > deadline or proc.poll() is not None:
-                raise _fail("FalkorDB", proc, log, f"PING failed: {exc}") from exc
-            time.sleep(0.1)
-    client.close()
+    argv = [server, *_falkordb_args(port, data_dir, module)]
+    # The configuration starts on stdin: the password is on no command line (ps) and in no
+    # file but the data dir's own.
+    proc = spawn(argv, log, stdin=f"requirepass {password}\n".encode())
+    _wait_for_ping(proc, port, password, log, time.monotonic() + timeout, loaded)
 
     def again() -> Server:
         return start_falkordb(port, data_dir, log_dir, timeout, password=password, loaded=False)

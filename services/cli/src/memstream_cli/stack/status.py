@@ -12,24 +12,12 @@ from __future__ import annotations
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Sequence
 from typing import Any
 
 import redis
 from confluent_kafka.admin import AdminClient
 from memstream.kafka.reading import group_lag
-from memstream.kafka.topics import (
-    ARCHIVER_GROUP,
-    CHECKOUTS,
-    LATENT_INPUTS,
-    LATENTS_GROUP,
-    LATENTS_ROUTE_GROUP,
-    LEARNING,
-    LEARNING_ROUTE_GROUP,
-    LEDGER,
-    RAW,
-    RETROSPECTIVE_GROUP,
-    SEQUENCER_GROUP,
-)
 from memstream.metrics import read_samples
 from memstream.ops.loops import (
     LOOP_SERIES,
@@ -43,24 +31,22 @@ from memstream.ops.loops import (
     process_started,
     restarting,
 )
+from memstream.sinks import SEQUENCER_GROUPS, SINKS, Sink
 
 from memstream_cli.stack.locate import Endpoints
 
-GROUPS: dict[str, tuple[str, ...]] = {
-    SEQUENCER_GROUP: (RAW,),
-    ARCHIVER_GROUP: (LEDGER,),
-    LEARNING_ROUTE_GROUP: (LEDGER,),
-    RETROSPECTIVE_GROUP: (LEARNING, CHECKOUTS),
-    LATENTS_ROUTE_GROUP: (LEDGER,),
-    LATENTS_GROUP: (LATENT_INPUTS,),
-}
-# The component that runs a group; an embedded stack without it (spine only) has no such lag.
-RUN_BY = {
-    LEARNING_ROUTE_GROUP: "retrospective",
-    RETROSPECTIVE_GROUP: "retrospective",
-    LATENTS_ROUTE_GROUP: "latent-builder",
-    LATENTS_GROUP: "latent-builder",
-}
+
+def fixed_groups(sinks: Sequence[Sink] = SINKS) -> dict[str, tuple[str, ...]]:
+    """Every fixed consumer group the stack runs (the sequencer's and each sink's) and the
+    topics it reads; a projection version's groups are listed by its members."""
+    groups = {g.group: g.topics for g in SEQUENCER_GROUPS}
+    return groups | {g.group: g.topics for s in sinks for g in s.groups}
+
+
+def _run_by(sinks: Sequence[Sink]) -> dict[str, str]:
+    """The component that runs each derived sink's groups: a stack of the spine alone runs
+    none of them, and has no such lag."""
+    return {g.group: s.component for s in sinks if s.derived for g in s.groups}
 
 
 # A busy machine can take seconds to answer; slow is not dead, so status waits this long
@@ -153,9 +139,12 @@ def _unanswered(name: str, url: str, exc: BaseException, pid: int | None, now: f
     return f"{name}: {url} {_silence(exc)}"
 
 
-def collect_status(ep: Endpoints, outbox_max_age_s: float = 300.0) -> dict[str, Any]:
-    """``{"kafka": {...}, "metrics_endpoints": [...], "components": {...}, "lag": {...}}``;
-    an outbox holding an event longer than ``outbox_max_age_s`` is a problem."""
+def collect_status(
+    ep: Endpoints, outbox_max_age_s: float = 300.0, sinks: Sequence[Sink] = SINKS
+) -> dict[str, Any]:
+    """``{"kafka": {...}, "metrics_endpoints": [...], "components": {...}, "lag": {...}}``
+    of the stack and the sinks of the table; an outbox holding an event longer than
+    ``outbox_max_age_s`` is a problem."""
     components: dict[str, Any] = {}
     kafka_problems: list[str] = []
     try:
@@ -167,9 +156,10 @@ def collect_status(ep: Endpoints, outbox_max_age_s: float = 300.0) -> dict[str, 
     kafka_ok = not kafka_problems
     components["kafka"] = {"healthy": kafka_ok, "topics": topics, "problems": kafka_problems}
     lag: dict[str, Any] = {}
+    run_by = _run_by(sinks)
     if kafka_ok:
-        for group, read in GROUPS.items():
-            runner = RUN_BY.get(group)
+        for group, read in fixed_groups(sinks).items():
+            runner = run_by.get(group)
             if ep.stack is not None and runner is not None and runner not in ep.stack.components:
                 continue
             lag[group] = _lag(ep.kafka_bootstrap, group, read)
@@ -192,7 +182,7 @@ def collect_status(ep: Endpoints, outbox_max_age_s: float = 300.0) -> dict[str, 
             api["metrics_url"] = f"{ep.api_url}/metrics"
             members += _judge("api", api, None, 0, now, outbox_max_age_s)
     problems = [p for c in components.values() for p in c.get("problems", [])]
-    groups = consumer_groups(ep.kafka_bootstrap if kafka_ok else None, members, lag)
+    groups = consumer_groups(ep.kafka_bootstrap if kafka_ok else None, members, lag, sinks)
     return {
         "kafka": {"bootstrap": ep.kafka_bootstrap, "healthy": components[kafka_key]["healthy"]},
         "metrics_endpoints": metrics,
@@ -205,7 +195,10 @@ def collect_status(ep: Endpoints, outbox_max_age_s: float = 300.0) -> dict[str, 
 
 
 def consumer_groups(
-    bootstrap: str | None, members: list[Member], lag: dict[str, Any]
+    bootstrap: str | None,
+    members: list[Member],
+    lag: dict[str, Any],
+    sinks: Sequence[Sink] = SINKS,
 ) -> dict[str, Any]:
     """``{group: {"members": [{"client_id", "pid", "component", "assignment": {topic:
     [partitions]}}], "lag"}}`` for every group the stack runs. Each member reports itself
@@ -219,7 +212,8 @@ def consumer_groups(
         known = lag.get(group)
         if known is None and bootstrap is not None:
             read = {t for m in g["members"] for t in m["assignment"]}
-            known = _lag(bootstrap, group, GROUPS.get(group) or tuple(sorted(read)))
+            topics = fixed_groups(sinks).get(group) or tuple(sorted(read))
+            known = _lag(bootstrap, group, topics)
         g["lag"] = known.get("total") if known is not None else None
     return dict(sorted(groups.items()))
 

@@ -17,6 +17,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -29,6 +30,7 @@ from memstream.metrics import UP, serve_metrics
 from memstream.ops.health import Check, falkordb_check, kafka_check, probe
 from memstream.projection.embedded import ensure_default_version
 from memstream.settings import Settings
+from memstream.sinks import SEQUENCER, SEQUENCER_MODULE, SINKS, Sink
 from memstream.stack.children import PRIVATE_UMASK, spawn, stop_all, stop_process
 from memstream.stack.epoch import new_epoch
 from memstream.stack.net import free_port, listening_socket
@@ -48,19 +50,6 @@ RESTARTS = Counter(
 DEV_TENANT = "dev"
 PROBE_EVERY_S = 5.0
 API_START_S = 120.0  # the API's first answer (it opens the vector index before serving)
-# Throughput work nobody waits on: started nicer (MEMSTREAM_HEAVY_NICE), so under load the
-# sequencer, the projections and the API (a read after= waits on them) get the cores first.
-HEAVY_WORKERS = frozenset({"latent-builder", "retrospective", "archiver"})
-# Consumer-group workers and their modules, in start order (the last three with the
-# embedded projections only).
-WORKER_MODULES = {
-    "sequencer": "memstream_sequencer.main",
-    "archiver": "memstream_archiver.main",
-    "graph-projector": "memstream_projector.graph",
-    "retrospective": "memstream_retrospective.main",
-    "latent-builder": "memstream_latents.main",
-}
-PROJECTION_WORKERS = ("graph-projector", "retrospective", "latent-builder")
 
 
 class StackError(RuntimeError):
@@ -73,22 +62,31 @@ def replicas_of(settings: Settings, role: str) -> int:
     return asked if asked is not None else settings.replicas
 
 
-def plan_workers(settings: Settings) -> list[tuple[str, str, str]]:
+def worker_modules(settings: Settings, sinks: Sequence[Sink] = SINKS) -> dict[str, str]:
+    """Each consumer-group worker the stack starts, by role, in start order: the sequencer,
+    then every sink run by a process of its own (with the embedded projections; the spine
+    alone runs the sinks that are not derived)."""
+    roles = {SEQUENCER: SEQUENCER_MODULE}
+    for s in sinks:
+        if s.module is not None and (settings.embedded_projections or not s.derived):
+            roles[s.component] = s.module
+    return roles
+
+
+def plan_workers(settings: Settings, sinks: Sequence[Sink] = SINKS) -> list[tuple[str, str, str]]:
     """``(name, role, module)`` of every consumer-group worker: the first replica of a role
     is named after it, the others ``<role>-2``, ``<role>-3`` ..."""
-    unknown = sorted(set(settings.worker_replicas) - set(WORKER_MODULES))
+    known = {SEQUENCER} | {s.component for s in sinks if s.module is not None}
+    unknown = sorted(set(settings.worker_replicas) - known)
     if unknown:
         raise StackError(f"MEMSTREAM_WORKER_REPLICAS names no worker: {', '.join(unknown)}")
-    roles = [
-        r for r in WORKER_MODULES if settings.embedded_projections or r not in PROJECTION_WORKERS
-    ]
     planned = []
-    for role in roles:
+    for role, module in worker_modules(settings, sinks).items():
         n = replicas_of(settings, role)
         if n < 1:
             raise StackError(f"{role}: {n} replicas asked; at least one runs")
         names = [role] + [f"{role}-{i}" for i in range(2, n + 1)]
-        planned += [(name, role, WORKER_MODULES[role]) for name in names]
+        planned += [(name, role, module) for name in names]
     return planned
 
 
@@ -133,6 +131,7 @@ class EmbeddedStack:
     info: StackInfo | None = None
     checks: dict[str, Check] = field(default_factory=dict)
     api_socket: socket.socket | None = None  # held across API restarts: nobody is refused
+    sinks: Sequence[Sink] = SINKS  # the stores whose workers it runs
 
     @property
     def logs(self) -> Path:
@@ -163,7 +162,9 @@ class EmbeddedStack:
     def start(self) -> StackInfo:
         """Start everything in dependency order; raises StackError with the reason."""
         os.umask(PRIVATE_UMASK)  # what the supervisor writes is private, as its children's
-        plan_workers(self.settings)  # a replica count that cannot run fails before anything starts
+        plan_workers(
+            self.settings, self.sinks
+        )  # a count that cannot run fails before anything starts
         try:
             self.api_socket = listening_socket(self.settings.api_host, self.api_port)
         except OSError as exc:
@@ -203,11 +204,14 @@ class EmbeddedStack:
             MEMSTREAM_API_PORT=str(self.api_port),
         )
         env["MEMSTREAM_EMBEDDED_PROJECTIONS"] = str(self.settings.embedded_projections).lower()
-        for name, role, module in plan_workers(self.settings):
+        heavy = {s.component for s in self.sinks if s.heavy}
+        for name, role, module in plan_workers(self.settings, self.sinks):
             port = free_port()
             wenv = dict(env, MEMSTREAM_METRICS_PORT=str(port))
             w = Worker(name, module, port, self.logs / f"{name}.log", wenv, role=role)
-            w.nice = self.settings.heavy_nice if role in HEAVY_WORKERS else 0
+            # Throughput work nobody waits on is started nicer (MEMSTREAM_HEAVY_NICE), so under
+            # load the sequencer, the projections and the API get the cores first.
+            w.nice = self.settings.heavy_nice if role in heavy else 0
             self.workers.append(w)
         assert self.api_socket is not None
         fd = self.api_socket.fileno()
@@ -373,7 +377,7 @@ class EmbeddedStack:
             log.warning("pipeline not drained before stop; events may remain in the broker")
         # Derived workers together, then the spine together: each stop is a group leave and
         # a flush, and one after the other they took seconds each.
-        spine = {"archiver", "sequencer"}
+        spine = {SEQUENCER} | {s.component for s in self.sinks if not s.derived}
         for wave in ([w for w in self.workers if w.role not in spine], self.workers):
             stop_all([w.proc for w in wave if w.proc is not None], timeout=15.0)
         for s in reversed(self.servers):

@@ -1,4 +1,4 @@
-"""The "Gathered Context" Markdown (seed 003 §4-§6): canonical sections with ``_meta`` blocks."""
+"""The "Gathered Context" Markdown: canonical sections with ``_meta`` blocks."""
 
 from __future__ import annotations
 
@@ -168,7 +168,7 @@ def _constraints(packet: CheckoutPacket, shown: list[_Node], expired: int) -> li
 
 
 def render_gathered(packet: CheckoutPacket) -> str:
-    """ "## Gathered Context" per seed 003: canonical sections with ``_meta`` blocks.
+    """ "## Gathered Context": canonical sections with ``_meta`` blocks.
 
     Mapping: preference facts and ``preference.set`` events → Session Preferences; tool
     results → Cached Research; other events (messages, observations, tasks) → Relevant Prior

@@ -1,4 +1,5 @@
-"""The JSON rendering: the packet for programs, fields in DESIGN order, full ledger refs."""
+"""The JSON rendering: the packet for programs, fields in packet order (answer first, proof
+after), full ledger refs."""
 
 from __future__ import annotations
 
@@ -40,7 +41,7 @@ def item_json(obj: BaseModel | str) -> str:
 
 
 def render_json(packet: CheckoutPacket) -> str:
-    """The packet as compact JSON, fields in DESIGN order; items as in ``item_json``."""
+    """The packet as compact JSON, fields in packet order; items as in ``item_json``."""
     doc: dict[str, Any] = {
         "answerability": packet.answerability,
         "synthesis_plan": _dump(packet.synthesis_plan),

@@ -18,7 +18,7 @@ VOTE_DEPTH = 2
 class RetrievalConfig:
     """Which levers are on. Each is measured on and off by ``memstream bench locomo``."""
 
-    episodes: bool = False  # rank episodes, then the turns inside the best ones
+    episode_lane: bool = False  # rank episodes, then the turns inside the best ones
     time_lane: bool = False  # the turns in the periods the question's dates name
     second_hop: bool = False  # search again with what the best hits name
     rerank: bool = False  # the fused top by term coverage, speakers, adjacency
@@ -41,13 +41,11 @@ class RetrievalConfig:
 
     def as_meta(self) -> dict[str, bool]:
         """Every lever by the name a packet's ``meta`` reports it under."""
-        return {META_NAMES.get(f.name, f.name): getattr(self, f.name) for f in fields(self)}
+        return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
-# ``meta`` names the episodes lever after its lane.
-META_NAMES = {"episodes": "episode_lane"}
-# Each lever by the name ``meta`` reports it under: the request field that switches it.
-LEVERS: dict[str, str] = {META_NAMES.get(f.name, f.name): f.name for f in fields(RetrievalConfig)}
+# Each lever by the one name a request switches it with and ``meta`` reports it under.
+LEVERS: tuple[str, ...] = tuple(f.name for f in fields(RetrievalConfig))
 # The fused lanes alone: ``/v1/recall``'s fused mode and the benchmarks' baselines.
 PLAIN = RetrievalConfig()
 # A checkout's default: on where a lever passed the keep rule of docs/benchmarks.md (LoCoMo
@@ -55,5 +53,5 @@ PLAIN = RetrievalConfig()
 # above zero), off where it did not; the others are request switches.
 CHECKOUT = RetrievalConfig(rerank=True, top_votes=True)
 # Every lane, for a question whose answer is spread thin: slower, and on LoCoMo no better.
-WIDE = replace(CHECKOUT, time_lane=True, episodes=True, second_hop=True, expand=True)
+WIDE = replace(CHECKOUT, time_lane=True, episode_lane=True, second_hop=True, expand=True)
 PRESETS: dict[str, RetrievalConfig] = {"plain": PLAIN, "checkout": CHECKOUT, "wide": WIDE}

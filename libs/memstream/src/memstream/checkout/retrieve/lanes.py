@@ -52,7 +52,7 @@ from memstream.checkout.retrieve.reach import (
 )
 from memstream.checkout.retrieve.rerank import rerank
 from memstream.embed.port import Embedder, TermNeighbours
-from memstream.graph.port import GraphStore
+from memstream.graph.port import GraphReader
 from memstream.graph.validity import known_at
 from memstream.matching import focus_words
 from memstream.records.packet import Candidate, SynthesisPlan
@@ -104,7 +104,7 @@ LATENT = "latent"  # the batch's search for latent artifacts (not a lane of the 
 # checkout waits for its own reads, so the pool only bounds how many run at once.
 _GRAPH_READS = ThreadPoolExecutor(max_workers=8, thread_name_prefix="checkout-graph")
 
-# The lanes retrieve ledger events; latent artifacts' points share the index (DESIGN §3.3).
+# The lanes retrieve ledger events; latent artifacts' points share the index.
 EVENTS = ["event"]
 # Events about memory (feedback, invalidation, purge), not memories: never candidates.
 CONTROL_TYPES = frozenset({"memory.feedback", "memory.invalidate", "memory.purge"})
@@ -169,7 +169,7 @@ class Lanes:
 class Retriever:
     """Every lane of one checkout; ``as_of`` (when a request gives it) bounds each of them."""
 
-    graph: GraphStore
+    graph: GraphReader
     index: VectorIndex
     embedder: Embedder
     pool: int = 40
@@ -217,12 +217,12 @@ class Retriever:
         facts = _GRAPH_READS.submit(run.read_facts) if plan.entity_keys() else None
         run.embed()
         lever = self.config
-        found = run.vector_lanes(latents is not None or lever.episodes)
+        found = run.vector_lanes(latents is not None or lever.episode_lane)
         if facts is not None:
             run.facts(facts.result())
         if latents is not None:
             latents.extend(found)
-        if lever.episodes:
+        if lever.episode_lane:
             run.episodes(found)
         if lever.second_hop:
             run.hop()

@@ -17,7 +17,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from anyio import to_thread
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
+from prometheus_client import Counter
+
 from memstream.events import Event
 from memstream.kafka.clients import producer_config
 from memstream.kafka.produce import (
@@ -30,8 +33,6 @@ from memstream.kafka.topics import CHECKOUTS, RAW, RecordLimit, record_limit
 from memstream.metrics import EVENTS_PRODUCED
 from memstream.settings import Settings
 from memstream.shred.sealer import EventSealer
-from prometheus_client import Counter
-from starlette.concurrency import run_in_threadpool
 
 log = logging.getLogger(__name__)
 
@@ -129,7 +130,7 @@ class BatchProducer:
         conf: dict[str, Any] = {
             # The raw topic must come from ensure_topics, never from auto-creation.
             "allow.auto.create.topics": False,
-            "logger": logging.getLogger("memstream_api.kafka"),
+            "logger": logging.getLogger("memstream.intake.kafka"),
             "error_cb": self._on_error,
             "message.max.bytes": max_record_bytes,
         }
@@ -229,7 +230,7 @@ class BatchProducer:
         wait = self.wait_s if wait_s is None else wait_s
         loop = asyncio.get_running_loop()
         batch = _Batch(len(events), loop, self.component, on_report, self._delivered)
-        await run_in_threadpool(self._enqueue, events, batch, wait, values)
+        await to_thread.run_sync(self._enqueue, events, batch, wait, values)
         try:
             await asyncio.wait_for(batch.future, wait)
         except TimeoutError:

@@ -1,7 +1,7 @@
-"""The graph and vector projectors: decode ledger records, extract, write; the loop commits.
+"""The vector projector: a version's ledger and latent artifacts as points of its vector index.
 
-Both read ``memory.ledger`` and ``memory.latents`` (latent artifacts, DESIGN §3.6) in one
-consumer group, so a replayed version gets both from the start.
+Both projectors read ``memory.ledger`` and ``memory.latents`` in one consumer group, so a
+replayed version gets both from the start.
 """
 
 from __future__ import annotations
@@ -10,29 +10,17 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
-from typing import Any
 
 from confluent_kafka import Message, Producer
 
 from memstream.embed.port import Embedder
-from memstream.graph.port import GraphStore
-from memstream.kafka.dlq import DeadLetterWriter
-from memstream.kafka.reading import headers_of
-from memstream.kafka.topics import LATENTS, LEDGER
-from memstream.ledger.entry import Opener, load_entry, read_loaded
 from memstream.ledger.opening import EntryOpener
-from memstream.metrics import PURGE_APPLIED_AT, PURGE_ITEMS_REMOVED, PURGES_APPLIED
-from memstream.position import RAW_HEADER
-from memstream.projection.extract import graph_batch
 from memstream.projection.keys import KeyForm, Turn, index_keys
-from memstream.projection.latents import decode_artifacts, latent_changes, split_records
+from memstream.projection.latents import latent_changes, split_records
 from memstream.projection.latents import point_key as latent_point_key
 from memstream.projection.metrics import (
-    FRESHNESS,
     OPTIMIZING,
     POINTS,
-    PROJECTED,
     PROJECTED_LATENTS,
     UNOPTIMIZED,
 )
@@ -47,181 +35,22 @@ from memstream.projection.previous import (
     missing,
     said_in,
 )
-from memstream.projection.progress import RawKey, applied_in
-from memstream.projection.purge import Decoded, PurgeOrder, Read, read_entry
-from memstream.records.latent import LatentDeletion, LatentRecord
+from memstream.projection.progress import RawKey
+from memstream.projection.projectors.shell import VECTORS, ProjectorShell, by_topic
+from memstream.projection.purge import PurgeOrder
 from memstream.records.projected import Extraction, VectorHit, VectorPoint
 from memstream.text.names import entity_key
-from memstream.times import epoch_seconds
 from memstream.vectors.port import KEY_OF, VectorIndex, event_point_key
 
 log = logging.getLogger(__name__)
-GRAPH, VECTORS = "graph", "vectors"  # the ``store`` label of the purge metrics
-
-
-def _read(loaded: Any, light: bool, opener: Opener | None) -> Read | str:
-    """What the record gives a projector, or why the record itself cannot be projected."""
-    return read_loaded(loaded, lambda entry: read_entry(entry, light), opener)
-
-
-class _Base:
-    """Decoding with dead letters: a record that cannot be projected never stops the loop.
-
-    A record the store refuses is found and dead-lettered by the loop (``dead_letters``,
-    see ``kafka/loop.py``): ``process`` only has to raise the store's error, and to be
-    safe to run again on a part of the batch (every write is a MERGE or an upsert by id).
-    """
-
-    component = "projector"
-    kind = "none"  # the ``projection`` label
-
-    def __init__(self, version: str, producer: Producer, opener: EntryOpener | None) -> None:
-        self.version = version
-        self.producer = producer
-        self.opener = opener
-        self.dead_letters = DeadLetterWriter(producer, self.component, LEDGER, also=(LATENTS,))
-        # The series exists from the start, so a quiet projector reads 0, not "no data".
-        PROJECTED.labels(self.component, self.kind, version)
-        PROJECTED_LATENTS.labels(self.component, self.kind, version)
-
-    def decode(self, msgs: list[Message], light: bool) -> Decoded:
-        """Extractions and purges of the records, and the raw offsets they stand for;
-        purged entries are skipped, bad ones are dead-lettered and flushed before
-        returning."""
-        out = Decoded()
-        now = datetime.now(UTC)
-        read: list[tuple[str | None, bytes | None, int]] = []
-        loaded = [load_entry(m.value()) for m in msgs]
-        opener = self.opener.for_batch(loaded) if self.opener is not None else None
-        for m, doc in zip(msgs, loaded, strict=True):
-            found = _read(doc, light, opener)
-            if isinstance(found, str):
-                reason = f"{self.component} {self.version}: {found}"[:500]
-                self.dead_letters.write(m, reason, now)
-                continue
-            read.append((found.tenant, headers_of(m).get(RAW_HEADER), m.partition() or 0))
-            if found.extraction is not None:
-                out.extractions.append(found.extraction)
-            else:
-                out.skipped += 1
-            if found.purge is not None:
-                out.purges.append(found.purge)
-        self.dead_letters.flush()
-        out.applied = applied_in(read)
-        return out
-
-    def purged(self, store: str, order: PurgeOrder | None, removed: dict[str, int]) -> None:
-        """Count one applied tombstone (or latent deletions: ``order`` None); ids only in logs."""
-        if order is not None:
-            PURGES_APPLIED.labels(self.component, store).inc()
-            log.info("%s %s applied purge %s: %s", self.component, self.version,
-                     order.tombstone_id, removed)  # fmt: skip
-        for kind, n in removed.items():
-            PURGE_ITEMS_REMOVED.labels(self.component, store, kind).inc(n)
-        PURGE_APPLIED_AT.labels(self.component, store).set(time.time())
-
-    def decode_latents(self, msgs: list[Message]) -> list[LatentRecord]:
-        """The artifacts and deletions of ``memory.latents`` records; bad ones are
-        dead-lettered (flushed), shredded ones (their data key destroyed) skipped.
-
-        Only validation can fail here, and only because of the record, so every failure is
-        a dead letter; what the projector does with an artifact afterwards may still raise.
-        """
-        out: list[LatentRecord] = []
-        now = datetime.now(UTC)
-        found_all = decode_artifacts([m.value() for m in msgs], self.opener)
-        for m, found in zip(msgs, found_all, strict=True):
-            if found is None:  # its data key was destroyed by a purge: nothing to read
-                continue
-            if not isinstance(found, str):
-                out.append(found)
-            else:
-                reason = f"{self.component} {self.version}: {found}"[:500]
-                self.dead_letters.write(m, reason, now)
-        self.dead_letters.flush()
-        return out
-
-    def observe(self, extractions: list[Extraction]) -> None:
-        now = time.time()
-        hist = FRESHNESS.labels(self.component, self.kind, self.version)
-        for x in extractions:
-            hist.observe(max(0.0, now - epoch_seconds(x.event.ingested_at)))
-        PROJECTED.labels(self.component, self.kind, self.version).inc(len(extractions))
-
-
-def by_topic(msgs: list[Message]) -> tuple[list[Message], list[Message]]:
-    """(ledger records, latent artifact records) of one batch, each in consumed order."""
-    ledger: list[Message] = []
-    latents: list[Message] = []
-    for m in msgs:
-        (latents if m.topic() == LATENTS else ledger).append(m)
-    return ledger, latents
-
-
-class GraphProjector(_Base):
-    component = "graph-projector"
-    kind = "graph"
-
-    def __init__(
-        self,
-        store: GraphStore,
-        version: str,
-        producer: Producer,
-        feedback: bool = True,
-        opener: EntryOpener | None = None,
-    ) -> None:
-        super().__init__(version, producer, opener)
-        self.store = store
-        self.feedback = feedback  # False: a version that ranks as if no feedback was ever given
-        store.ensure_schema()
-
-    def process(self, msgs: list[Message]) -> None:
-        """Write the batch, then obey its tombstones and latent deletions (both come after
-        what they remove); after any of them, compact the store's files."""
-        ledger, latent_records = by_topic(msgs)
-        # light: no projection stores quantities or dates (checkout and the latent builder
-        # find them in the text), so parsing them here would be wasted
-        decoded = self.decode(ledger, light=True)
-        records = self.decode_latents(latent_records)
-        artifacts, deletions = split_records(records)
-        if decoded.extractions:
-            batch = graph_batch(decoded.extractions)
-            if not self.feedback:
-                batch = batch.model_copy(update={"feedback": []})
-            self.store.write(batch)
-            self.observe(decoded.extractions)
-        if artifacts:
-            self.store.write_latents(artifacts)
-        if records:
-            PROJECTED_LATENTS.labels(self.component, self.kind, self.version).inc(len(records))
-        for order in decoded.purges:
-            self.purged(GRAPH, order, self.store.purge_events(order.tenant, list(order.event_ids)))
-        for tenant, ids in _by_tenant(deletions).items():
-            self.purged(GRAPH, None, {"latents": self.store.delete_latents(tenant, ids)})
-        if decoded.purges or deletions:
-            self.store.compact()
-        # Last, in the version's own namespace: published only once the batch is applied.
-        self.store.record_progress(decoded.applied)
-
-    def close(self) -> None:
-        self.producer.flush(10)
-
-    def discard(self) -> None:
-        self.store.drop()
-
-
-def _by_tenant(deletions: list[LatentDeletion]) -> dict[str, list[str]]:
-    out: dict[str, list[str]] = {}
-    for d in deletions:
-        out.setdefault(d.tenant, []).append(d.artifact_id)
-    return out
 
 
 def event_point(
     x: Extraction, previous: Said | None = None, form: KeyForm = "context"
 ) -> VectorPoint:
-    """One point per event (so counts match the ledger); payload per DESIGN.md §3.3. Its
-    ``text`` is the sparse key; the dense vector is left for :func:`vector_points`."""
+    """One point per event (so counts match the ledger), its payload what a checkout cites
+    without a graph round trip. Its ``text`` is the sparse key; the dense vector is left for
+    :func:`vector_points`."""
     return _keyed(x, previous, form)[0]
 
 
@@ -390,7 +219,7 @@ class PointCount:
             self.closed = True
 
 
-class VectorProjector(_Base):
+class VectorProjector(ProjectorShell):
     component = "vector-projector"
     kind = "vector"
 

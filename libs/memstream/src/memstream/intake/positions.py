@@ -11,13 +11,13 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
+from anyio import to_thread
 from confluent_kafka import Message
+
+from memstream.intake.producer import Refused
 from memstream.position import Acknowledged, Position, encode_write
 from memstream.shred.port import DataKeys
 from memstream.stack.epoch import read_epoch
-from starlette.concurrency import run_in_threadpool
-
-from memstream_api.producing import Refused
 
 POSITION_DESCRIPTION = (
     "the write's position: an opaque token a read can wait for with after=, so that it "
@@ -47,7 +47,7 @@ class WritePositions:
             known = self._secrets.get(tenant)
         if known is not None:
             return known
-        secret = await run_in_threadpool(self.keys.tenant_secret, tenant)
+        secret = await to_thread.run_sync(self.keys.tenant_secret, tenant)
         with self._lock:
             self._secrets[tenant] = secret
         return secret

@@ -26,8 +26,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import orjson
+from anyio import to_thread
 from confluent_kafka import Message
+
 from memstream.events import Event
+from memstream.intake.producer import BatchProducer, Refused, Report
 from memstream.kafka.dlq import letter
 from memstream.kafka.produce import DeliveryFailed
 from memstream.kafka.reading import committed_offsets, end_offsets
@@ -41,9 +44,6 @@ from memstream.metrics import (
 )
 from memstream.outbox.spool import Segment, Spool, read_lines
 from memstream.outbox.tracker import Observation, Offsets, Tracker
-from starlette.concurrency import run_in_threadpool
-
-from memstream_api.producing import BatchProducer, Refused, Report
 
 log = logging.getLogger(__name__)
 TICK_S = 1.0
@@ -158,7 +158,7 @@ class Outbox:
         event's delivery, as the tracker does, even after the answer. Raises OutboxFull or
         TenantBacklog (see :meth:`admit`) before anything is spooled."""
         self.admit(events[0].tenant, sum(len(v) + 1 for v in lines))
-        seg_id, closed = await run_in_threadpool(self.spool.append, list(lines))
+        seg_id, closed = await to_thread.run_sync(self.spool.append, list(lines))
         with self.lock:
             self.tracker.sent(seg_id, len(events))
             self.events[seg_id] = self.events.get(seg_id, 0) + len(events)
