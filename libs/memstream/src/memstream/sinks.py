@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from memstream.archive.segments import read_archive
-from memstream.graph.port import PurgeScope
 from memstream.kafka.topics import (
     ARCHIVER_GROUP,
     CHECKOUTS,
@@ -32,9 +32,12 @@ from memstream.kafka.topics import (
     SEQUENCER_GROUP,
 )
 from memstream.ledger.purge import is_purged
-from memstream.projection.live import LiveStores
-from memstream.projection.projectors import GraphProjector, VectorProjector
-from memstream.projection.versions import VersionInfo
+from memstream.projection.components import GRAPH_PROJECTOR, VECTOR_PROJECTOR
+
+if TYPE_CHECKING:  # types only: a worker reads this table without importing the stores
+    from memstream.graph.port import PurgeScope
+    from memstream.projection.live import LiveStores
+    from memstream.projection.versions import VersionInfo
 
 
 @dataclass(frozen=True)
@@ -53,7 +56,7 @@ StoreCheck = Callable[[], bool]
 PurgeCheck = Callable[[PurgeTarget], StoreCheck | None]
 # What a version's store recorded applying of a tenant: (broker epoch, raw partition) ->
 # the highest raw offset (read-after's rule 1).
-Applied = Callable[[LiveStores, VersionInfo, str], dict[tuple[str, int], int]]
+Applied = Callable[["LiveStores", "VersionInfo", str], dict[tuple[str, int], int]]
 
 
 @dataclass(frozen=True)
@@ -122,12 +125,12 @@ SINKS: tuple[Sink, ...] = (
         derived=False,
     ),
     Sink(
-        "graph", GraphProjector.component, "memstream_projector.graph",
+        "graph", GRAPH_PROJECTOR, "memstream_projector.graph",
         versioned=lambda info: info.graph_group, purge_check=_graph_check, read_after=True,
         applied=lambda stores, info, tenant: stores.graph_for(info).applied_raw(tenant),
     ),
     Sink(
-        "vectors", VectorProjector.component, None,
+        "vectors", VECTOR_PROJECTOR, None,
         versioned=lambda info: info.vector_group, purge_check=_vectors_check, read_after=True,
     ),
     Sink(

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from memstream.embed.registry import get_embedder
 from memstream.kafka.clients import make_producer
 from memstream.ledger.opening import EntryOpener, reading_keys
+from memstream.projection.components import VECTOR_PROJECTOR
 from memstream.projection.keys import KeyForm
 from memstream.projection.projectors import VectorProjector
 from memstream.projection.purge import PurgeOrder
@@ -77,7 +78,7 @@ def vector_manager(
         settings=settings,
         bootstrap=bootstrap,
         registry=FileProjectionRegistry(registry_path(settings.data_dir)),
-        component=VectorProjector.component,
+        component=VECTOR_PROJECTOR,
         factory=factory,
         group_of=lambda info: settings.api_replica_group(info.vector_group),
     )

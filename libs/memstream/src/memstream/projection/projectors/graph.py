@@ -8,6 +8,7 @@ from confluent_kafka import Message, Producer
 
 from memstream.graph.port import GraphWriter
 from memstream.ledger.opening import EntryOpener
+from memstream.projection.components import GRAPH_PROJECTOR
 from memstream.projection.extract import graph_batch
 from memstream.projection.latents import split_records
 from memstream.projection.metrics import (
@@ -20,7 +21,7 @@ log = logging.getLogger(__name__)
 
 
 class GraphProjector(ProjectorShell):
-    component = "graph-projector"
+    component = GRAPH_PROJECTOR
     kind = "graph"
 
     def __init__(

@@ -15,6 +15,7 @@ from confluent_kafka import Message, Producer
 
 from memstream.embed.port import Embedder
 from memstream.ledger.opening import EntryOpener
+from memstream.projection.components import VECTOR_PROJECTOR
 from memstream.projection.keys import KeyForm, Turn, index_keys
 from memstream.projection.latents import latent_changes, split_records
 from memstream.projection.latents import point_key as latent_point_key
@@ -141,7 +142,7 @@ class IdleOptimizer:
         index: VectorIndex,
         min_new: int = OPTIMIZE_MIN_NEW,
         idle_s: float = OPTIMIZE_IDLE_S,
-        component: str = "vector-projector",
+        component: str = VECTOR_PROJECTOR,
         version: str = "",
         enabled: bool = False,
     ) -> None:
@@ -220,7 +221,7 @@ class PointCount:
 
 
 class VectorProjector(ProjectorShell):
-    component = "vector-projector"
+    component = VECTOR_PROJECTOR
     kind = "vector"
 
     def __init__(
