@@ -26,13 +26,14 @@ system-deps:
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus chromium postgresql >/dev/null; \
 	  else echo "prometheus, promtool, chromium or postgresql missing: run 'sudo apt-get install prometheus chromium postgresql'" >&2; exit 1; fi; }
 
-## test: lint, type-check and the whole suite against real servers (two workers); the type
-## check runs beside the suite, its verdict read at the end
+## test: lint, type-check and the whole suite against real servers (three workers: the tests
+## wait on servers as much as they compute); the type check runs beside the suite, its
+## verdict read at the end
 test: install system-deps
 	.venv/bin/ruff check .
 	.venv/bin/ruff format --check .
 	@rm -f .typecheck.log; (.venv/bin/mypy > .typecheck.log 2>&1; echo $$? >> .typecheck.log) & \
-	  .venv/bin/pytest -n 2 --dist loadfile; status=$$?; wait; \
+	  .venv/bin/pytest -n 3 --dist loadfile; status=$$?; wait; \
 	  echo "--- mypy"; cat .typecheck.log; \
 	  test "$$(tail -n 1 .typecheck.log)" = 0 && exit $$status; exit 1
 
