@@ -56,3 +56,15 @@ async def stdio_session(
     ):
         await session.initialize()
         yield session
+
+
+async def list_tools(api_url: str, key: str) -> list[str]:
+    """The names of the tools listed to the holder of ``key``, sorted."""
+    headers = {"Authorization": f"Bearer {key}"}
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=60) as http,
+        streamable_http_client(f"{api_url}/mcp", http_client=http) as (r, w, *_),
+        ClientSession(r, w) as session,
+    ):
+        await session.initialize()
+        return sorted(t.name for t in (await session.list_tools()).tools)

@@ -8,6 +8,7 @@ from typing import Any
 import orjson
 from confluent_kafka import Message, Producer
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+from proving import proved
 from topicread import read_topic
 
 
@@ -54,8 +55,8 @@ def scratch_topic(
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(topic, 1, 1)])[topic].result()
     producer = Producer({"bootstrap.servers": bootstrap})
-    for value in values:
-        producer.produce(topic, value, key=key)
+    for value in values:  # proved as the stack's producers prove raw records
+        producer.produce(topic, value, key=key, headers=proved(value))
     assert producer.flush(10) == 0
     msgs = sorted(read_topic(bootstrap, topic), key=lambda m: m.offset() or 0)
     assert [m.offset() for m in msgs] == list(range(len(values)))

@@ -17,6 +17,8 @@ import orjson
 from memstream.kafka.reading import read_to_end
 from memstream.kafka.topics import LEDGER
 from memstream.ledger.opening import EntryOpener
+from memstream.proof import Prover, producer_secret
+from memstream.settings import Settings
 from memstream.shred.sqlite import SqliteDataKeys
 from memstream.stack.net import free_port
 from memstream_cli.main import app as cli_app
@@ -98,6 +100,11 @@ class RunningStack:
     @property
     def dev_key(self) -> str:
         return Path(self.info["dev_key_file"]).read_text().strip()
+
+    @property
+    def prover(self) -> Prover:
+        """The stack's own producer proof (its data dir's secret), as its tools write."""
+        return Prover.internal(producer_secret(Settings(data_dir=self.data_dir)))
 
     def pid(self, component: str) -> int:
         info = json.loads((self.data_dir / "stack.json").read_text())

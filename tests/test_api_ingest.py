@@ -84,7 +84,7 @@ def test_missing_or_bad_key_is_401_with_reason(api: Api) -> None:
     assert r.headers["www-authenticate"] == "Bearer"
 
     r = api.post(_msg("s", "hi"), key="ms_nope_nope")
-    assert r.status_code == 401 and r.json()["detail"] == "invalid API key"
+    assert r.status_code == 401 and r.json()["detail"] == "invalid API key (unknown or revoked)"
 
     r = api.client.post(
         "/v1/events", json=_msg("s", "hi"), headers={"Authorization": f"Basic {api.key}"}

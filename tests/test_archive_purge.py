@@ -36,8 +36,8 @@ from memstream.stack.net import free_port
 from memstream.stack.servers import start_tansu
 from memstream_archiver.main import Archiver
 from memstream_cli.stack.restore import restore_ledger
-from memstream_sequencer.main import Sequencer
 from prometheus_client import REGISTRY
+from proving import sequencer
 from topicread import read_topic
 
 NOW = "2026-03-01T00:00:00Z"
@@ -240,7 +240,7 @@ def test_a_restart_restores_the_purged_ledger_and_the_chain_continues(
         by_stream = sorted(restored, key=lambda e: (e["stream"], e["seq"]))
         assert verify_entries((e, "restored") for e in by_stream) is None
         assert sum(is_purged(e) for e in restored) == 2
-        seq = Sequencer(bootstrap, make_producer(bootstrap))
+        seq = sequencer(bootstrap, make_producer(bootstrap))
         seq.rebuild(list(range(Settings().topic_partitions)))
         state = next(s for s in seq.states.values() if "t1/a" in s.heads)
         # A purged event re-sent (an outbox after a restart) stays out of the ledger ...

@@ -71,16 +71,22 @@ def test_the_overheads_interval_brackets_it_and_widens_with_a_noisy_tail() -> No
     assert overhead_interval([], []) is None
 
 
-def test_load_row_carries_the_plain_p95_and_what_the_levers_add() -> None:
+def test_load_row_carries_the_plain_and_scoped_p95_and_what_each_adds() -> None:
     measured = load_doc(100_000, 30.0) | {
         "checkout_plain_p95_ms": 50.0,
         "checkout_lever_p95_overhead": 0.2,
         "checkout_lever_p95_overhead_interval95": [0.05, 0.31],
+        "checkout_scoped_p95_ms": 61.2,
+        "checkout_scope_p95_overhead": 0.02,
+        "checkout_scope_p95_overhead_interval95": [-0.04, 0.07],
     }
     older = load_doc(10_000, 12.5)  # written before the plain checkouts were measured
     rows = [r for r in load_table([measured, older]).splitlines() if r.startswith("| 1")]
-    assert rows[1].endswith("| 30.0 / 60.0 ms | 50.0 ms (+20.0%, 95% interval +5.0% to +31.0%) |")
-    assert rows[0].endswith("| 12.5 / 25.0 ms | – |")
+    assert rows[1].endswith(
+        "| 30.0 / 60.0 ms | 50.0 ms (+20.0%, 95% interval +5.0% to +31.0%) "
+        "| 61.2 ms (+2.0%, 95% interval -4.0% to +7.0%) |"
+    )
+    assert rows[0].endswith("| 12.5 / 25.0 ms | – | – |")
 
 
 def test_burst_cell_names_missed_probes_and_marks_a_lower_bound() -> None:

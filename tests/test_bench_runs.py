@@ -181,6 +181,12 @@ def test_bench_load_reports_ingest_freshness_and_checkouts(tmp_path: Path) -> No
     assert overhead == pytest.approx(
         doc["checkout_p95_ms"] / doc["checkout_plain_p95_ms"] - 1, abs=2e-3
     )
+    # and inside one user's scope: what a scope costs, against the same levers without one
+    assert doc["checkout_scoped_p95_ms"] > 0
+    scoped = doc["checkout_scope_p95_overhead"]
+    assert scoped == pytest.approx(
+        doc["checkout_scoped_p95_ms"] / doc["checkout_p95_ms"] - 1, abs=2e-3
+    )
 
 
 @pytest.mark.timeout(900)

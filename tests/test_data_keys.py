@@ -290,3 +290,52 @@ def test_a_destroyed_key_leaves_no_bytes_while_another_process_reads(
         assert key not in _on_disk(path)
     finally:
         other.close()
+
+
+def test_an_owned_key_is_given_to_its_owner_only(store: DataKeys) -> None:
+    """A producer outside the stack gets the keys of ids it makes; an id another writer (or
+    the stack itself) made a key for is taken, and its key is never given; a destroyed id is
+    in neither list."""
+    first = store.create_owned("acme", "event", ["mine-1", "mine-2"], owner="k1")
+    assert set(first.keys) == {"mine-1", "mine-2"} and first.taken == []
+    again = store.create_owned("acme", "event", ["mine-1"], owner="k1")
+    assert again.keys == {"mine-1": first.keys["mine-1"]}  # a re-send seals under the same key
+    theirs = store.create_owned("acme", "event", ["mine-1", "fresh"], owner="k2")
+    assert theirs.taken == ["mine-1"] and set(theirs.keys) == {"fresh"}
+    stack_made = store.create_or_get("acme", "event", ["by-api"])
+    assert store.create_owned("acme", "event", ["by-api"], owner="k1").taken == ["by-api"]
+    assert store.get("acme", "event", ["mine-2"]) == {"mine-2": first.keys["mine-2"]}
+    store.destroy("acme", "event", ["mine-2"])
+    gone = store.create_owned("acme", "event", ["mine-2"], owner="k1")
+    assert gone.keys == {} and gone.taken == []
+    # the stack's own lookup of an owned id is unchanged: the sequencer opens what k1 sealed
+    assert store.create_or_get("acme", "event", ["mine-1", "by-api"]) == {
+        "mine-1": first.keys["mine-1"], "by-api": stack_made["by-api"],
+    }  # fmt: skip
+
+
+def test_an_owned_id_is_per_tenant(store: DataKeys) -> None:
+    a = store.create_owned("acme", "event", ["same"], owner="k1")
+    b = store.create_owned("globex", "event", ["same"], owner="k9")
+    assert a.keys and b.keys and a.keys["same"] != b.keys["same"]
+
+
+def test_a_store_made_before_owners_gains_the_column(path: Path) -> None:
+    import sqlite3
+
+    path.parent.mkdir(parents=True)
+    db = sqlite3.connect(path)
+    db.execute(
+        "CREATE TABLE data_keys (tenant TEXT NOT NULL, kind TEXT NOT NULL, id TEXT NOT NULL, "
+        "key BLOB NOT NULL, PRIMARY KEY (tenant, kind, id)) WITHOUT ROWID"
+    )
+    db.execute("INSERT INTO data_keys VALUES ('acme', 'event', 'old', X'0102')")
+    db.commit()
+    db.close()
+    store = SqliteDataKeys(path)
+    try:
+        assert store.get("acme", "event", ["old"]) == {"old": b"\x01\x02"}
+        assert store.create_owned("acme", "event", ["old"], owner="k1").taken == ["old"]
+        assert "new" in store.create_owned("acme", "event", ["new"], owner="k1").keys
+    finally:
+        store.close()

@@ -219,7 +219,9 @@ def test_a_bad_key_shows_the_reason_and_asks_again(
 ) -> None:
     open_with_key(page, stack, "not-a-key-" + "x" * 20)
     search(page, "beehive", "episode")
-    expect(page.get_by_test_id("error")).to_have_text("Not authorized: invalid API key")
+    expect(page.get_by_test_id("error")).to_have_text(
+        "Not authorized: invalid API key (unknown or revoked)"
+    )
     expect(page.get_by_test_id("key-form")).to_be_visible()
     assert page.evaluate("sessionStorage.length") == 0
     expect(page.get_by_test_id("result")).to_have_count(0)

@@ -149,8 +149,10 @@ def test_latents_are_listed_newest_first_stale_ones_only_when_asked(
     assert {old.artifact_id, new.artifact_id} <= set(_ids(prefs))
     both = _ids(client.latents(types=["preference_latent", "episode_latent"]))
     assert {pottery.artifact_id, new.artifact_id} <= set(both)
+    # stream= is a scope: the artifacts resting on an event of the stream, citing only those
     in_stream = client.latents(stream=STREAM)
-    assert {a["details"]["stream"] for a in in_stream} == {STREAM}
+    assert pottery.artifact_id in _ids(in_stream)
+    assert all({r["stream"] for r in a["source_event_refs"]} == {STREAM} for a in in_stream)
     assert client.latents(stream="no-such-stream") == []
 
 

@@ -28,7 +28,7 @@ def versions(s: RunningStack) -> dict[str, dict[str, Any]]:
 
 
 def emit_workload(s: RunningStack, n: int) -> None:
-    with MemoryClient(s.bootstrap, "proj") as client:
+    with MemoryClient(s.bootstrap, "proj", prover=s.prover) as client:
         for i in range(n):
             stream = f"session-{i % 10}"
             if i % 50 == 0:

@@ -402,7 +402,7 @@ def test_a_clear_raw_event_is_reported_as_residual_with_its_time(
 ) -> None:
     """An SDK client without the key store writes raw in the clear: the purge says so."""
     before = datetime.now(UTC)
-    with MemoryClient(stack.bootstrap, TENANT, agent="no-keys") as sdk:
+    with MemoryClient(stack.bootstrap, TENANT, agent="no-keys", prover=stack.prover) as sdk:
         eid = sdk.emit(
             "journal", "message.user", {"text": "quentin fairweather-ng lent me a canoe."}
         )

@@ -245,10 +245,12 @@ def test_sequencer_dead_letter_does_not_wait_for_bound(
     producer = Producer({"bootstrap.servers": stack.bootstrap})
     envelope = {"id": f"evt-{uuid.uuid4().hex}", "tenant": TENANT, "stream": "atelier"}
     envelope |= {"type": "observation", "payload": {"text": "a\x00b"}}
+    value = orjson.dumps(envelope)
     producer.produce(
         RAW,
-        orjson.dumps(envelope),
+        value,
         key=f"{TENANT}/atelier".encode(),
+        headers=stack.prover.headers(value),  # proved: refused for its NUL, not its sender
         on_delivery=lambda err, msg: delivered.append(msg) if err is None else None,
     )
     producer.flush(30)

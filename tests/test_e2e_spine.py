@@ -103,9 +103,10 @@ def test_poison_goes_to_dlq_and_the_sequencer_keeps_going(stack: RunningStack) -
     garbage = b"\x00\x01 definitely not json \xff"
     wrong = orjson.dumps({"tenant": "alpha", "stream": "s0", "type": "message.user"})
     producer.produce(RAW, garbage, key=b"alpha/s0")
-    producer.produce(RAW, wrong, key=b"alpha/s0")
+    # Proved as the stack: this record is refused for what it holds, not for who sent it.
+    producer.produce(RAW, wrong, key=b"alpha/s0", headers=stack.prover.headers(wrong))
     producer.flush(10)
-    with MemoryClient(stack.bootstrap, "alpha") as client:
+    with MemoryClient(stack.bootstrap, "alpha", prover=stack.prover) as client:
         after = client.emit("s0", "observation", {"text": "still alive after poison"})
     wait_until(lambda: any(e["id"] == after for e in stack.ledger()), 30, "the next event")
     dead = [orjson.loads(m.value() or b"{}") for m in read_to_end(stack.bootstrap, DLQ)]
@@ -143,7 +144,7 @@ def test_killing_workers_mid_ingest_loses_and_duplicates_nothing(stack: RunningS
     ids = [f"kill-{i}" for i in range(n)]
 
     def emit() -> None:
-        with MemoryClient(stack.bootstrap, "gamma") as client:
+        with MemoryClient(stack.bootstrap, "gamma", prover=stack.prover) as client:
             for i, event_id in enumerate(ids):
                 client.emit(f"s{i % 5}", "observation", {"text": f"obs {i}"}, id=event_id)
                 if i % 500 == 0:
@@ -252,7 +253,7 @@ def test_status_reports_components_and_lag(stack: RunningStack) -> None:
 def test_full_restart_keeps_events_and_extends_chains(tmp_path: Path) -> None:
     data = tmp_path / "data"
     first = start_stack(data)
-    with MemoryClient(first.bootstrap, "delta") as client:
+    with MemoryClient(first.bootstrap, "delta", prover=first.prover) as client:
         for i in range(300):
             client.emit(f"s{i % 3}", "message.user", {"text": f"before restart {i}"}, id=f"d-{i}")
     wait_until(
@@ -265,7 +266,7 @@ def test_full_restart_keeps_events_and_extends_chains(tmp_path: Path) -> None:
     second = start_stack(data)
     try:
         assert stats(second)["tenants"]["delta"] == {"events": 300, "streams": 3, "purged": 0}
-        with MemoryClient(second.bootstrap, "delta") as client:
+        with MemoryClient(second.bootstrap, "delta", prover=second.prover) as client:
             client.emit("s0", "message.user", {"text": "after restart"}, id="d-after")
             client.emit("s0", "message.user", {"text": "resent"}, id="d-0")  # a known id
         wait_until(lambda: stats(second)["tenants"]["delta"]["events"] == 301, 60, "the new event")

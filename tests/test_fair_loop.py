@@ -21,7 +21,7 @@ from memstream.kafka.loop import BatchLoop
 from memstream.kafka.topics import LEDGER, ensure_topics
 from memstream.ledger.verify import verify_entries
 from memstream.settings import Settings
-from memstream_sequencer.main import Sequencer
+from proving import proved, sequencer
 from topicread import read_topic
 
 DEADLINE_S = 120
@@ -44,7 +44,7 @@ def write(bootstrap: str, topic: str, records: list[tuple[bytes, bytes]]) -> Non
     """``records`` (key, value) on partition 0, in order."""
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
     for key, value in records:
-        producer.produce(topic, value, key=key, partition=0)
+        producer.produce(topic, value, key=key, partition=0, headers=proved(value))
     assert producer.flush(30) == 0
 
 
@@ -206,7 +206,7 @@ def test_the_sequencer_replays_a_tenant_once_after_a_restart(topics: str) -> Non
     counts = [0, 0]
 
     def loop_for(n: int, stop_after: int | None) -> BatchLoop:
-        seq = Sequencer(topics, make_producer(topics, **{"delivery.report.only.error": True}))
+        seq = sequencer(topics, make_producer(topics, **{"delivery.report.only.error": True}))
 
         def process(msgs: list[Message]) -> None:
             seq.process(msgs)

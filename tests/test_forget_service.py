@@ -4,6 +4,7 @@ purge tests'."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -14,15 +15,33 @@ import pytest
 from memstream.checkout.memory import PacketMemory, RecentPacket
 from memstream.events.payloads import QuestionFamily
 from memstream.forget.metrics import PendingPurges
+from memstream.forget.purge import TOMBSTONE_EVENT_IDS, tombstones
 from memstream.forget.service import ForgetService, NoSubject, NothingHeld, forget_ordered
 from memstream.forget.topics import Reach, TopicsOutcome
 from memstream.graph.port import PurgeScope
 from memstream.ledger.purge import subject_digest
 from memstream.projection.purge import PurgeOrder
+from memstream.records.projected import EventRecord
+from memstream.scope import Scope
+from memstream.settings import Settings
 from memstream.text.names import entity_key
 
 T = "atelier-9"
 SCOPE = PurgeScope(event_ids=["ev-1", "ev-2"], fact_ids=["ev-1#0"], latent_ids=["lat-1"])
+# ev-2 is Ngozi's own turn; ev-1 is Idris's turn that mentions her (collateral); ev-3 is his.
+EVENTS = {
+    "ev-1": ("idris", "coach", "2031-04-02T09:00:00Z"),
+    "ev-2": ("ngozi", "coach", "2031-04-01T09:00:00Z"),
+    "ev-3": ("idris", "planner", "2031-04-03T09:00:00Z"),
+}
+
+
+def record(event_id: str) -> EventRecord:
+    user, agent, at = EVENTS[event_id]
+    return EventRecord(
+        tenant=T, event_id=event_id, stream=f"{user}.chat", seq=1, hash="h", prev_hash="p",
+        type="message.user", agent=agent, occurred_at=at, ingested_at=at, user=user,
+    )  # fmt: skip
 
 
 @dataclass
@@ -34,11 +53,25 @@ class Graph:
         self.asked.append((tenant, key, named))
         return SCOPE
 
+    def events(self, tenant: str, ids: list[str]) -> list[EventRecord]:
+        return [record(i) for i in ids if i in EVENTS]
+
+    def scope_events(self, tenant: str, scope: Scope) -> list[str]:
+        return [i for i in EVENTS if scope.admits(**_fields(record(i)))]
+
+    def derived_from(self, tenant: str, ids: list[str]) -> PurgeScope:
+        facts = [f for f in SCOPE.fact_ids if f.split("#")[0] in ids]
+        return PurgeScope(sorted(ids), facts, ["lat-1"] if "ev-1" in ids else [])
+
     def events_held(self, tenant: str, ids: list[str]) -> int:
         return self.held
 
     def latents_by_id(self, tenant: str, ids: list[str]) -> list[Any]:
         return []
+
+
+def _fields(e: EventRecord) -> dict[str, Any]:
+    return {"user": e.user, "agent": e.agent, "stream": e.stream}
 
 
 class NoHits:
@@ -126,10 +159,11 @@ def test_a_dry_run_reports_what_would_go_and_changes_nothing(tmp_path: Path) -> 
 def test_a_purge_destroys_the_keys_forgets_what_it_holds_and_watches(tmp_path: Path) -> None:
     service, checkout, keys = forget_service(tmp_path, Graph())
     plan = service.plan(T, "Ngozi")
-    event = service.tombstone(plan)
+    [event] = service.tombstones(plan)
     assert event.type == "memory.purge" and event.payload.event_ids == ["ev-1", "ev-2"]
     assert "ngozi" not in event.model_dump_json().lower()  # named by digest only
-    report = service.carry_out(plan, event.id, wait_s=0)
+    report = service.carry_out(plan, [event.id], wait_s=0)
+    assert report.tombstone_ids == [event.id] and report.tombstone_id == event.id
     assert keys.destroyed == [("event", ["ev-1", "ev-2"]), ("latent", ["lat-1"])]
     assert report.removed["data_keys"] == 2 and report.removed["artifact_keys"] == 1
     assert report.removed["checkout_traces"] == 2 and report.removed["recent_packets"] == 2
@@ -143,7 +177,7 @@ def test_a_purge_destroys_the_keys_forgets_what_it_holds_and_watches(tmp_path: P
 def test_a_store_that_has_not_obeyed_leaves_the_purge_pending(tmp_path: Path) -> None:
     service, _, _ = forget_service(tmp_path, Graph(held=1))
     plan = service.plan(T, "Ngozi")
-    report = service.carry_out(plan, "tomb-1", wait_s=0)
+    report = service.carry_out(plan, ["tomb-1"], wait_s=0)
     assert not report.complete and report.completed["graph"] is False
     assert service.pending.oldest_age() >= 0.0 and "tomb-1" in service.pending._since
 
@@ -182,3 +216,52 @@ def test_a_tombstone_whose_digest_matches_nothing_forgets_by_ids_alone() -> None
     order = PurgeOrder(T, "tomb-2", ("ev-1",), subject_digest(b"another secret!!" * 2, T, "ines"))
     assert forget_ordered(order, {"p": memory}, memory.named(T), secret) == {"p": 0}
     assert memory.get(T, "pk-1") is not None
+
+
+def test_a_dry_run_lists_every_event_in_time_order_collateral_included(tmp_path: Path) -> None:
+    service, _, _ = forget_service(tmp_path, Graph())
+    report = service.preview(service.plan(T, "Ngozi"))
+    listed = [(e.event_id, e.user, e.agent, e.stream) for e in report.events]
+    # her own turn first (earlier), then Idris's turn that mentions her: visible before it goes
+    assert listed == [
+        ("ev-2", "ngozi", "coach", "ngozi.chat"),
+        ("ev-1", "idris", "coach", "idris.chat"),
+    ]
+    assert report.events[0].occurred_at == datetime(2031, 4, 1, 9, tzinfo=UTC)
+
+
+def test_a_scoped_key_purges_only_inside_its_scope(tmp_path: Path) -> None:
+    service, _, _ = forget_service(tmp_path, Graph())
+    plan = service.plan(T, "Ngozi", within=Scope(user=["ngozi"]))
+    assert plan.scope.event_ids == ["ev-2"] and [e.event_id for e in plan.events] == ["ev-2"]
+    assert plan.scope.latent_ids == []  # the artifact rests on ev-1, which stays
+
+
+def test_a_scope_purge_reaches_the_scope_events_and_names_no_entity(tmp_path: Path) -> None:
+    service, _, _ = forget_service(tmp_path, Graph())
+    plan = service.plan_scope(T, Scope(user=["idris"], agent=["coach"]))
+    assert plan.scope.event_ids == ["ev-1"] and plan.key == "" and plan.forms == frozenset()
+    assert plan.subject == "user=idris agent=coach"
+    [event] = service.tombstones(plan)
+    assert event.payload.event_ids == ["ev-1"] and "idris" not in event.model_dump_json()
+    report = service.preview(plan)
+    assert [e.event_id for e in report.events] == ["ev-1"] and report.subject_key == ""
+
+
+def test_a_purge_of_many_events_is_written_in_parts_that_fit_a_record() -> None:
+    ids = [str(uuid.uuid4()) for _ in range(TOMBSTONE_EVENT_IDS * 2 + 1)]
+    now = datetime(2026, 3, 1, tzinfo=UTC)
+    parts = tombstones(T, "scope:user=ana lúcia", PurgeScope(ids, [], []), now, b"k" * 32)
+    assert [len(p.payload.event_ids) for p in parts] == [
+        TOMBSTONE_EVENT_IDS,
+        TOMBSTONE_EVENT_IDS,
+        1,
+    ]
+    assert [i for p in parts for i in p.payload.event_ids] == ids
+    assert len({p.id for p in parts}) == 3 and len({p.payload.subject for p in parts}) == 1
+    limit = Settings().max_record_bytes
+    assert all(len(p.model_dump_json().encode()) < limit // 2 for p in parts)
+    assert "lúcia" not in parts[0].model_dump_json()
+    # a purge reaching nothing still records itself once
+    [empty] = tombstones(T, "nobody", PurgeScope([], [], []), now, b"k" * 32)
+    assert empty.payload.event_ids == []

@@ -39,6 +39,7 @@ from memstream.records.projected import (
     MentionRecord,
     SourceRef,
 )
+from memstream.scope import Scope
 from memstream.settings import Settings
 from memstream.stack.servers import Server
 from memstream.times import iso_z
@@ -1161,3 +1162,31 @@ def test_purge_scope_covers_mentions_facts_and_named_events(store: GraphStore) -
     assert scope.event_ids == ["chat-1", "chat-2", "chat-3"]
     assert scope.fact_ids == ["f-pass"] and scope.latent_ids == []
     assert store.purge_scope(A, "nobody here", []) == PurgeScope([], [], [])
+
+
+def test_a_scope_reaches_its_events_their_facts_and_artifacts(store: CypherGraphStore) -> None:
+    mine = [ev(1).model_copy(update={"user": "zoë"}), ev(2).model_copy(update={"user": "zoë"})]
+    theirs = ev(3).model_copy(update={"user": "Ana Lúcia"})
+    desk = ev(1, stream="desk")  # no user
+    other = ev(1, tenant=B).model_copy(update={"user": "zoë"})
+    store.write(GraphBatch(events=[*mine, theirs, desk, other]))
+    store.write(GraphBatch(facts=[fact("f-z", "zoë", "likes", JAN, "tea", seq=2)]))
+    built = latentdata.episode(A, "chat", "Zoë and Ana talked", [src(mine[0]), src(theirs)])
+    only_desk = latentdata.episode(A, "desk", "desk notes", [src(desk)], group="desk")
+    store.write_latents([built, only_desk])
+    zoe = Scope(user=["zoë"])
+    assert store.scope_events(A, zoe) == ["chat-1", "chat-2"]
+    assert store.scope_events(A, Scope(stream=["desk"])) == ["desk-1"]
+    assert store.scope_events(A, Scope(user=["nobody"])) == []
+    reach = store.derived_from(A, store.scope_events(A, zoe))
+    assert reach == PurgeScope(["chat-1", "chat-2"], ["f-z"], [built.artifact_id])
+    assert store.derived_from(A, []) == PurgeScope([], [], [])
+    # an artifact counts in a scope when one of its sources does
+    assert [a.artifact_id for a in store.latents_in(A, zoe)] == [built.artifact_id]
+    assert [a.artifact_id for a in store.latents_in(A, Scope(user=["Ana Lúcia"]))] == [
+        built.artifact_id
+    ]
+    assert [a.artifact_id for a in store.latents_in(A, Scope(stream=["desk"]))] == [
+        only_desk.artifact_id
+    ]
+    assert store.latents_in(B, zoe) == []

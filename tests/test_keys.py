@@ -7,10 +7,12 @@ import json
 import os
 import stat
 import threading
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from memstream.keys import KeyStore, KeyStoreError
+from memstream.keys import KeyStore, KeyStoreError, LastUsed
+from memstream.scope import Scope
 from memstream.settings import Settings
 
 
@@ -106,3 +108,51 @@ def test_path_comes_from_settings(tmp_path: Path) -> None:
     key = store.create("acme")
     assert os.path.exists(tmp_path / "keys.json")
     assert KeyStore.from_settings(Settings(data_dir=tmp_path)).tenant_for(key) == "acme"
+
+
+def test_a_key_has_a_name_permissions_and_a_scope(tmp_path: Path) -> None:
+    store = KeyStore(tmp_path / "keys.json")
+    scope = Scope.model_validate({"user": "zoë", "agent": ["planner", "coder"]})
+    key, record = store.create_record("acme", "Zoë's planner", ["read", "write"], scope)
+    who = store.principal_for(key)
+    assert who is not None and who.tenant == "acme" and who.key_id == record.key_id
+    assert who.can("read") and who.can("write") and not who.can("forget")
+    assert who.scope == scope and record.name == "Zoë's planner"
+    admin = store.principal_for(store.create("acme", permissions=["admin"]))
+    assert admin is not None and {"read", "write", "forget", "admin"} == admin.permissions
+    legacy = store.principal_for(store.create("acme"))
+    assert legacy is not None and legacy.can("forget") and legacy.scope.empty
+
+
+def test_revoked_keys_are_refused_and_stay_listed(tmp_path: Path) -> None:
+    path = tmp_path / "keys.json"
+    writer, reader = KeyStore(path), KeyStore(path)  # two processes' handles
+    key, record = writer.create_record("acme", "ci")
+    assert reader.principal_for(key) is not None
+    revoked = writer.revoke(record.key_id)
+    assert reader.principal_for(key) is None and reader.tenant_for(key) is None
+    assert writer.revoke(record.key_id).revoked_at == revoked.revoked_at  # the first time kept
+    assert [r.key_id for r in reader.list("acme")] == [record.key_id]
+    assert reader.list("globex") == []
+    with pytest.raises(KeyError):
+        writer.revoke("nosuchkey")
+
+
+@pytest.mark.parametrize("name", ["", "a\x00b", "tab\there", "x" * 201])
+def test_hostile_names_and_empty_permissions_are_refused(tmp_path: Path, name: str) -> None:
+    store = KeyStore(tmp_path / "keys.json")
+    with pytest.raises(ValueError):
+        store.create("acme", name=name)
+    with pytest.raises(ValueError):
+        store.create("acme", permissions=[])
+
+
+def test_last_use_is_kept_beside_the_file_latest_wins(tmp_path: Path) -> None:
+    path = tmp_path / "keys.json"
+    one, two = LastUsed(path, every_s=0), LastUsed(path, every_s=0)
+    one.mark("k1", datetime(2031, 1, 2, tzinfo=UTC))
+    two.mark("k1", datetime(2031, 1, 1, tzinfo=UTC))  # an older use does not go back
+    two.mark("k2", datetime(2031, 1, 3, tzinfo=UTC))
+    seen = LastUsed(path).read()
+    assert seen["k1"].startswith("2031-01-02") and seen["k2"].startswith("2031-01-03")
+    assert stat.S_IMODE((tmp_path / "keys.json.used").stat().st_mode) == 0o600

@@ -34,7 +34,7 @@ from memstream.projection.versions import FileProjectionRegistry, registry_path
 from memstream.settings import Settings
 from memstream.stack.servers import Server
 from memstream.vectors.edge import EdgeVectorIndex
-from memstream_sequencer.main import Sequencer
+from proving import sequencer
 from pydantic import ValidationError
 from scratchtopics import raw_event, scratch_topic
 from stackproc import wait_until
@@ -365,7 +365,7 @@ def test_sequenced_entries_advance_progress_to_their_raw_offsets(
         raw_event(tenant, 1),
     ]
     _, raw = scratch_topic(topics, values, key=f"{tenant}/s1".encode())
-    Sequencer(topics, make_producer(topics), epoch=EPOCH).process(raw)
+    sequencer(topics, make_producer(topics), epoch=EPOCH).process(raw)
     ledger = [
         m for m in read_topic(topics, LEDGER) if (m.key() or b"").startswith(tenant.encode() + b"/")
     ]

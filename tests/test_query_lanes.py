@@ -243,6 +243,13 @@ class _Recording:
             self.bounded.append(args[2])
         return self.index.query(*args, **kw)
 
+    def query_batch(self, *args: Any, **kw: Any) -> Any:
+        # (tenant, dense, text, searches, as_of, related): as_of by position or by name
+        as_of = args[4] if len(args) > 4 else kw.get("as_of")
+        if as_of is not None:
+            self.bounded.append(args[2])
+        return self.index.query_batch(*args, **kw)
+
     def __getattr__(self, name: str) -> Any:
         return getattr(self.index, name)
 

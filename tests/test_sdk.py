@@ -17,6 +17,7 @@ from memstream.metrics import EVENTS_PRODUCED
 from memstream.sdk import (
     BrokerUnavailableError,
     DeliveryError,
+    EventRefusedError,
     EventTooLargeError,
     MemoryClient,
     TopicMissingError,
@@ -25,7 +26,6 @@ from memstream.sdk import (
 from memstream.settings import Settings
 from memstream.stack.net import free_port
 from memstream.stack.servers import start_tansu
-from pydantic import ValidationError
 from topicread import records_for
 
 
@@ -122,20 +122,23 @@ def test_invalid_input_raises_before_anything_is_produced(topics: str) -> None:
     tenant = _tenant()
     before = high_watermarks(topics, RAW)
     with MemoryClient(topics, tenant) as client:
-        with pytest.raises(ValidationError, match="text"):
+        with pytest.raises(EventRefusedError, match="text"):
             client.emit("s", "message.user", {"txt": "typo"})
-        with pytest.raises(ValidationError):
+        with pytest.raises(EventRefusedError):
             client.emit("s", "no.such.type", {"text": "x"})
-        with pytest.raises(ValidationError):
+        with pytest.raises(EventRefusedError, match="stream"):
             client.emit("bad stream/", "message.user", {"text": "x"})
-        with pytest.raises(ValidationError):
-            # One bad event stops the whole batch.
+        with pytest.raises(EventRefusedError) as refused:
+            # One bad event stops the whole batch, in one line naming it and its field.
             client.emit_many(
                 [
                     EventIn(stream="s", type="message.user", payload={"text": "fine"}),
-                    EventIn(stream="s", type="message.user", payload={}),
+                    {"id": "e-2", "stream": "s", "type": "message.user", "payload": {"text": "ok"}},
+                    EventIn(id="e-3", stream="s", type="message.user", payload={}),
                 ]
             )
+        assert str(refused.value).startswith("event 2 (e-3): payload.text: Field required")
+        assert "\n" not in str(refused.value) and refused.value.field == "payload.text"
         other = EventIn(stream="s", type="message.user", payload={"text": "x"}).complete("other")
         with pytest.raises(ValueError, match="tenant"):
             client.emit_event(other)

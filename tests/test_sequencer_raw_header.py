@@ -12,7 +12,7 @@ from memstream.kafka.reading import headers_of
 from memstream.kafka.topics import DLQ, LEDGER, ensure_topics
 from memstream.position import RAW_HEADER, raw_header, read_raw_header
 from memstream.settings import Settings
-from memstream_sequencer.main import Sequencer
+from proving import sequencer
 from scratchtopics import raw_event, scratch_topic
 from topicread import read_topic
 
@@ -82,10 +82,10 @@ def test_sequenced_entries_carry_their_raw_offset_and_epoch(topics: str, epoch: 
         raw_event(tenant, 1),
     ]
     _, msgs = scratch_topic(topics, values)
-    sequencer = Sequencer(
+    seq = sequencer(
         topics, make_producer(topics, **{"delivery.report.only.error": True}), epoch=epoch
     )
-    sequencer.process(msgs)
+    seq.process(msgs)
     entries = ledgered(topics, tenant)
     assert entries == [
         (f"{tenant}-0", f"{epoch}:0".encode()),

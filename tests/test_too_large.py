@@ -15,7 +15,7 @@ from memstream.kafka.dlq import MAX_RAW_BYTES
 from memstream.kafka.topics import DLQ, LEDGER, ensure_topics
 from memstream.metrics import RECORDS_TOO_LARGE
 from memstream.settings import Settings
-from memstream_sequencer.main import Sequencer
+from proving import sequencer
 from scratchtopics import envelope, scratch_topic
 from topicread import read_topic
 
@@ -54,8 +54,8 @@ def test_an_entry_too_large_for_kafka_is_dead_lettered_and_the_chain_goes_on(
     topic, msgs = scratch_topic(topics, values)
     too_large = RECORDS_TOO_LARGE.labels("sequencer", LEDGER)
     before = too_large._value.get()
-    sequencer = Sequencer(topics, make_producer(topics, **{"delivery.report.only.error": True}))
-    sequencer.process(msgs)  # returns: the loop commits past all three
+    seq = sequencer(topics, make_producer(topics, **{"delivery.report.only.error": True}))
+    seq.process(msgs)  # returns: the loop commits past all three
     ledger = [
         orjson.loads(m.value() or b"{}")
         for m in read_topic(topics, LEDGER)

@@ -1,5 +1,8 @@
 """``MemoryHttpClient``: the HTTP API from Python (ingest, checkout, recall, summarize_recall,
-search, feedback, lineage, latent artifacts)."""
+search, feedback, lineage, latent artifacts, purges, the calling key).
+
+Every read takes ``scope``: ``{"user": …, "agent": …, "stream": …}``, each a value or a list
+(AND across fields, OR within one); ``stream=`` is shorthand for its stream."""
 
 from __future__ import annotations
 
@@ -27,6 +30,26 @@ class StaleRead(UserWarning):
     """A read given ``after=`` answered before every projection it reads applied that
     position (the answer's stale warning, raised as a Python warning where the client returns
     only the items)."""
+
+
+ScopeArg = Mapping[str, str | list[str]]
+
+
+def _scoped(body: dict[str, Any], scope: ScopeArg | None, stream: str | None) -> dict[str, Any]:
+    """``body`` with the read's scope and stream shorthand, where given."""
+    if scope is not None:
+        body["scope"] = dict(scope)
+    if stream is not None:
+        body["stream"] = stream
+    return body
+
+
+def _scope_params(scope: ScopeArg | None) -> list[tuple[str, str | int]]:
+    """A scope as repeated query parameters (``user=a&user=b&agent=c``)."""
+    params: list[tuple[str, str | int]] = []
+    for field, values in (scope or {}).items():
+        params += [(field, v) for v in ([values] if isinstance(values, str) else values)]
+    return params
 
 
 def _warn_stale(doc: dict[str, Any]) -> None:
@@ -73,6 +96,7 @@ class MemoryHttpClient:
         max_tokens: int = 1500,
         k: int = 10,
         stream: str | None = None,
+        scope: ScopeArg | None = None,
         purpose: str | None = None,
         task_id: str | None = None,
         format: Literal["json", "markdown", "gathered"] = "json",
@@ -98,8 +122,7 @@ class MemoryHttpClient:
         body: dict[str, Any] = {"query": query, "max_tokens": max_tokens, "k": k, "format": format}
         if as_of is not None:
             body["as_of"] = as_of.isoformat() if isinstance(as_of, datetime) else as_of
-        if stream is not None:
-            body["stream"] = stream
+        _scoped(body, scope, stream)
         if purpose is not None:
             body["purpose"] = purpose
         if task_id is not None:
@@ -127,13 +150,13 @@ class MemoryHttpClient:
         mode: Literal["fused", "hybrid", "dense", "sparse"] = "fused",
         as_of: datetime | str | None = None,
         after: str | None = None,
+        scope: ScopeArg | None = None,
     ) -> list[dict[str, Any]]:
         """Raw top-k items: every lane fused, or one vector-index lane."""
         body: dict[str, Any] = {"query": query, "k": k, "mode": mode}
         if as_of is not None:
             body["as_of"] = as_of.isoformat() if isinstance(as_of, datetime) else as_of
-        if stream is not None:
-            body["stream"] = stream
+        _scoped(body, scope, stream)
         if after is not None:
             body["after"] = after
         doc = self._call("POST", "/v1/recall", json=body).json()
@@ -150,6 +173,8 @@ class MemoryHttpClient:
         include_citations: bool = True,
         force_refresh: bool = False,
         after: str | None = None,
+        scope: ScopeArg | None = None,
+        stream: str | None = None,
     ) -> dict[str, Any]:
         """Recall ``k`` memories and synthesize them (an LLM call unless cached):
         ``{summary, citations, sources_used, cache_hit, model, unsupported, warnings}``;
@@ -161,6 +186,7 @@ class MemoryHttpClient:
             "include_citations": include_citations,
             "force_refresh": force_refresh,
         }
+        _scoped(body, scope, stream)
         if after is not None:
             body["after"] = after
         doc: dict[str, Any] = self._call("POST", "/v1/summarize_recall", json=body).json()
@@ -232,10 +258,12 @@ class MemoryHttpClient:
         k: int = 10,
         as_of: datetime | str | None = None,
         after: str | None = None,
+        scope: ScopeArg | None = None,
+        stream: str | None = None,
     ) -> list[dict[str, Any]]:
         """The best ``k`` items at one altitude: ``{id, kind, altitude, text, score, sources}``
         each, ``sources`` being the ledger event ids beneath the hit."""
-        body: dict[str, Any] = {"query": query, "altitude": altitude, "k": k}
+        body = _scoped({"query": query, "altitude": altitude, "k": k}, scope, stream)
         if as_of is not None:
             body["as_of"] = as_of.isoformat() if isinstance(as_of, datetime) else as_of
         if after is not None:
@@ -252,16 +280,40 @@ class MemoryHttpClient:
         path = f"/v1/subjects/{quote(subject, safe='')}"
         return self._call("DELETE", path, params=params).json()
 
+    def purge_scope(self, scope: ScopeArg, *, dry_run: bool = False, wait_s: float = 30.0) -> Any:
+        """Purge every event of a scope (``DELETE /v1/scopes``) and all derived from them;
+        the report lists the events (with ``dry_run``: that would go)."""
+        params = _scope_params(scope)
+        params += [("dry_run", "true" if dry_run else "false"), ("wait_s", str(wait_s))]
+        return self._call("DELETE", "/v1/scopes", params=params).json()
+
+    def key(self) -> dict[str, Any]:
+        """The calling key: id, tenant, name, permissions, scope (never its secret)."""
+        doc: dict[str, Any] = self._call("GET", "/v1/keys/me").json()
+        return doc
+
+    def producer_config(self) -> dict[str, Any]:
+        """What a Kafka producer of this key needs (``MemoryClient.connect`` reads it)."""
+        doc: dict[str, Any] = self._call("GET", "/v1/producer").json()
+        return doc
+
+    def data_keys(self, ids: list[str]) -> dict[str, Any]:
+        """Data keys to seal this key's own events with: ``{keys, taken, purged}``."""
+        doc: dict[str, Any] = self._call("POST", "/v1/data-keys", json={"ids": ids}).json()
+        return doc
+
     def latents(
         self,
         types: list[str] | None = None,
         stream: str | None = None,
         include_stale: bool = False,
         limit: int = 100,
+        scope: ScopeArg | None = None,
     ) -> list[dict[str, Any]]:
-        """The tenant's latent artifacts (of ``types``, of one ``stream``), newest first;
-        stale ones only with ``include_stale``."""
+        """The tenant's latent artifacts (of ``types``; resting on an event of ``scope`` or
+        ``stream``), newest first; stale ones only with ``include_stale``."""
         params: list[tuple[str, str | int]] = [("type", t) for t in types or []]
+        params += _scope_params(scope)
         if stream is not None:
             params.append(("stream", stream))
         params += [("include_stale", "true" if include_stale else "false"), ("limit", limit)]

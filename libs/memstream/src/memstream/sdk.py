@@ -1,7 +1,15 @@
-"""Python SDK: emit memory events to ``memory.events.raw`` through an idempotent producer."""
+"""Python SDK: emit memory events to ``memory.events.raw`` through an idempotent producer.
+
+``MemoryClient.connect(api_url, api_key)`` is the documented minimum: it asks the API for the
+broker, its epoch, the record limit and whether content is sealed, proves the key on every
+record (the sequencer ledgers nothing unproven: :mod:`memstream.proof`), and seals each event
+under a data key the API makes for this key alone. Stack tools that run beside the data dir
+build the client directly, with the key store and the stack's producer proof.
+"""
 
 from __future__ import annotations
 
+import base64
 import logging
 import re
 import threading
@@ -15,6 +23,7 @@ import orjson
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from pydantic import ValidationError
 
+from memstream.client import MemoryHttpClient
 from memstream.events import Event, EventIn, Security
 from memstream.events.envelope import TENANT_PATTERN
 from memstream.intake.outcomes import Purged
@@ -25,11 +34,15 @@ from memstream.kafka.topics import RAW, RecordLimit, record_limit
 from memstream.ledger.size import Oversized
 from memstream.metrics import EVENTS_PRODUCED, EVENTS_RECEIVED, EVENTS_REJECTED
 from memstream.position import Acknowledged, Position, encode_write
+from memstream.proof import Prover
+from memstream.scope import FIELDS, WHOLE, Scope
 from memstream.settings import Settings
-from memstream.shred.port import DataKeys
+from memstream.shred.port import DataKeys, KeyKind
 from memstream.shred.sealer import EventSealer, KeyDestroyed
+from memstream.wire import dotted, shorten
 
 COMPONENT = "sdk"
+DATA_KEYS_PER_CALL = 1000  # the API's bound per request
 DEFAULT_MAX_RECORD_BYTES: int = Settings.model_fields["max_record_bytes"].default
 log = logging.getLogger(__name__)
 
@@ -44,6 +57,17 @@ class BrokerUnavailableError(MemstreamSdkError):
 
 class TopicMissingError(MemstreamSdkError):
     """The broker answers but ``memory.events.raw`` does not exist (the stack is not set up)."""
+
+
+class EventRefusedError(MemstreamSdkError, ValueError):
+    """An event that cannot be written (invalid, or outside the key's scope): nothing of its
+    batch was produced. One line naming the event (its index in the batch and its id) and
+    the field; ``index``, ``event_id`` and ``field`` say the same."""
+
+    def __init__(self, index: int, event_id: str | None, field: str, why: str) -> None:
+        name = f"event {index}" + (f" ({event_id})" if event_id else "")
+        super().__init__(f"{name}: {field}: {why}; nothing of the batch was produced")
+        self.index, self.event_id, self.field = index, event_id, field
 
 
 class EventTooLargeError(MemstreamSdkError, ValueError):
@@ -93,9 +117,12 @@ class MemoryClient:
         connect_timeout: float = 5.0,
         check_topic: bool = True,
         max_block: float = 30.0,
-        keys: DataKeys | None = None,
+        keys: DataKeys | RemoteDataKeys | None = None,
         epoch: str = "",
         max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
+        prover: Prover | None = None,
+        scope: Scope | None = None,
+        user: str | None = None,
         **producer_overrides: Any,
     ) -> None:
         if not re.match(TENANT_PATTERN, tenant):
@@ -103,6 +130,11 @@ class MemoryClient:
         self.bootstrap = bootstrap
         self.tenant = tenant
         self.agent = agent
+        self.user = user  # the user of events that name none
+        # The proof every record carries (without one the sequencer ledgers nothing), and
+        # the key's scope, checked here too so a batch outside it is refused whole.
+        self.prover = prover
+        self.scope = scope or WHOLE
         self.max_block = max_block
         # With the deployment's data key store, content is sealed before the first copy is
         # written; without it the raw topic holds it in the clear until its retention ends.
@@ -121,6 +153,13 @@ class MemoryClient:
         # Bound once: a labels() lookup per event costs as much as the produce itself.
         self._m_received = EVENTS_RECEIVED.labels(component=COMPONENT)
         self._m_produced = EVENTS_PRODUCED.labels(component=COMPONENT, topic=RAW)
+        self._open(max_record_bytes, connect_timeout, check_topic, producer_overrides)
+
+    def _open(
+        self, max_record_bytes: int, timeout: float, check_topic: bool, more: dict[str, Any]
+    ) -> None:
+        """The producer, once the broker answered (and has the raw topic), and the record
+        limit every event is held to."""
         overrides: dict[str, Any] = {
             # Tansu and Kafka would otherwise create the raw topic with the wrong partition count.
             "allow.auto.create.topics": False,
@@ -128,10 +167,10 @@ class MemoryClient:
             "logger": logging.getLogger("memstream.sdk.kafka"),
             "message.max.bytes": max_record_bytes,
         }
-        overrides.update(producer_overrides)
-        self._producer = Producer(producer_config(bootstrap, **overrides))
+        overrides.update(more)
+        self._producer = Producer(producer_config(self.bootstrap, **overrides))
         try:
-            self._check_broker(connect_timeout, check_topic)
+            self._check_broker(timeout, check_topic)
         except MemstreamSdkError:
             self._producer.close()
             raise
@@ -139,10 +178,39 @@ class MemoryClient:
         # from the broker) before anything of its batch is queued.
         ceiling = int(overrides["message.max.bytes"])
         self.limit = (
-            record_limit(bootstrap, ceiling, connect_timeout)
+            record_limit(self.bootstrap, ceiling, timeout)
             if check_topic
             else RecordLimit(ceiling, "message.max.bytes")
         )
+
+    @classmethod
+    def connect(
+        cls,
+        api_url: str,
+        api_key: str,
+        *,
+        agent: str | None = None,
+        user: str | None = None,
+        bootstrap: str | None = None,
+        timeout: float = 10.0,
+        **options: Any,
+    ) -> MemoryClient:
+        """A client for ``api_key``'s tenant from the API's endpoint and the key alone: the
+        broker (``bootstrap`` overrides the one the API names, when the client reaches it
+        by another address), its epoch, the record limit, sealing, the key's scope (a scope
+        that fixes one agent or user fills it in). ``MemstreamHttpError`` when the key may
+        not write."""
+        with MemoryHttpClient(api_url, api_key, timeout=timeout) as http:
+            config = http.producer_config()
+        scope = Scope.model_validate(config["scope"]) if config.get("scope") else WHOLE
+        agent = agent or _only(scope.agent) or "sdk"
+        keys = RemoteDataKeys(api_url, api_key, timeout) if config["seal"] else None
+        return cls(
+            bootstrap or str(config["bootstrap"]), str(config["tenant"]), agent,
+            keys=keys, epoch=str(config["epoch"]),
+            max_record_bytes=int(config["max_record_bytes"]), prover=Prover.for_key(api_key),
+            scope=scope, user=user or _only(scope.user), **options,
+        )  # fmt: skip
 
     def _check_broker(self, timeout: float, check_topic: bool) -> None:
         try:
@@ -172,8 +240,10 @@ class MemoryClient:
         caused_by: Sequence[str] = (),
         metadata: Mapping[str, Any] | None = None,
         security: Security | Mapping[str, Any] | None = None,
+        user: str | None = None,
     ) -> str:
-        """Validate and queue one event; returns its id. Raises ValidationError before producing."""
+        """Validate and queue one event; returns its id. Raises :class:`EventRefusedError`
+        (invalid, or outside the key's scope) before producing."""
         fields: dict[str, Any] = {
             "id": id,
             "stream": stream,
@@ -181,26 +251,23 @@ class MemoryClient:
             "payload": dict(payload),
             "occurred_at": occurred_at,
             "agent": agent,
+            "user": user,
             "parent_id": parent_id,
             "caused_by": list(caused_by),
             "metadata": dict(metadata or {}),
         }
         if security is not None:
             fields["security"] = security
-        try:
-            event = EventIn.model_validate(fields).complete(self.tenant, agent=self.agent)
-        except ValidationError:
-            EVENTS_REJECTED.labels(component=COMPONENT, reason="invalid").inc()
-            raise
-        return self._produce(event)
+        return self._produce(self._complete(fields, 0))
 
-    def emit_event(self, event: Event | EventIn) -> str:
-        """Queue a prebuilt envelope (or an ``EventIn`` to complete); returns its id."""
-        return self._produce(self._complete(event))
+    def emit_event(self, event: Event | EventIn | Mapping[str, Any]) -> str:
+        """Queue a prebuilt envelope (or an ``EventIn`` or a dict to complete); its id."""
+        return self._produce(self._complete(event, 0))
 
-    def emit_many(self, events: Iterable[Event | EventIn]) -> list[str]:
-        """Validate every event first, then queue them all; nothing is produced on a bad one."""
-        completed = [self._complete(e) for e in events]
+    def emit_many(self, events: Iterable[Event | EventIn | Mapping[str, Any]]) -> list[str]:
+        """Validate every event first, then queue them all: a bad one anywhere refuses the
+        whole batch (:class:`EventRefusedError`, one line naming it and its field)."""
+        completed = [self._complete(e, i) for i, e in enumerate(events)]
         values = self._sealed(completed)
         return [self._produce(e, v) for e, v in zip(completed, values, strict=True)]
 
@@ -217,22 +284,38 @@ class MemoryClient:
             raise KeyDestroyed([(self.tenant, i) for i in values.purged_ids])
         raise EventTooLargeError(values.detail, values.too_large, values.limit)
 
-    def _complete(self, event: Event | EventIn) -> Event:
+    def _complete(self, event: Event | EventIn | Mapping[str, Any], index: int) -> Event:
+        """The event as written: defaults filled in (this client's agent and user), held to
+        its tenant and the key's scope; :class:`EventRefusedError` otherwise."""
+        given = event.get("id") if isinstance(event, Mapping) else event.id
         try:
+            if isinstance(event, Mapping):
+                event = EventIn.model_validate(dict(event))
             done = (
-                event.complete(self.tenant, agent=self.agent)
+                event.complete(self.tenant, agent=self.agent, user=self.user)
                 if isinstance(event, EventIn)
                 else event
             )
-        except ValidationError:
+        except ValidationError as exc:
             EVENTS_REJECTED.labels(component=COMPONENT, reason="invalid").inc()
-            raise
+            first = exc.errors()[0]
+            loc = first["loc"]
+            kind = event.get("type") if isinstance(event, Mapping) else event.type
+            if loc and loc[0] == kind:  # the union's tag: the field is the event's own
+                loc = loc[1:]
+            raise EventRefusedError(
+                index, given if isinstance(given, str) else None,
+                dotted(loc) or "event", shorten(first["msg"]),
+            ) from None  # fmt: skip
         if done.tenant != self.tenant:
             EVENTS_REJECTED.labels(component=COMPONENT, reason="tenant").inc()
-            raise ValueError(
-                f"event {done.id} names tenant {done.tenant!r}; this client emits for "
-                f"{self.tenant!r}"
-            )
+            why = f"{done.tenant!r} is not this client's tenant {self.tenant!r}"
+            raise EventRefusedError(index, done.id, "tenant", why)
+        outside = _outside(self.scope, done)
+        if outside is not None:
+            EVENTS_REJECTED.labels(component=COMPONENT, reason="scope").inc()
+            why = f"outside this key's scope ({self.scope.label()})"
+            raise EventRefusedError(index, done.id, outside, why)
         return done
 
     def _produce(self, event: Event, value: bytes | None = None) -> str:
@@ -247,6 +330,7 @@ class MemoryClient:
                 self._producer,
                 RAW,
                 value,
+                headers=self.prover.headers(value) if self.prover is not None else None,
                 key=key.encode(),
                 on_delivery=self._report,
                 max_block=self.max_block,
@@ -310,7 +394,10 @@ class MemoryClient:
     def position(self) -> str:
         """The position of every event acknowledged so far (see :meth:`flush`)."""
         raw, _ = self._acks.snapshot()
-        secret = None if self.keys is None else self.keys.tenant_secret(self.tenant)
+        # Signed only beside the stack's key store: a remote client holds no tenant secret,
+        # and an unsigned position is read as its tenant's all the same.
+        stack_keys = None if isinstance(self.keys, RemoteDataKeys) else self.keys
+        secret = None if stack_keys is None else stack_keys.tenant_secret(self.tenant)
         return encode_write(Position(self.tenant, self.epoch, raw), secret)
 
     def close(self, timeout: float = 30.0) -> None:
@@ -322,6 +409,8 @@ class MemoryClient:
         finally:
             self._closed = True
             self._producer.close()
+            if isinstance(self.keys, RemoteDataKeys):
+                self.keys.close()  # the client's own; a stack's store is its caller's
 
     def __enter__(self) -> MemoryClient:
         return self
@@ -343,15 +432,74 @@ class MemoryClient:
 
 
 def emit_by_tenant(
-    bootstrap: str, events: Iterable[Event], keys: DataKeys | None = None, *, epoch: str = ""
+    bootstrap: str,
+    events: Iterable[Event],
+    keys: DataKeys | None = None,
+    *,
+    epoch: str = "",
+    prover: Prover | None = None,
 ) -> int:
-    """Emit envelopes of any tenants: one client per tenant (``keys`` and ``epoch`` as for
-    :class:`MemoryClient`), flushed on close; returns how many were emitted (DeliveryError
-    names any that were not)."""
+    """Emit envelopes of any tenants: one client per tenant (``keys``, ``epoch`` and
+    ``prover`` as for :class:`MemoryClient`: the stack's tools prove as the stack), flushed
+    on close; returns how many were emitted (DeliveryError names any that were not)."""
     by_tenant: dict[str, list[Event]] = {}
     for e in events:
         by_tenant.setdefault(e.tenant, []).append(e)
     for tenant, batch in by_tenant.items():
-        with MemoryClient(bootstrap, tenant, keys=keys, epoch=epoch) as client:
+        with MemoryClient(bootstrap, tenant, keys=keys, epoch=epoch, prover=prover) as client:
             client.emit_many(batch)
     return sum(len(b) for b in by_tenant.values())
+
+
+def _only(values: list[str] | None) -> str | None:
+    """The one value a scope field fixes, if it fixes exactly one."""
+    return values[0] if values is not None and len(values) == 1 else None
+
+
+def _outside(scope: Scope, event: Event) -> str | None:
+    """The first field of ``event`` outside ``scope`` (None: inside it)."""
+    given = {"user": event.user, "agent": event.agent, "stream": event.stream}
+    for field in FIELDS:
+        wanted = scope.values(field)
+        if wanted is not None and given[field] not in wanted:
+            return field
+    return None
+
+
+class RemoteDataKeys:
+    """The data keys of a producer outside the stack, made by the API for its key alone
+    (``POST /v1/data-keys``): what :class:`EventSealer` seals with. Keys already given are
+    kept in memory, so a re-send seals under the same key without asking again."""
+
+    def __init__(self, api_url: str, api_key: str, timeout: float = 10.0) -> None:
+        self._http = MemoryHttpClient(api_url, api_key, timeout=timeout)
+        self._given: dict[tuple[str, str], bytes] = {}
+        self._lock = threading.Lock()
+
+    def create_or_get(self, tenant: str, kind: KeyKind, ids: Iterable[str]) -> dict[str, bytes]:
+        """The keys of ``ids`` this key may seal with; a purged id is absent (the sealer
+        refuses it); an id whose key another writer made raises :class:`IdTakenError`."""
+        wanted = list(dict.fromkeys(ids))
+        with self._lock:
+            missing = [i for i in wanted if (tenant, i) not in self._given]
+        for start in range(0, len(missing), DATA_KEYS_PER_CALL):
+            answer = self._http.data_keys(missing[start : start + DATA_KEYS_PER_CALL])
+            if answer["taken"]:
+                raise IdTakenError(list(answer["taken"]))
+            with self._lock:
+                for i, k in answer["keys"].items():
+                    self._given[(tenant, i)] = base64.b64decode(k)
+        with self._lock:
+            return {i: self._given[(tenant, i)] for i in wanted if (tenant, i) in self._given}
+
+    def close(self) -> None:
+        self._http.close()
+
+
+class IdTakenError(MemstreamSdkError, ValueError):
+    """Event ids already written by another writer: an event id is one event's, for good."""
+
+    def __init__(self, ids: Sequence[str]) -> None:
+        shown = ", ".join(ids[:5]) + (f" and {len(ids) - 5} more" if len(ids) > 5 else "")
+        super().__init__(f"event id(s) {shown} belong to events another writer wrote")
+        self.ids = list(ids)

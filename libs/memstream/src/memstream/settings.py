@@ -9,6 +9,8 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 # The FalkorDB password the embedded stack generates, in the data dir (0600).
 FALKORDB_PASSWORD_FILE = "falkordb-password"
+# The secret the stack's own producers prove raw records with (memstream.proof), likewise.
+PRODUCER_SECRET_FILE = "producer-secret"
 # The most MEMSTREAM_MAX_RECORD_BYTES may be: what a consumer fetches whole by default.
 RECORD_BYTES_CEILING = 32 << 20
 
@@ -254,6 +256,11 @@ class Settings(BaseSettings):
     llm_model: str = "claude-haiku-4-5"
     llm_timeout_s: float = Field(default=30.0, gt=0)
     summary_cache_ttl_s: float = Field(default=900.0, ge=0, description="0 = no reuse")
+    producer_secret: SecretStr | None = Field(
+        default=None,
+        description="the secret the stack's own producers (the API, the workers) prove their "
+        "raw records with; unset: the one kept in <data_dir>/producer-secret, made on first use",
+    )
     anthropic_api_key: SecretStr | None = Field(
         default=None,
         validation_alias=AliasChoices("MEMSTREAM_ANTHROPIC_API_KEY", "ANTHROPIC_API_KEY"),

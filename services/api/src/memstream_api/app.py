@@ -19,7 +19,7 @@ from memstream.intake.outbox import Outbox
 from memstream.intake.parse import MAX_BATCH, EventBatch
 from memstream.intake.positions import WritePositions
 from memstream.intake.producer import BatchProducer
-from memstream.keys import KeyStore
+from memstream.keys import KeyStore, LastUsed
 from memstream.ledger.opening import reading_keys
 from memstream.metrics import API_REFUSED, UP
 from memstream.ops.health import DependencyProbe, dependency_checks
@@ -27,6 +27,7 @@ from memstream.projection.embedded import vector_manager
 from memstream.projection.live import open_live_stores
 from memstream.projection.purge import PurgeListeners
 from memstream.projection.runner import ProjectionManager
+from memstream.proof import Prover, producer_secret
 from memstream.settings import Settings
 from memstream.shred.sealer import EventSealer
 from memstream.shred.traces import TraceSealer
@@ -45,6 +46,7 @@ from memstream_api import (
     ingest,
     invalidate_routes,
     latent_routes,
+    producer_routes,
     purge_routes,
     read_after,
     summarize_routes,
@@ -91,6 +93,7 @@ def create_app(
         bootstrap=bootstrap,
         component=COMPONENT,
         keys=KeyStore.from_settings(settings),
+        last_used=LastUsed(settings.resolved_keys_file()),
         max_batch=max_batch,
         ingest_slots=IngestSlots(settings.api_tenant_ingest_concurrency),
         pending_purges=PendingPurges(COMPONENT),
@@ -155,8 +158,9 @@ class _Opening:
         # Always open: purges destroy keys and sign tombstones even with sealing off.
         data_keys = reading_keys(settings)
         sealing = data_keys if settings.seal else None
+        prover = Prover.internal(await run_in_threadpool(producer_secret, settings))
         producer = BatchProducer(
-            bootstrap, COMPONENT, EventSealer(sealing), settings.max_record_bytes,
+            bootstrap, COMPONENT, EventSealer(sealing), settings.max_record_bytes, prover,
             **self.producer_overrides,
         )  # fmt: skip
         await run_in_threadpool(producer.refresh_limit)
@@ -235,6 +239,7 @@ def _routes(app: FastAPI) -> None:
     for router in (
         ingest.router, checkout_routes.router, feedback.router, invalidate_routes.router,
         latent_routes.router, explorer.router, summarize_routes.router, purge_routes.router,
+        producer_routes.router,
     ):  # fmt: skip
         app.include_router(router)
     app.add_exception_handler(GraphUnavailable, errors.store_down)

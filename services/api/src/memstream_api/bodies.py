@@ -13,6 +13,7 @@ from memstream.checkout.request import CheckoutQuery, Mode, RecallQuery
 from memstream.checkout.retrieve.config import LEVERS, PRESETS
 from memstream.events.envelope import StreamName
 from memstream.records.latent import Purpose
+from memstream.scope import SCOPE_DESCRIPTION, STREAM_SHORTHAND, Scope
 from memstream.wire import STORABLE, STRICT_INPUT, ItemId, JsonInt, Position, RfcTimestamp
 from pydantic import BaseModel, Field
 
@@ -42,7 +43,8 @@ class CheckoutRequest(BaseModel):
     purpose: Purpose | None = Field(
         default=None, description="adds a memory weave for this reasoning step (prospective pass)"
     )
-    stream: StreamName | None = None
+    scope: Scope | None = Field(default=None, description=SCOPE_DESCRIPTION)
+    stream: StreamName | None = Field(default=None, description=STREAM_SHORTHAND)
     task_id: ItemId | None = Field(
         default=None, description="the task this checkout serves (for learning)"
     )
@@ -89,8 +91,9 @@ class CheckoutRequest(BaseModel):
     )
     after: Position | None = Field(default=None, description=AFTER)
 
-    def to_query(self) -> CheckoutQuery:
-        """What the checkout service is asked (the ``after`` wait is the route's)."""
+    def to_query(self, scope: Scope) -> CheckoutQuery:
+        """What the checkout service is asked inside ``scope`` (the body's within its key's:
+        the route's to decide, like the ``after`` wait)."""
         switches = {f: getattr(self, f) for f in LEVERS}
         config = PRESETS[self.preset or "checkout"].with_switches(switches)
         return CheckoutQuery(
@@ -99,7 +102,7 @@ class CheckoutRequest(BaseModel):
             max_tokens=self.max_tokens,
             k=self.k,
             purpose=self.purpose,
-            stream=self.stream,
+            scope=scope,
             task_id=self.task_id,
             config=config,
             fresh=self.after is not None,
@@ -112,18 +115,20 @@ class RecallRequest(BaseModel):
     model_config = STRICT_INPUT
     query: Question
     k: JsonInt = Field(default=10, ge=1, le=200)
-    stream: StreamName | None = None
+    scope: Scope | None = Field(default=None, description=SCOPE_DESCRIPTION)
+    stream: StreamName | None = Field(default=None, description=STREAM_SHORTHAND)
     mode: Mode = Field(
         default="fused", description="fused = every lane; the others = one vector-index lane"
     )
     as_of: RfcTimestamp | None = None
     after: Position | None = Field(default=None, description=AFTER)
 
-    def to_query(self) -> RecallQuery:
+    def to_query(self, scope: Scope) -> RecallQuery:
+        """What the checkout service is asked inside ``scope``."""
         return RecallQuery(
             query=self.query,
             k=self.k,
-            stream=self.stream,
+            scope=scope,
             mode=self.mode,
             as_of=self.as_of,
             fresh=self.after is not None,

@@ -15,13 +15,14 @@ from memstream.records.packet import Candidate, CheckoutPacket, PacketWarning
 from memstream.wire import ItemId
 from starlette.concurrency import run_in_threadpool
 
-from memstream_api.auth import Tenant
+from memstream_api.auth import QueryScope, Reader, read_scope
 from memstream_api.bodies import CheckoutRequest, RecallRequest
 from memstream_api.context import serving
 from memstream_api.errors import (
     AUTH,
     BODY,
     INVALID,
+    READ_FORBIDDEN,
     THROTTLED,
     ErrorBody,
     retry_after,
@@ -58,9 +59,14 @@ def with_after(packet: CheckoutPacket, waited: Waited | None) -> CheckoutPacket:
     return packet.model_copy(update={"warnings": [*packet.warnings, *stale(waited)], "meta": meta})
 
 
-# A read given another tenant's position (after=) is refused before it waits.
+# A read given another tenant's position (after=) is refused before it waits; a key without
+# `read`, or a scope beyond the key's, before anything is read.
 FOREIGN_POSITION: dict[int | str, dict[str, Any]] = {
-    403: {"model": ErrorBody, "description": "after= is a position of another tenant"}
+    403: {
+        "model": ErrorBody,
+        "description": "after= is a position of another tenant, the key may not read, or the "
+        "request asks outside the key's scope (the detail names the field)",
+    }
 }
 
 # Reads answer 503 while no projection is live yet, the graph server is down or the vector
@@ -90,14 +96,16 @@ READ_RESPONSES = {
         **THROTTLED,
     },
 )
-async def checkout(body: CheckoutRequest, request: Request, tenant: Tenant) -> Response:
+async def checkout(body: CheckoutRequest, request: Request, caller: Reader) -> Response:
+    tenant = caller.tenant
+    query = body.to_query(read_scope(caller, body.stream, body.scope))
     service = checkout_service(request)
     waited: Waited | None = None
 
     def packet_response() -> Response:
         # Rendering a large packet takes milliseconds: in the worker thread, charged to the
         # tenant, not on the event loop every other request waits for.
-        packet = with_after(service.checkout(tenant, body.to_query()), waited)
+        packet = with_after(service.checkout(tenant, query), waited)
         if body.format == "markdown":
             return PlainTextResponse(render_markdown(packet), media_type="text/markdown")
         if body.format == "gathered":
@@ -116,11 +124,13 @@ async def checkout(body: CheckoutRequest, request: Request, tenant: Tenant) -> R
     summary="The raw fused top-k items (no synthesis)",
     responses={**BODY, **FOREIGN_POSITION, **READ_RESPONSES, **THROTTLED},
 )
-async def recall(body: RecallRequest, request: Request, tenant: Tenant) -> dict[str, Any]:
+async def recall(body: RecallRequest, request: Request, caller: Reader) -> dict[str, Any]:
+    tenant = caller.tenant
+    query = body.to_query(read_scope(caller, body.stream, body.scope))
     try:
         waited = await wait_after(request, tenant, body.after, "recall")
         items: list[Candidate] = await metered(
-            request, checkout_service(request).recall, tenant, body.to_query()
+            request, checkout_service(request).recall, tenant, query
         )
     except NoProjection as exc:
         raise unavailable_error(exc) from exc
@@ -136,18 +146,28 @@ async def recall(body: RecallRequest, request: Request, tenant: Tenant) -> dict[
     response_model=None,
     responses={
         200: {"model": Lineage},
-        404: {"model": ErrorBody, "description": "no such item in this tenant"},
+        404: {
+            "model": ErrorBody,
+            "description": "no such item in this tenant (or in this key's scope)",
+        },
         **INVALID,
+        **READ_FORBIDDEN,
         **READ_RESPONSES,
     },
 )
 async def lineage(
     item_id: Annotated[ItemId, PathParam(description="an event, fact, artifact or packet id")],
     request: Request,
-    tenant: Tenant,
+    caller: Reader,
+    asked: QueryScope,
 ) -> Lineage | JSONResponse:
+    """Inside the scope (the query's ``user``, ``agent``, ``stream``, within the key's) an
+    item is known when one of its leaves is, and shows only those (404 otherwise: an item
+    outside the scope is not there)."""
+    scope = read_scope(caller, None, asked)
+    service = checkout_service(request)
     try:
-        return await run_in_threadpool(checkout_service(request).lineage, tenant, item_id)
+        return await run_in_threadpool(service.lineage, caller.tenant, item_id, scope)
     except UnknownItem:
         return JSONResponse(
             {"detail": f"no item {item_id!r} in this tenant's memory"}, status_code=404

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from memstream.intake import Intake
     from memstream.intake.outbox import Outbox
     from memstream.intake.producer import BatchProducer
-    from memstream.keys import KeyStore
+    from memstream.keys import KeyStore, LastUsed
     from memstream.projection.live import LiveStores
     from memstream.projection.runner import ProjectionManager
     from memstream.settings import Settings
@@ -55,11 +55,12 @@ class ApiContext:
     settings: Settings
     bootstrap: str
     component: str
-    keys: KeyStore  # API keys: the tenant of each
+    keys: KeyStore  # API keys: the tenant, permissions and scope of each
     max_batch: int
     ingest_slots: IngestSlots
     pending_purges: PendingPurges
     fair_share: FairShare | None = None  # None: reads are not held to a share
+    last_used: LastUsed | None = None  # when each key was last used (``keys list``)
     _serving: Serving | None = None
 
     @property

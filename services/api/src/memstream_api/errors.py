@@ -68,6 +68,15 @@ AUTH: dict[int | str, dict[str, Any]] = {
     **unavailable("the API key store cannot be read; try again"),
 }
 
+# What a read can answer for its key: no `read` permission, or a scope beyond the key's.
+READ_FORBIDDEN: dict[int | str, dict[str, Any]] = {
+    403: {
+        "model": ErrorBody,
+        "description": "the key may not read, or the request asks outside the key's scope "
+        "(the detail names the field)",
+    },
+}
+
 # What every operation can answer before it runs (memstream_api.limits, .connections).
 LIMITS: dict[int | str, dict[str, Any]] = {
     408: {"model": ErrorBody, "description": "the request's headers or body came too slowly"},

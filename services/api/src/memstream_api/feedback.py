@@ -11,7 +11,6 @@ from fastapi.responses import Response
 from memstream.events.envelope import MemoryFeedback, StreamName
 from memstream.events.payloads import MemoryFeedbackPayload
 from memstream.intake import Accepted
-from memstream.intake.parse import DEFAULT_AGENT
 from memstream.intake.positions import POSITION_DESCRIPTION
 from memstream.learning.metrics import FEEDBACK_EVENTS
 from memstream.projection.live import NoProjection
@@ -19,15 +18,16 @@ from memstream.wire import STORABLE, STRICT_INPUT, ItemId, Position
 from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
 
-from memstream_api.auth import Tenant
+from memstream_api.auth import Writer
 from memstream_api.checkout_routes import unavailable_error
 from memstream_api.context import serving
 from memstream_api.errors import AUTH, BODY, WRITE_REFUSALS, ErrorBody, unavailable
 from memstream_api.ingest import COMPONENT
 from memstream_api.targets import not_found, unknown_targets
-from memstream_api.writes import DeliveryErrorBody, answer, intake
+from memstream_api.writes import DeliveryErrorBody, answer, intake, stamp
 
 router = APIRouter(tags=["learning"])
+FEEDBACK_STREAM = "feedback"
 EXAMPLE_TARGET = "evt-2041"  # the OpenAPI document's example id
 
 
@@ -47,7 +47,11 @@ class FeedbackIn(BaseModel):
         default=None, description="the packet the memories came from (its question counts)"
     )
     reason: Annotated[str, Field(max_length=2000), STORABLE] | None = None
-    stream: StreamName = Field(default="feedback", description="the ledger stream it goes to")
+    stream: StreamName | None = Field(
+        default=None,
+        description="the ledger stream it goes to (default: the one the key's scope fixes, "
+        "else feedback)",
+    )
 
 
 class FeedbackAccepted(BaseModel):
@@ -82,25 +86,27 @@ def init_metrics() -> None:
     },
 )
 async def post_feedback(
-    body: FeedbackIn, request: Request, tenant: Tenant
+    body: FeedbackIn, request: Request, caller: Writer
 ) -> Response | FeedbackAccepted:
     """Durable like ``POST /v1/events`` before 202. When this API still remembers the packet,
     the event carries its question family. Every target must name a memory of the tenant
     (404 lists those that do not): feedback on nothing would be silently lost."""
-    up = serving(request)
+    up, tenant = serving(request), caller.tenant
     try:
         graph = await run_in_threadpool(up.stores.graph)
     except NoProjection as exc:
         raise unavailable_error(exc) from exc
-    unknown = await run_in_threadpool(unknown_targets, graph, tenant, body.target_ids)
+    unknown = await run_in_threadpool(unknown_targets, graph, tenant, body.target_ids, caller.scope)
     if unknown:
         raise not_found(unknown)
     family = up.checkout.packet_family(tenant, body.packet_id) if body.packet_id else None
+    who = stamp(caller, body.stream, FEEDBACK_STREAM)
     event = MemoryFeedback(
         id=str(uuid.uuid4()),
         tenant=tenant,
-        stream=body.stream,
-        agent=DEFAULT_AGENT,
+        stream=who.stream,
+        agent=who.agent,
+        user=who.user,
         occurred_at=datetime.now(UTC),
         type="memory.feedback",
         payload=MemoryFeedbackPayload(
@@ -112,7 +118,7 @@ async def post_feedback(
             family=family,
         ),
     )
-    written = answer(await intake(request).write([event]))
+    written = answer(await intake(request).write([event], scope=caller.scope))
     if not isinstance(written, Accepted):
         return written
     FEEDBACK_EVENTS.labels(COMPONENT, "explicit").inc()

@@ -12,7 +12,7 @@ from memstream.metrics import API_REFUSED, EVENTS_REJECTED
 from memstream.wire import Position
 from pydantic import BaseModel, Field
 
-from memstream_api.auth import Tenant
+from memstream_api.auth import Writer
 from memstream_api.context import context
 from memstream_api.errors import (
     AUTH,
@@ -74,7 +74,11 @@ def count_too_large(path: str) -> None:
     openapi_extra=REQUEST_BODY,
     responses={
         **AUTH,
-        403: {"model": ErrorBody, "description": "an event names another tenant"},
+        403: {
+            "model": ErrorBody,
+            "description": "an event names another tenant or lies outside the key's scope, or "
+            "the key may not write",
+        },
         **WRITE_REFUSALS,
         409: {
             "model": PurgedIdsBody,
@@ -89,13 +93,16 @@ def count_too_large(path: str) -> None:
         ),
     },
 )
-async def post_events(request: Request, tenant: Tenant) -> Response | Accepted:
-    """Body: one event, or ``{"events": [...]}``. The API key's tenant fills ``tenant``.
+async def post_events(request: Request, caller: Writer) -> Response | Accepted:
+    """Body: one event, or ``{"events": [...]}``. The API key's tenant fills ``tenant``; a
+    key with a scope fills the fields it fixes to one value, and refuses (403) an event
+    outside it.
 
     Returns 202 once the events are durable: spooled (fsync) in the outbox, from where they
     reach the ledger whatever single process dies; without an outbox, once Kafka has
     acknowledged every event (acks=all).
     """
+    tenant = caller.tenant
     slots: IngestSlots = context(request).ingest_slots
     if not slots.take(tenant):
         API_REFUSED.labels(COMPONENT, "tenant_ingest_open").inc()
@@ -106,7 +113,8 @@ async def post_events(request: Request, tenant: Tenant) -> Response | Accepted:
         return JSONResponse({"detail": detail}, status_code=429, headers=retry_after())
     try:
         # Within the route's limit: memstream_api.limits refused a larger body unread.
-        written = answer(await intake(request).accept(await request.body(), tenant))
+        body = await request.body()
+        written = answer(await intake(request).accept(body, tenant, caller.scope))
     finally:
         slots.give(tenant)
     if isinstance(written, Written):

@@ -20,15 +20,15 @@ from memstream.events.envelope import MemoryInvalidate, StreamName
 from memstream.events.payloads import MemoryInvalidatePayload, Reason
 from memstream.graph.port import InvalidationEntry
 from memstream.intake import Accepted
-from memstream.intake.parse import DEFAULT_AGENT
 from memstream.intake.positions import POSITION_DESCRIPTION
+from memstream.keys import Principal
 from memstream.learning.metrics import INVALIDATIONS
 from memstream.projection.live import NoProjection
 from memstream.wire import STRICT_INPUT, ItemId, Position
 from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
 
-from memstream_api.auth import Tenant
+from memstream_api.auth import Reader, Writer
 from memstream_api.checkout_routes import (
     FOREIGN_POSITION,
     READ_RESPONSES,
@@ -39,7 +39,7 @@ from memstream_api.errors import BODY, INVALID, WRITE_REFUSALS, ErrorBody, unava
 from memstream_api.ingest import COMPONENT
 from memstream_api.read_after import wait_after
 from memstream_api.targets import not_found, unknown_targets
-from memstream_api.writes import DeliveryErrorBody, answer, intake
+from memstream_api.writes import DeliveryErrorBody, answer, intake, stamp
 
 router = APIRouter(tags=["learning"])
 
@@ -51,13 +51,17 @@ DELIVERY = unavailable(
 )
 
 
+INVALIDATIONS_STREAM = "invalidations"
+STREAM = "the ledger stream (default: the one the key's scope fixes, else invalidations)"
+
+
 class InvalidateIn(BaseModel):
     """Memories that are wrong: fact ids, or event ids (the event and every fact from it)."""
 
     model_config = STRICT_INPUT
     target_ids: list[ItemId] = Field(min_length=1, max_length=200)
     reason: Reason = Field(description="why they are wrong")
-    stream: StreamName = Field(default="invalidations", description="the ledger stream")
+    stream: StreamName | None = Field(default=None, description=STREAM)
     after: Position | None = Field(
         default=None,
         description="a write's position (say, of the event being invalidated): check the "
@@ -70,7 +74,7 @@ class InvalidateIn(BaseModel):
 class DecisionIn(BaseModel):
     model_config = STRICT_INPUT
     reason: Reason | None = None
-    stream: StreamName = Field(default="invalidations", description="the ledger stream")
+    stream: StreamName | None = Field(default=None, description=STREAM)
 
 
 class InvalidationAccepted(BaseModel):
@@ -100,19 +104,21 @@ def init_metrics() -> None:
 
 
 async def _append(
-    request: Request, tenant: str, stream: str, payload: MemoryInvalidatePayload
+    request: Request, caller: Principal, stream: str | None, payload: MemoryInvalidatePayload
 ) -> Response | InvalidationAccepted:
+    who = stamp(caller, stream, INVALIDATIONS_STREAM)
     event = MemoryInvalidate(
         id=str(uuid.uuid4()),
-        tenant=tenant,
-        stream=stream,
-        agent=DEFAULT_AGENT,
+        tenant=caller.tenant,
+        stream=who.stream,
+        agent=who.agent,
+        user=who.user,
         occurred_at=datetime.now(UTC),
         caused_by=[payload.proposal_id] if payload.proposal_id else [],
         type="memory.invalidate",
         payload=payload,
     )
-    written = answer(await intake(request).write([event]))
+    written = answer(await intake(request).write([event], scope=caller.scope))
     if not isinstance(written, Accepted):
         return written
     INVALIDATIONS.labels(COMPONENT, payload.review_status).inc()
@@ -134,21 +140,22 @@ async def _append(
     },
 )
 async def post_invalidate(
-    body: InvalidateIn, request: Request, tenant: Tenant
+    body: InvalidateIn, request: Request, caller: Writer
 ) -> Response | InvalidationAccepted:
     """Durable like ``POST /v1/events`` before 202; the projection applies it shortly after.
     Every target must be in memory: a mistyped id would otherwise invalidate nothing. Given
     ``after``, the targets are checked once memory applied that write."""
+    tenant = caller.tenant
     try:
         waited = await wait_after(request, tenant, body.after, "invalidate")
         graph = await run_in_threadpool(serving(request).stores.graph)
     except NoProjection as exc:
         raise unavailable_error(exc) from exc
-    unknown = await run_in_threadpool(unknown_targets, graph, tenant, body.target_ids)
+    unknown = await run_in_threadpool(unknown_targets, graph, tenant, body.target_ids, caller.scope)
     if unknown:
         raise not_found(unknown, waited)
     payload = MemoryInvalidatePayload(target_ids=body.target_ids, reason=body.reason)
-    return await _append(request, tenant, body.stream, payload)
+    return await _append(request, caller, body.stream, payload)
 
 
 @router.get(
@@ -159,7 +166,7 @@ async def post_invalidate(
 )
 async def list_invalidations(
     request: Request,
-    tenant: Tenant,
+    caller: Reader,
     status_: Annotated[Status | None, Query(alias="status")] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> InvalidationList:
@@ -168,7 +175,7 @@ async def list_invalidations(
         graph = await run_in_threadpool(serving(request).stores.graph)
     except NoProjection as exc:
         raise unavailable_error(exc) from exc
-    found = await run_in_threadpool(graph.invalidation_entries, tenant, status_, limit)
+    found = await run_in_threadpool(graph.invalidation_entries, caller.tenant, status_, limit)
     return InvalidationList(invalidations=[_out(e) for e in found])
 
 
@@ -195,9 +202,9 @@ DECIDE_RESPONSES = {
 
 
 async def _decide(
-    request: Request, tenant: str, proposal_id: str, body: DecisionIn | None, verdict: Status
+    request: Request, caller: Principal, proposal_id: str, body: DecisionIn | None, verdict: Status
 ) -> Response | InvalidationAccepted:
-    body = body or DecisionIn()
+    body, tenant = body or DecisionIn(), caller.tenant
     try:
         graph = await run_in_threadpool(serving(request).stores.graph)
     except NoProjection as exc:
@@ -217,7 +224,7 @@ async def _decide(
         review_status=verdict,
         proposal_id=proposal_id,
     )
-    return await _append(request, tenant, body.stream, payload)
+    return await _append(request, caller, body.stream, payload)
 
 
 @router.post(
@@ -228,10 +235,10 @@ async def _decide(
     responses=DECIDE_RESPONSES,
 )
 async def accept_proposal(
-    proposal_id: ProposalId, request: Request, tenant: Tenant, body: DecisionIn | None = None
+    proposal_id: ProposalId, request: Request, caller: Writer, body: DecisionIn | None = None
 ) -> Response | InvalidationAccepted:
     """An accepted memory.invalidate of the proposal's targets, naming the proposal."""
-    return await _decide(request, tenant, proposal_id, body, "accepted")
+    return await _decide(request, caller, proposal_id, body, "accepted")
 
 
 @router.post(
@@ -242,7 +249,7 @@ async def accept_proposal(
     responses=DECIDE_RESPONSES,
 )
 async def reject_proposal(
-    proposal_id: ProposalId, request: Request, tenant: Tenant, body: DecisionIn | None = None
+    proposal_id: ProposalId, request: Request, caller: Writer, body: DecisionIn | None = None
 ) -> Response | InvalidationAccepted:
     """A rejected memory.invalidate naming the proposal; its targets stay as they are."""
-    return await _decide(request, tenant, proposal_id, body, "rejected")
+    return await _decide(request, caller, proposal_id, body, "rejected")

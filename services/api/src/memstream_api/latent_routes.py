@@ -6,13 +6,12 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
 from memstream.checkout.search import SearchRequest, SearchResult
-from memstream.events.envelope import StreamName
 from memstream.projection.live import NoProjection
 from memstream.records.latent import ArtifactType, LatentArtifact
 from pydantic import BaseModel
 from starlette.concurrency import run_in_threadpool
 
-from memstream_api.auth import Tenant
+from memstream_api.auth import QueryScope, Reader, read_scope
 from memstream_api.checkout_routes import (
     FOREIGN_POSITION,
     READ_RESPONSES,
@@ -20,7 +19,7 @@ from memstream_api.checkout_routes import (
     stale,
     unavailable_error,
 )
-from memstream_api.errors import BODY, INVALID, THROTTLED
+from memstream_api.errors import BODY, INVALID, READ_FORBIDDEN, THROTTLED
 from memstream_api.fair_share import ReadRoute, metered
 from memstream_api.read_after import wait_after
 
@@ -39,28 +38,32 @@ class LatentList(BaseModel):
     "/v1/latents",
     summary="The tenant's latent artifacts, newest first",
     response_model=LatentList,
-    responses={**INVALID, **READ_RESPONSES},
+    responses={**INVALID, **READ_FORBIDDEN, **READ_RESPONSES},
 )
 async def latents(
     request: Request,
-    tenant: Tenant,
+    caller: Reader,
+    asked: QueryScope,
     types: Annotated[
         list[ArtifactType] | None,
         Query(alias="type", description="only these artifact types (repeat for several)"),
     ] = None,
-    stream: Annotated[StreamName | None, Query(description="only episodes of this stream")] = None,
     include_stale: Annotated[
         bool, Query(description="also artifacts whose sources were superseded or purged")
     ] = False,
     limit: Annotated[int, Query(ge=1, le=MAX_LATENTS)] = 100,
 ) -> LatentList:
+    """The scope is the query's ``user``, ``agent`` and ``stream`` (each repeatable: AND
+    across fields, OR within one) within the key's; an artifact in it cites only its source
+    events there."""
+    scope = read_scope(caller, None, asked)
     service = checkout_service(request)
     try:
         found = await run_in_threadpool(
             service.latents,
-            tenant,
+            caller.tenant,
             list(types) if types is not None else None,
-            stream,
+            scope,
             include_stale,
             limit,
         )
@@ -75,10 +78,12 @@ async def latents(
     response_model=SearchResult,
     responses={**BODY, **FOREIGN_POSITION, **READ_RESPONSES, **THROTTLED},
 )
-async def search(body: SearchRequest, request: Request, tenant: Tenant) -> SearchResult:
+async def search(body: SearchRequest, request: Request, caller: Reader) -> SearchResult:
+    tenant = caller.tenant
+    scope = read_scope(caller, body.stream, body.scope)
     try:
         waited = await wait_after(request, tenant, body.after, "search")
-        hits = await metered(request, checkout_service(request).search, tenant, body)
+        hits = await metered(request, checkout_service(request).search, tenant, body, scope)
     except NoProjection as exc:
         raise unavailable_error(exc) from exc
     return SearchResult(hits=hits, warnings=stale(waited))

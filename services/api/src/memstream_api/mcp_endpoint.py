@@ -9,9 +9,11 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import Any
 
 import httpx
 from fastapi import FastAPI, HTTPException, Request
+from mcp.server.context import ServerRequestContext
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 from memstream.mcpserver.backend import MemoryBackend, http_backend
@@ -21,7 +23,8 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from memstream_api.auth import require_tenant
+from memstream_api.auth import bearer_key, principal_of, require_tenant
+from memstream_api.context import context_of
 
 PATH = "/mcp"
 IN_PROCESS = "http://memstream.internal"  # never resolved: the ASGI transport answers
@@ -65,7 +68,15 @@ def mount_mcp(
         async with http_backend(IN_PROCESS, key.strip(), transport) as memory:
             yield memory
 
-    server = build_server(backend_for, component)
+    async def permissions(ctx: ServerRequestContext[Any, Any]) -> frozenset[str]:
+        request = ctx.request if isinstance(ctx.request, Request) else None
+        if request is None:
+            return frozenset()
+        api = context_of(app)
+        caller = await run_in_threadpool(principal_of, api.keys, bearer_key(request))
+        return caller.permissions
+
+    server = build_server(backend_for, component, permissions)
     # DNS-rebinding protection (Host/Origin checks) is on when the API listens on loopback.
     mcp_app = server.streamable_http_app(
         streamable_http_path=PATH,

@@ -14,7 +14,7 @@ from memstream.summarize.model import StaleWarning, SummarizeRequest, SummarizeR
 from memstream.summarize.providers import ProviderError, SummarizeDisabled, build_provider
 from memstream.summarize.service import Summarizer
 
-from memstream_api.auth import Tenant
+from memstream_api.auth import Reader, read_scope
 from memstream_api.checkout_routes import FOREIGN_POSITION, READ_RESPONSES, unavailable_error
 from memstream_api.context import serving
 from memstream_api.errors import BODY, THROTTLED, ErrorBody
@@ -72,12 +72,14 @@ def summarizer(request: Request) -> Summarizer:
     responses=RESPONSES,
 )
 async def summarize_recall(
-    body: SummarizeRequest, request: Request, tenant: Tenant
+    body: SummarizeRequest, request: Request, caller: Reader
 ) -> SummarizeResult:
+    tenant = caller.tenant
+    scope = read_scope(caller, body.stream, body.scope)
     service = summarizer(request)
     try:
         waited = await wait_after(request, tenant, body.after, "summarize_recall")
-        result: SummarizeResult = await metered(request, service.summarize, tenant, body)
+        result: SummarizeResult = await metered(request, service.summarize, tenant, body, scope)
         message = waited.warning() if waited is not None else None
         if message is not None:
             stale = StaleWarning(message=message)

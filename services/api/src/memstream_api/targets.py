@@ -5,16 +5,32 @@ nothing without a word."""
 from __future__ import annotations
 
 from fastapi import HTTPException, status
+from memstream.checkout.scoped import admits_fact
 from memstream.graph.port import GraphReader
+from memstream.scope import WHOLE, Scope
 
 from memstream_api.read_after import Waited
 
 
-def unknown_targets(graph: GraphReader, tenant: str, ids: list[str]) -> list[str]:
-    """The ids that name neither an event nor a fact of the tenant (a latent artifact's id,
-    a packet's or another tenant's event names no memory here)."""
-    events = {e.event_id for e in graph.events(tenant, ids)}
-    return [i for i in dict.fromkeys(ids) if i not in events and graph.fact(tenant, i) is None]
+def unknown_targets(
+    graph: GraphReader, tenant: str, ids: list[str], scope: Scope = WHOLE
+) -> list[str]:
+    """The ids that name neither an event nor a fact of the tenant inside ``scope`` (a latent
+    artifact's id, a packet's, another tenant's event or one outside the key's scope names
+    no memory here)."""
+    events = {
+        e.event_id
+        for e in graph.events(tenant, ids)
+        if scope.admits(user=e.user, agent=e.agent, stream=e.stream)
+    }
+    unknown = []
+    for i in dict.fromkeys(ids):
+        if i in events:
+            continue
+        fact = graph.fact(tenant, i)
+        if fact is None or not admits_fact(scope, fact):
+            unknown.append(i)
+    return unknown
 
 
 def not_found(unknown: list[str], waited: Waited | None = None) -> HTTPException:

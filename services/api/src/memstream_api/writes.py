@@ -7,6 +7,7 @@ through :func:`answer`.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from fastapi import Request, status
@@ -23,7 +24,9 @@ from memstream.intake.outcomes import (
     TooMany,
     Unavailable,
 )
-from memstream.intake.parse import MAX_REPORTED_ERRORS
+from memstream.intake.parse import DEFAULT_AGENT, MAX_REPORTED_ERRORS
+from memstream.keys import Principal
+from memstream.scope import ScopeField
 from pydantic import BaseModel, Field
 
 from memstream_api.context import serving
@@ -102,3 +105,27 @@ def _json(
     code: int, detail: str, headers: dict[str, str] | None = None, **extra: Any
 ) -> JSONResponse:
     return JSONResponse({"detail": detail, **extra}, status_code=code, headers=headers)
+
+
+@dataclass(frozen=True)
+class Stamp:
+    """Who an event a route writes names: the agent, user and stream a key's scope fixes to
+    one value, else the route's defaults (the stream the request named, when it named one)."""
+
+    agent: str
+    user: str | None
+    stream: str
+
+
+def stamp(caller: Principal, stream: str | None, default_stream: str) -> Stamp:
+    """The fields of an event ``caller`` writes through a route (see :class:`Stamp`)."""
+
+    def fixed(field: ScopeField) -> str | None:
+        values = caller.scope.values(field)
+        return values[0] if values is not None and len(values) == 1 else None
+
+    return Stamp(
+        agent=fixed("agent") or DEFAULT_AGENT,
+        user=fixed("user"),
+        stream=stream or fixed("stream") or default_stream,
+    )

@@ -10,7 +10,9 @@ from typing import Annotated
 import typer
 from memstream.client import MemoryHttpClient, MemstreamHttpError
 from memstream.keys import KeyStore
+from memstream.scope import parse_pairs
 from memstream.settings import Settings
+from pydantic import ValidationError
 
 from memstream_cli.common import DataDir, endpoints, fail, print_json, settings_for
 
@@ -18,6 +20,26 @@ Tenant = Annotated[str, typer.Option("--tenant", help="whose memory")]
 ApiKey = Annotated[
     str | None, typer.Option("--key", envvar="MEMSTREAM_API_KEY", help="API key of the tenant")
 ]
+
+
+ScopeOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--scope",
+        help="read only user=U, agent=A or stream=S (repeatable; AND across fields, OR within one)",
+    ),
+]
+
+
+def scope_arg(pairs: list[str] | None) -> dict[str, list[str]] | None:
+    """``--scope`` pairs as the API's scope (exit 1 naming what is wrong)."""
+    if not pairs:
+        return None
+    try:
+        found = parse_pairs(pairs)
+    except (ValueError, ValidationError) as exc:
+        fail(str(exc).splitlines()[0])
+    return found.model_dump(exclude_none=True)
 
 
 def http_client(settings: Settings, tenant: str, key: str | None) -> MemoryHttpClient:
@@ -48,6 +70,7 @@ def checkout(
     max_tokens: Annotated[int, typer.Option("--max-tokens")] = 1500,
     k: Annotated[int, typer.Option("--k")] = 10,
     stream: Annotated[str | None, typer.Option("--stream")] = None,
+    scope: ScopeOption = None,
     format_: Annotated[str, typer.Option("--format", help="json | markdown | gathered")] = "json",
     purpose: Annotated[
         str | None,
@@ -75,6 +98,7 @@ def checkout(
                 max_tokens=max_tokens,
                 k=k,
                 stream=stream,
+                scope=scope_arg(scope),
                 purpose=purpose,
                 format=format_,  # type: ignore[arg-type]
                 after=after,

@@ -10,7 +10,7 @@ from memstream.records.latent import ALTITUDES, ARTIFACT_TYPES
 from rich import box
 from rich.table import Table
 
-from memstream_cli.checkout_cmd import ApiKey, Tenant, http_client
+from memstream_cli.checkout_cmd import ApiKey, ScopeOption, Tenant, http_client, scope_arg
 from memstream_cli.common import DataDir, JsonFlag, fail, out, print_json, settings_for
 
 latents_app = typer.Typer(
@@ -33,6 +33,7 @@ def search(
     ] = "event",
     k: Annotated[int, typer.Option("--k", min=1, max=50, help="how many hits")] = 10,
     as_of: Annotated[str | None, typer.Option("--as-of", help="ISO time to search as of")] = None,
+    scope: ScopeOption = None,
     key: ApiKey = None,
     data_dir: DataDir = None,
     json_out: JsonFlag = False,
@@ -42,7 +43,7 @@ def search(
         fail(f"--altitude must be one of {', '.join(ALTITUDES)}")
     with http_client(settings_for(data_dir), tenant, key) as client:
         try:
-            hits = client.search(query, altitude=altitude, k=k, as_of=as_of)
+            hits = client.search(query, altitude=altitude, k=k, as_of=as_of, scope=scope_arg(scope))
         except MemstreamHttpError as exc:
             fail(str(exc))
     if json_out:

@@ -59,7 +59,12 @@ def mcp(
         async with http_backend(api_url or _located_api(settings), key) as memory:
             yield memory
 
-    anyio.run(build_server(backend_for, COMPONENT).run_stdio_async)
+    async def permissions(_ctx: Any) -> frozenset[str]:
+        # Asked at every listing: a key revoked or narrowed since is listed what it may do now.
+        async with backend_for(None) as memory:
+            return await memory.permissions()
+
+    anyio.run(build_server(backend_for, COMPONENT, permissions).run_stdio_async)
 
 
 def _located_api(settings: Settings) -> str:

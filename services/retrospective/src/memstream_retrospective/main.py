@@ -68,6 +68,7 @@ from memstream.learning.retrospective import (
 from memstream.ledger.entry import Opener
 from memstream.ledger.opening import EntryOpener, reading_keys
 from memstream.metrics import EVENTS_PRODUCED
+from memstream.proof import Prover, producer_secret
 from memstream.settings import Settings
 from memstream.shred.sealer import EventSealer
 from memstream.shred.traces import TraceOpener
@@ -90,8 +91,10 @@ class RetrospectiveWorker:
         opener: Opener | None = None,
         traces: TraceOpen | None = None,
         sealer: EventSealer | None = None,
+        prover: Prover | None = None,
     ) -> None:
         self.bootstrap = bootstrap
+        self.prover = prover  # the stack's proof on what it writes to the raw topic
         self.opener = opener
         self.traces = traces
         self.sealer = sealer or EventSealer(None)
@@ -188,6 +191,7 @@ class RetrospectiveWorker:
                 RAW,
                 value,
                 key=e.key,
+                headers=self.prover.headers(value) if self.prover is not None else None,
                 on_delivery=self.reports,
                 record_id=e.id,
             )
@@ -232,6 +236,7 @@ def main() -> None:
         opener=EntryOpener(keys),
         traces=TraceOpener(keys),
         sealer=EventSealer(keys if settings.seal else None),
+        prover=Prover.internal(producer_secret(settings)),
     )
     router = tenant_router(bootstrap, settings, COMPONENT, LEARNING, wanted=watched)
     stop = threading.Event()

@@ -30,6 +30,7 @@ from memstream.kafka.reading import headers_of, partition_count, read_to_end
 from memstream.kafka.runner import run_loops, worker_loop
 from memstream.kafka.topics import DLQ, LEDGER, RAW
 from memstream.kafka.worker import start_worker
+from memstream.keys import KeyStore
 from memstream.ledger.opening import reading_keys
 from memstream.ledger.sequencing import (
     DeadLetter,
@@ -50,6 +51,7 @@ from memstream.metrics import (
     TenantLabels,
 )
 from memstream.position import RAW_HEADER, raw_header
+from memstream.proof import Proven, Unproven, authenticate, credentials, producer_secret, proof_of
 from memstream.shred.port import DataKeys
 from memstream.sinks import SEQUENCER, SEQUENCER_GROUPS
 from memstream.stack.epoch import read_epoch
@@ -69,8 +71,15 @@ class Sequencer:
         keys: DataKeys | None = None,
         seal: bool = True,
         epoch: str = "",
+        *,
+        api_keys: KeyStore,
+        internal: bytes | None,
     ) -> None:
         self.bootstrap = bootstrap
+        # Whose proofs open the ledger: the API keys, re-read when their file changes (a
+        # revoked key is refused from the next batch), and the stack's producer secret.
+        self.api_keys = api_keys
+        self.internal = internal
         # The supervisor stops the sequencer before a broker restart and writes the new
         # epoch before starting it again: one read at start names the log it consumes.
         self.epoch = epoch
@@ -109,14 +118,17 @@ class Sequencer:
         for p in partitions:
             self.states.pop(p, None)
 
-    def data_keys(self, docs: list[Any]) -> dict[tuple[str, str], bytes] | None:
-        """The data keys of a batch's events, in one store round trip per tenant: created
-        where missing when sealing, only looked up (to open what came sealed) when not."""
+    def data_keys(
+        self, docs: list[Any], proven: list[Proven | Unproven]
+    ) -> dict[tuple[str, str], bytes] | None:
+        """The data keys of a batch's proven events, in one store round trip per tenant:
+        created where missing when sealing, only looked up (to open what came sealed) when
+        not. An unproven record makes no key."""
         if self.keys is None:
             return None
         wanted: dict[str, list[str]] = {}
-        for doc in docs:
-            ref = key_ref(doc)
+        for doc, p in zip(docs, proven, strict=True):
+            ref = key_ref(doc) if isinstance(p, Proven) else None
             if ref is not None:
                 wanted.setdefault(ref[0], []).append(ref[1])
         found: dict[tuple[str, str], bytes] = {}
@@ -131,18 +143,29 @@ class Sequencer:
         ledgered: Counter[str] = Counter()  # per tenant
         dup = 0
         recs = [
-            RawRecord(m.value(), m.partition() or 0, m.offset() or 0, m.topic() or RAW)
+            RawRecord(
+                m.value(),
+                m.partition() or 0,
+                m.offset() or 0,
+                m.topic() or RAW,
+                proof_of(headers_of(m)),
+            )
             for m in msgs
         ]
         docs = [parse(r) for r in recs]
-        keys = self.data_keys(docs)
-        for m, rec, doc in zip(msgs, recs, docs, strict=True):
+        creds = credentials(self.api_keys, self.internal)
+        proven = [
+            authenticate(creds, r.proof, r.value or b"", _tenant(d))
+            for r, d in zip(recs, docs, strict=True)
+        ]
+        keys = self.data_keys(docs, proven)
+        for m, rec, doc, who in zip(msgs, recs, docs, proven, strict=True):
             p = rec.partition
             state = self.states.get(p)
             if state is None:  # assignment callback always runs first; be safe anyway
                 self.rebuild([p])
                 state = self.states[p]
-            out = sequence(rec, state, now_iso, keys, doc, seal=self.seal)
+            out = sequence(rec, state, now_iso, keys, doc, seal=self.seal, proven=who)
             if isinstance(out, Sequenced):
                 refused = self._produce(out, rec)
                 if refused is None:
@@ -195,6 +218,11 @@ class Sequencer:
         return None
 
 
+def _tenant(doc: Any) -> object:
+    """The tenant a parsed record says it belongs to (None when it says none)."""
+    return doc.get("tenant") if isinstance(doc, dict) else None
+
+
 def _undo(state: SequencerState, out: Sequenced) -> None:
     """Give the stream its head back: the entry was never written, the next one takes its
     seq and chains on the entry before it."""
@@ -215,7 +243,10 @@ def main() -> None:
         **{"delivery.report.only.error": True, "message.max.bytes": settings.max_record_bytes},
     )
     epoch = read_epoch(settings.data_dir)
-    seq = Sequencer(bootstrap, producer, reading_keys(settings), seal=settings.seal, epoch=epoch)
+    seq = Sequencer(
+        bootstrap, producer, reading_keys(settings), seal=settings.seal, epoch=epoch,
+        api_keys=KeyStore.from_settings(settings), internal=producer_secret(settings),
+    )  # fmt: skip
     (reads,) = SEQUENCER_GROUPS
     loop = worker_loop(
         bootstrap, settings, reads.group, reads.topics, COMPONENT, seq.process,

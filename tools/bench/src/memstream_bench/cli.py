@@ -153,13 +153,21 @@ def locomo(
     limit: Annotated[
         int | None, typer.Option("--limit", help="first N questions per conversation")
     ] = None,
+    user_scopes: Annotated[
+        bool,
+        typer.Option(
+            "--user-scopes",
+            help="write each conversation as its own user and read it with a key scoped to "
+            "that user (every read inside a scope)",
+        ),
+    ] = False,
     json_out: JsonFlag = False,
 ) -> None:
     """Evidence Recall@k / Hit@k per category through the real pipeline, with baselines."""
     if not data.is_file():
         raise typer.BadParameter(f"no such file: {data}", param_hint="--data")
     with stages(json_out) as progress:
-        doc = run_locomo_bench(data, k, out_file, progress, limit)
+        doc = run_locomo_bench(data, k, out_file, progress, limit, user_scopes)
     if json_out:
         print_json(doc)
         return

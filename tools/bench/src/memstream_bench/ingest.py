@@ -19,6 +19,7 @@ from memstream.kafka.produce import flush_or_raise, produce_with_backpressure
 from memstream.kafka.reading import high_watermarks
 from memstream.kafka.topics import LEDGER
 from memstream.ledger.opening import data_keys
+from memstream.proof import Prover, producer_secret
 from memstream.sdk import MemoryClient
 from memstream.shred.port import DataKeys
 from memstream_cli.progress import Report, Stage, stage
@@ -113,7 +114,8 @@ def _measure(
     payloads = [(e.key, e.model_dump_json().encode()) for e in events]
     progress("raw broker produce rate (same envelopes, scratch topic)")
     raw_rate = raw_produce_rate(bootstrap, payloads, stack.settings.topic_partitions)
-    sdk = _sdk_to_ledger(bootstrap, events, progress, data_keys(stack.settings))
+    prover = Prover.internal(producer_secret(stack.settings))
+    sdk = _sdk_to_ledger(bootstrap, events, progress, data_keys(stack.settings), prover)
     result: dict[str, Any] = {
         "events": n,
         "sealed": stack.settings.seal,
@@ -130,13 +132,13 @@ def _measure(
 
 
 def _sdk_to_ledger(
-    bootstrap: str, events: list[Any], progress: Report, keys: DataKeys | None
+    bootstrap: str, events: list[Any], progress: Report, keys: DataKeys | None, prover: Prover
 ) -> dict[str, Any]:
     n = len(events)
     base = _ledger_total(bootstrap)
     step = stage(progress, f"SDK: emitting {n} events and waiting for the ledger", n)
     t0 = time.perf_counter()
-    with MemoryClient(bootstrap, "bench", keys=keys) as client:
+    with MemoryClient(bootstrap, "bench", keys=keys, prover=prover) as client:
         client.emit_many(events)
     t_emit = time.perf_counter()
     t_done = _wait_ledger(bootstrap, base, n, 600, step)

@@ -19,7 +19,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal
+from typing import Any
 
 import psutil
 from memstream.client import MemoryHttpClient, MemstreamHttpError
@@ -30,6 +30,7 @@ from memstream.ledger.opening import data_keys
 from memstream.metrics import scrape
 from memstream.projection.projectors import OPTIMIZE_IDLE_S, OPTIMIZE_MIN_NEW
 from memstream.projection.status import caught_up, live_version, projection_status
+from memstream.proof import Prover, producer_secret
 from memstream.sdk import MemoryClient, emit_by_tenant
 from memstream.settings import Settings
 from memstream.shred.port import DataKeys
@@ -46,6 +47,8 @@ from memstream_bench.stats import lever_overhead, overhead_interval, percentile
 _PRODUCTS = ["laptop", "router", "headset", "monitor", "keyboard", "printer", "camera", "phone"]
 _CITIES = ["Lisbon", "Oslo", "Denver", "Nairobi", "Osaka", "Lima", "Tallinn", "Perth"]
 _NAMES = ["Marta", "Tomas", "Aiko", "Priya", "Jonas", "Lea", "Omar", "Grace"]
+STREAMS = 16
+USERS = 4  # per tenant: each stream is one user's (user-0 holds agent-0, -4, -8 and -12)
 
 
 def workload(n: int, tenants: int, seed: int = 1) -> list[Any]:
@@ -61,8 +64,9 @@ def workload(n: int, tenants: int, seed: int = 1) -> list[Any]:
         out.append(
             EventIn(
                 id=f"{run}-{i}",
-                stream=f"agent-{i % 16}",
+                stream=f"agent-{i % STREAMS}",
                 agent=who,
+                user=f"user-{i % STREAMS % USERS}",
                 type=type_,
                 occurred_at=start + timedelta(minutes=i),
                 payload=payload,
@@ -176,8 +180,9 @@ def paced_emit(
             for e in events[i : i + per_tick]:
                 if e.tenant not in clients:
                     clients[e.tenant] = MemoryClient(
-                        bootstrap, e.tenant, keys=probes.data_keys, epoch=probes.epoch
-                    )
+                        bootstrap, e.tenant, keys=probes.data_keys, epoch=probes.epoch,
+                        prover=probes.prover,
+                    )  # fmt: skip
                 clients[e.tenant].emit_event(e)
             for c in clients.values():
                 c.flush(10)
@@ -216,11 +221,13 @@ class Probes:
     """Freshness probes: emit a marker event, time until recall finds it, every 0.5 s."""
 
     def __init__(
-        self, bootstrap: str, api: str, key: str, data: DataKeys | None, epoch: str
-    ) -> None:
+        self, bootstrap: str, api: str, key: str, data: DataKeys | None, epoch: str,
+        prover: Prover,
+    ) -> None:  # fmt: skip
         self.bootstrap, self.api, self.key = bootstrap, api, key
         self.data_keys = data  # the SDK seals with the stack's data keys, as `emit` does
         self.epoch = epoch  # the broker's, named in the positions the SDK returns
+        self.prover = prover  # the stack's own proof: the bench writes as the stack's tools
 
     @contextlib.contextmanager
     def running(self) -> Iterator[ProbeLog]:
@@ -246,7 +253,13 @@ class Probes:
 
     def _run(self, sink: ProbeLog, stop: threading.Event) -> None:
         with (
-            MemoryClient(self.bootstrap, "probe", keys=self.data_keys, epoch=self.epoch) as sdk,
+            MemoryClient(
+                self.bootstrap,
+                "probe",
+                keys=self.data_keys,
+                epoch=self.epoch,
+                prover=self.prover,
+            ) as sdk,  # fmt: skip
             MemoryHttpClient(self.api, self.key) as http,
         ):
             while not stop.is_set():
@@ -291,6 +304,7 @@ class _Measured:
     settle_s: float = 0.0
     latencies: list[float] = field(default_factory=list)  # the served levers
     plain_latencies: list[float] = field(default_factory=list)  # the fused lanes alone
+    scoped_latencies: list[float] = field(default_factory=list)  # served, inside one user
     parts: dict[str, list[float]] = field(default_factory=dict)  # checkout ms per phase, lane
     peak_rss: dict[str, float] = field(default_factory=dict)
 
@@ -319,7 +333,10 @@ def _measure(
         settings.topic_partitions,
     )
     epoch = read_epoch(settings.data_dir)
-    probes = Probes(bootstrap, api, keys.create("probe"), data_keys(settings), epoch)
+    probes = Probes(
+        bootstrap, api, keys.create("probe"), data_keys(settings), epoch,
+        Prover.internal(producer_secret(settings)),
+    )  # fmt: skip
     rss = RssSampler(pids)
     _burst(m, stack.info, settings, events, probes, progress)
     _steady(m, bootstrap, probes, steady_rate, steady_s, progress)
@@ -348,7 +365,10 @@ def _burst(
     step = stage(progress, f"emitting {n} events through the SDK, with freshness probes", n)
     t0 = time.perf_counter()
     with probes.running() as m.burst:
-        emit_by_tenant(info.kafka_bootstrap, events, probes.data_keys, epoch=probes.epoch)
+        emit_by_tenant(
+            info.kafka_bootstrap, events, probes.data_keys, epoch=probes.epoch,
+            prover=probes.prover,
+        )  # fmt: skip
         m.emitted_s = time.perf_counter() - t0
         deadline = time.monotonic() + 3600
         while not visible(settings, info, n, step):
@@ -416,27 +436,34 @@ def _checkouts(
     m: _Measured, api: str, tenant_keys: dict[str, str], checkouts: int, step: Stage
 ) -> None:
     """Checkouts of random tenants and questions: latency, and where each one spends its
-    time per phase and lane. Each question is asked twice, with the served levers and with
-    the fused lanes alone (preset ``plain``), in a random order, so the two latencies share
-    the machine's moment and neither always reads a cache the other warmed."""
+    time per phase and lane. Each question is asked three ways, in a random order so the
+    latencies share the machine's moment and none always reads a cache another warmed: with
+    the served levers, with the fused lanes alone (preset ``plain``), and with the served
+    levers inside one user's scope."""
     rng = random.Random(7)
     clients = {t: MemoryHttpClient(api, k) for t, k in tenant_keys.items()}
     try:
         for _ in range(checkouts):
             client = clients[rng.choice(list(clients))]
             q = rng.choice(CHECKOUT_QUERIES).format(who=rng.choice(_NAMES))
-            order: list[Literal["plain"] | None] = ["plain", None]
-            if rng.random() < 0.5:
-                order.reverse()
-            for preset in order:
+            user = f"user-{rng.randrange(USERS)}"
+            ways: list[str] = ["plain", "served", "scoped"]
+            rng.shuffle(ways)
+            for way in ways:
                 started = time.perf_counter()
-                packet = client.checkout(q, preset=preset)
+                packet = client.checkout(
+                    q,
+                    preset="plain" if way == "plain" else None,
+                    scope={"user": user} if way == "scoped" else None,
+                )
                 ms = (time.perf_counter() - started) * 1000
-                if preset is None:
+                if way == "served":
                     m.latencies.append(ms)
                     _parts(m.parts, packet)
-                else:
+                elif way == "plain":
                     m.plain_latencies.append(ms)
+                else:
+                    m.scoped_latencies.append(ms)
             step.advance()
     finally:
         for c in clients.values():
@@ -484,6 +511,13 @@ def _report(m: _Measured, vector_optimize: bool, sealed: bool) -> dict[str, Any]
         "checkout_plain_p95_ms": round(percentile(m.plain_latencies, 0.95), 2),
         "checkout_lever_p95_overhead": lever_overhead(m.latencies, m.plain_latencies),
         "checkout_lever_p95_overhead_interval95": overhead_interval(m.latencies, m.plain_latencies),
+        # A scope (one user of the tenant's four) against the same levers without one.
+        "checkout_scoped_p50_ms": round(percentile(m.scoped_latencies, 0.5), 2),
+        "checkout_scoped_p95_ms": round(percentile(m.scoped_latencies, 0.95), 2),
+        "checkout_scope_p95_overhead": lever_overhead(m.scoped_latencies, m.latencies),
+        "checkout_scope_p95_overhead_interval95": overhead_interval(
+            m.scoped_latencies, m.latencies
+        ),
         "checkout_median_ms_by_part": {
             k: round(percentile(v, 0.5), 2) for k, v in sorted(m.parts.items())
         },

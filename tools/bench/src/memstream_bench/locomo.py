@@ -36,6 +36,8 @@ from memstream.keys import KeyStore
 from memstream.projection.embedded import default_config
 from memstream.projection.status import caught_up, live_version, projection_status
 from memstream.projection.versions import FileProjectionRegistry, registry_path
+from memstream.proof import Prover
+from memstream.scope import Scope
 from memstream.sdk import MemoryClient
 from memstream.settings import Settings
 from memstream_cli.progress import Report, Stage, stage
@@ -53,8 +55,11 @@ def session_time(text: str) -> datetime:
     return datetime.strptime(text.strip(), "%I:%M %p on %d %B, %Y").replace(tzinfo=UTC)
 
 
-def conversation_events(sample: dict[str, Any]) -> tuple[str, list[Any], set[str]]:
-    """The tenant, its turn events, and the set of turn ids."""
+def conversation_events(
+    sample: dict[str, Any], user: bool = False
+) -> tuple[str, list[Any], set[str]]:
+    """The tenant, its turn events (with ``user``: each naming the conversation as its user),
+    and the set of turn ids."""
     tenant = re.sub(r"[^A-Za-z0-9._-]", "-", sample["sample_id"])
     conv = sample["conversation"]
     events: list[Any] = []
@@ -77,7 +82,7 @@ def conversation_events(sample: dict[str, Any]) -> tuple[str, list[Any], set[str
                     occurred_at=start + timedelta(seconds=30 * i),
                     payload={"text": turn["text"] or "(shared an image)"},
                     metadata=meta,
-                ).complete(tenant)
+                ).complete(tenant, user=tenant if user else None)
             )
     return tenant, events, turns
 
@@ -109,12 +114,20 @@ def _score(retrieved: list[str], evidence: list[str], k: int) -> tuple[float, fl
 
 
 def run_locomo_bench(
-    data: Path, k: int, out: Path | None, progress: Report, limit: int | None = None
+    data: Path,
+    k: int,
+    out: Path | None,
+    progress: Report,
+    limit: int | None = None,
+    user_scopes: bool = False,
 ) -> dict[str, Any]:
+    """``user_scopes``: each conversation written as its own user, and read with a key
+    scoped to that user (every read then runs inside a scope)."""
     samples = json.loads(data.read_text())
     with throwaway_stack(progress) as (stack, settings):
         assert stack.info is not None
-        return _run(stack.info, settings, samples, k, out, progress, limit)
+        doc = _run(stack.info, settings, samples, k, out, progress, limit, user_scopes)
+        return doc | {"user_scopes": user_scopes}
 
 
 def _wait_fresh(
@@ -221,12 +234,13 @@ def _run(
     out: Path | None,
     progress: Report,
     limit: int | None,
+    user_scopes: bool,
 ) -> dict[str, Any]:
     keys = KeyStore(settings.resolved_keys_file())
     registry = FileProjectionRegistry(registry_path(settings.data_dir))
     plain = registry.register(PLAIN_VERSION, default_config(keys="plain"), live_if_first=False)
     t0 = time.perf_counter()
-    convs, total = _ingest(info.kafka_bootstrap, keys, samples)
+    convs, total = _ingest(info.kafka_bootstrap, keys, samples, user_scopes)
     step = stage(
         progress,
         f"emitted {total} turns of {len(samples)} conversations; waiting for projections",
@@ -258,18 +272,21 @@ def _run(
 
 
 def _ingest(
-    bootstrap: str, keys: KeyStore, samples: list[dict[str, Any]]
+    bootstrap: str, keys: KeyStore, samples: list[dict[str, Any]], user_scopes: bool
 ) -> tuple[list[Conversation], int]:
-    """Every conversation's turns emitted, each in a tenant of its own with a key; the
-    conversations and the number of turns."""
+    """Every conversation's turns emitted, each in a tenant of its own with a key (with
+    ``user_scopes``, as a user of its own, and a key scoped to that user); the conversations
+    and the number of turns."""
     convs: list[Conversation] = []
     total = 0
     for sample in samples:
-        tenant, events, turns = conversation_events(sample)
-        with MemoryClient(bootstrap, tenant) as client:
+        tenant, events, turns = conversation_events(sample, user=user_scopes)
+        scope = Scope(user=[tenant]) if user_scopes else None
+        key = keys.create(tenant, name="bench locomo", scope=scope)
+        with MemoryClient(bootstrap, tenant, prover=Prover.for_key(key)) as client:
             client.emit_many(events)
         total += len(events)
-        convs.append((sample, tenant, turns, keys.create(tenant)))
+        convs.append((sample, tenant, turns, key))
     return convs, total
 
 

@@ -25,6 +25,7 @@ from typing import Any
 import httpx
 import psutil
 from memstream.keys import KeyStore
+from memstream.proof import Prover, producer_secret
 from memstream.sdk import emit_by_tenant
 from memstream.settings import Settings
 from memstream_cli.progress import Report, stage
@@ -229,7 +230,8 @@ def run_neighbours_bench(
     with throwaway_stack(progress) as (stack, settings):
         assert stack.info is not None
         progress(f"emitting {events} events for two tenants")
-        emit_by_tenant(stack.info.kafka_bootstrap, workload(events, 2))
+        prover = Prover.internal(producer_secret(settings))
+        emit_by_tenant(stack.info.kafka_bootstrap, workload(events, 2), prover=prover)
         progress("waiting for every consumer to catch up")
         settled = settle(stack.info, settings)
         store = KeyStore(settings.resolved_keys_file())

@@ -24,6 +24,7 @@ from memstream.checkout.service import cited_ids
 from memstream.client import MemoryHttpClient, MemstreamHttpError
 from memstream.keys import KeyStore
 from memstream.ledger.opening import data_keys
+from memstream.proof import Prover, producer_secret
 from memstream.records.packet import CheckoutPacket
 from memstream.sdk import emit_by_tenant
 from memstream.settings import Settings
@@ -84,7 +85,10 @@ class _Bulk:
         events = workload(self.n, 1)
         self.t0 = time.perf_counter()
         epoch = read_epoch(self.settings.data_dir)
-        emit_by_tenant(self.info.kafka_bootstrap, events, data_keys(self.settings), epoch=epoch)
+        emit_by_tenant(
+            self.info.kafka_bootstrap, events, data_keys(self.settings), epoch=epoch,
+            prover=Prover.internal(producer_secret(self.settings)),
+        )  # fmt: skip
         self.emitted_s = time.perf_counter() - self.t0
         self._watcher.start()
 

@@ -28,6 +28,7 @@ from memstream.kafka.reading import end_offsets, read_to_end
 from memstream.kafka.topics import LEDGER
 from memstream.keys import KeyStore
 from memstream.ledger.opening import data_keys
+from memstream.proof import Prover, producer_secret
 from memstream.sdk import emit_by_tenant
 from memstream.settings import Settings
 from memstream.stack.children import spawn, stop_process
@@ -87,7 +88,12 @@ def _row(
     keys = KeyStore(settings.resolved_keys_file())
     epoch = read_epoch(settings.data_dir)
     probes = Probes(
-        info.kafka_bootstrap, info.api_url, keys.create("probe"), data_keys(settings), epoch
+        info.kafka_bootstrap,
+        info.api_url,
+        keys.create("probe"),
+        data_keys(settings),
+        epoch,
+        Prover.internal(producer_secret(settings)),
     )
     run = _Run(stack, settings, probes)
     events = workload(n, tenants)
@@ -95,7 +101,9 @@ def _row(
     cpu0 = _cpu(stack)
     t0 = time.perf_counter()
     with probes.running() as seen:
-        emit_by_tenant(info.kafka_bootstrap, events, probes.data_keys, epoch=epoch)
+        emit_by_tenant(
+            info.kafka_bootstrap, events, probes.data_keys, epoch=epoch, prover=probes.prover
+        )
         while not visible(settings, info, n, step):
             if time.perf_counter() - t0 > 3600:
                 raise TimeoutError("projections did not catch up within an hour")

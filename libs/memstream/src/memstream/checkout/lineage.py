@@ -11,6 +11,7 @@ from memstream.checkout.memory import PacketMemory
 from memstream.graph.port import GraphReader
 from memstream.records.latent import LatentArtifact, is_artifact_id
 from memstream.records.projected import EventRecord, SourceRef
+from memstream.scope import WHOLE, Scope
 
 
 class LeafEvent(BaseModel):
@@ -19,6 +20,7 @@ class LeafEvent(BaseModel):
     event_id: str
     type: str
     agent: str
+    user: str | None = None
     occurred_at: str
     text: str
 
@@ -43,13 +45,38 @@ class UnknownItem(LookupError):
     """No event, fact or recent packet has this id."""
 
 
-def lineage(graph: GraphReader, packets: PacketMemory, tenant: str, item_id: str) -> Lineage:
+def lineage(
+    graph: GraphReader, packets: PacketMemory, tenant: str, item_id: str, scope: Scope = WHOLE
+) -> Lineage:
     """Resolve an event id, a fact id (``<event_id>#n``), an artifact id or a recent packet
-    id, with what its leaves say; :class:`UnknownItem` if none has it."""
+    id, with what its leaves say; :class:`UnknownItem` if none has it. Inside ``scope`` an
+    item is known when one of its leaves is, and shows only those (and the sources resting
+    on them)."""
     found = _resolve(graph, packets, tenant, item_id)
     by_id = {e.event_id: e for e in graph.events(tenant, [r.event_id for r in found.leaves])}
+    if not scope.empty:
+        by_id = {
+            i: e
+            for i, e in by_id.items()
+            if scope.admits(user=e.user, agent=e.agent, stream=e.stream)
+        }
+        found = _narrowed(found, set(by_id))
     events = [_leaf_event(by_id[r.event_id]) for r in found.leaves if r.event_id in by_id]
     return found.model_copy(update={"events": events})
+
+
+def _narrowed(found: Lineage, seen: set[str]) -> Lineage:
+    """``found`` with only the leaves in ``seen`` and what rests on them; UnknownItem when
+    none is (an item outside a scope is, inside it, unknown)."""
+    leaves = [r for r in found.leaves if r.event_id in seen]
+    if not leaves:
+        raise UnknownItem(found.id)
+    artifact = found.artifact
+    if artifact is not None:
+        refs = [r for r in artifact.source_event_refs if r.event_id in seen]
+        artifact = artifact.model_copy(update={"source_event_refs": refs})
+    sources = [s for s in found.sources if s.split("#", 1)[0] in seen]
+    return found.model_copy(update={"leaves": leaves, "sources": sources, "artifact": artifact})
 
 
 def _resolve(graph: GraphReader, packets: PacketMemory, tenant: str, item_id: str) -> Lineage:
@@ -94,5 +121,10 @@ def _leaves(graph: GraphReader, tenant: str, ids: list[str]) -> list[SourceRef] 
 
 def _leaf_event(e: EventRecord) -> LeafEvent:
     return LeafEvent(
-        event_id=e.event_id, type=e.type, agent=e.agent, occurred_at=e.occurred_at, text=e.text
+        event_id=e.event_id,
+        type=e.type,
+        agent=e.agent,
+        user=e.user,
+        occurred_at=e.occurred_at,
+        text=e.text,
     )

@@ -9,6 +9,7 @@ from typing import Literal
 
 from memstream.checkout.retrieve.config import RetrievalConfig
 from memstream.records.latent import Purpose
+from memstream.scope import WHOLE, Scope
 
 Mode = Literal["fused", "hybrid", "dense", "sparse"]
 
@@ -22,7 +23,7 @@ class CheckoutQuery:
     max_tokens: int = 1500
     k: int = 10
     purpose: Purpose | None = None  # adds a memory weave for this reasoning step
-    stream: str | None = None
+    scope: Scope = WHOLE  # the part of the tenant's memory it reads (``memstream.scope``)
     task_id: str | None = None  # the task it serves (for learning)
     config: RetrievalConfig | None = None  # None: the service's default
     fresh: bool = False  # a read after its own write: names resolve against memory now
@@ -34,7 +35,7 @@ class RecallQuery:
 
     query: str
     k: int = 10
-    stream: str | None = None
+    scope: Scope = WHOLE
     mode: Mode = "fused"
     as_of: datetime | None = None
     fresh: bool = False

@@ -18,18 +18,21 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field
 
 from memstream.checkout.retrieve.candidates import fact_candidate
-from memstream.checkout.retrieve.lanes import CONTROL_TYPES
+from memstream.checkout.retrieve.lanes import CONTROL_TYPES, within
 from memstream.embed.port import Embedder
+from memstream.events.envelope import StreamName
 from memstream.graph.port import GraphReader
 from memstream.projection.latents import LATENT_KIND
 from memstream.records.latent import Altitude
 from memstream.records.packet import PacketWarning
 from memstream.records.projected import FactView, VectorHit
+from memstream.scope import SCOPE_DESCRIPTION, STREAM_SHORTHAND, WHOLE, Scope
 from memstream.times import as_utc, iso_utc
-from memstream.vectors.port import VectorIndex
+from memstream.vectors.port import Search, VectorIndex
 from memstream.wire import STORABLE, STRICT_INPUT, JsonInt, Position, RfcTimestamp
 
 # Event hits whose facts the fact altitude ranks, per fact asked for (and at least).
+SCOPED_READ = 5  # a scoped artifact search reads this many times k before the scope filters
 FACT_POOL_PER_HIT = 5
 FACT_POOL_MIN = 50
 EVENT_KIND = "event"
@@ -47,6 +50,8 @@ class SearchRequest(BaseModel):
     as_of: RfcTimestamp | None = Field(
         default=None, description="only what memory held then (events, facts, artifacts)"
     )
+    scope: Scope | None = Field(default=None, description=SCOPE_DESCRIPTION)
+    stream: StreamName | None = Field(default=None, description=STREAM_SHORTHAND)
     after: Position | None = Field(
         default=None,
         description="a write's position: answer once every projection this read uses has "
@@ -150,18 +155,21 @@ class Searcher:
     index: VectorIndex
     embedder: Embedder
 
-    def search(self, tenant: str, req: SearchRequest) -> list[SearchHit]:
-        """The best ``req.k`` items of ``req.altitude`` for the query."""
+    def search(self, tenant: str, req: SearchRequest, scope: Scope = WHOLE) -> list[SearchHit]:
+        """The best ``req.k`` items of ``req.altitude`` for the query, inside ``scope``: its
+        events, the facts drawn from them, and the artifacts resting on one of them (whose
+        ``sources`` then name only those)."""
         vector = self.embedder.embed([req.query])[0].tolist()
         as_of = as_utc(req.as_of) if req.as_of is not None else None
         if req.altitude == "fact":
-            return self._facts(tenant, req, vector, as_of)
+            return self._facts(tenant, req, vector, as_of, scope)
         if req.altitude == "event":
             # Twice as many: events about memory are dropped after the query.
-            found = self._query(tenant, req.query, vector, 2 * req.k, as_of)
+            found = self._query(tenant, req.query, vector, 2 * req.k, as_of, scope)
             return kept([event_hit(h) for h in found], req.k)
-        found = self._query(tenant, req.query, vector, req.k, as_of, altitude=req.altitude)
-        return kept([latent_hit(h) for h in found], req.k)
+        limit = req.k if scope.empty else SCOPED_READ * req.k
+        found = self._query(tenant, req.query, vector, limit, as_of, WHOLE, req.altitude)
+        return self._sourced(tenant, scope, kept([latent_hit(h) for h in found], limit))[: req.k]
 
     def _query(
         self,
@@ -170,24 +178,41 @@ class Searcher:
         vector: list[float],
         limit: int,
         as_of: datetime | None,
+        scope: Scope,
         altitude: Altitude | None = None,
     ) -> list[VectorHit]:
         kind = EVENT_KIND if altitude is None else LATENT_KIND
-        return self.index.query(
-            tenant,
-            vector,
-            query,
-            limit=limit,
-            kinds=[kind],
-            altitudes=[altitude] if altitude is not None else None,
-            as_of=as_of,
-        )
+        altitudes: list[str] | None = [altitude] if altitude is not None else None
+        search = within(Search(limit, kinds=[kind], altitudes=altitudes), scope)
+        return self.index.query_batch(tenant, vector, query, [search], as_of)[0]
+
+    def _sourced(self, tenant: str, scope: Scope, hits: list[SearchHit]) -> list[SearchHit]:
+        """The artifact hits with a source event in ``scope``, citing only those."""
+        if scope.empty:
+            return hits
+        ids = list(dict.fromkeys(s for h in hits for s in h.sources))
+        seen = {
+            e.event_id
+            for e in self.graph.events(tenant, ids)
+            if scope.admits(user=e.user, agent=e.agent, stream=e.stream)
+        }
+        out = []
+        for h in hits:
+            sources = [s for s in h.sources if s in seen]
+            if sources:
+                out.append(h.model_copy(update={"sources": sources}))
+        return out
 
     def _facts(
-        self, tenant: str, req: SearchRequest, vector: list[float], as_of: datetime | None
+        self,
+        tenant: str,
+        req: SearchRequest,
+        vector: list[float],
+        as_of: datetime | None,
+        scope: Scope,
     ) -> list[SearchHit]:
         pool = max(FACT_POOL_MIN, FACT_POOL_PER_HIT * req.k)
-        found = self._query(tenant, req.query, vector, pool, as_of)
+        found = self._query(tenant, req.query, vector, pool, as_of, scope)
         scores = {h.id: h.score for h in kept([event_hit(h) for h in found], pool)}
         facts = self.graph.facts_from(
             tenant, list(scores), as_of=iso_utc(as_of) if as_of is not None else None

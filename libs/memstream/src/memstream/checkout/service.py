@@ -27,6 +27,7 @@ from memstream.checkout.pool import mark_invalidated
 from memstream.checkout.request import CheckoutQuery, RecallQuery
 from memstream.checkout.retrieve import Retriever
 from memstream.checkout.retrieve.config import CHECKOUT, PLAIN, RetrievalConfig
+from memstream.checkout.scoped import artifacts_in, records_in
 from memstream.checkout.search import Searcher, SearchHit, SearchRequest
 from memstream.checkout.synthesis import synthesize
 from memstream.checkout.timing import Laps, ms
@@ -55,6 +56,7 @@ from memstream.records.packet import (
     SynthesisResult,
 )
 from memstream.records.projected import VectorHit
+from memstream.scope import WHOLE, Scope
 from memstream.times import as_utc, iso_utc
 
 # With a purpose, 1/WEAVE_SHARE of max_tokens is kept free for the weave (more if unused).
@@ -90,7 +92,7 @@ class _Ask:
     query: str
     as_of: datetime | None
     fresh: bool
-    stream: str | None
+    scope: Scope
     pool: int  # how many candidates each lane overfetches
     k: int
     latents: bool  # collect the latent artifacts' hits
@@ -126,11 +128,12 @@ class CheckoutService:
         """One packet from the live version: plan, pool, synthesize, assemble; then traced."""
         laps = Laps()
         config = q.config or self.defaults
-        ask = _Ask(q.query, q.as_of, q.fresh, q.stream, max(40, 4 * q.k), q.k, latents=True)
+        ask = _Ask(q.query, q.as_of, q.fresh, q.scope, max(40, 4 * q.k), q.k, latents=True)
         pool = self._pool(tenant, ask, config, laps)
         step = Laps()
         graph = self.stores.graph_for(pool.info)
         found = self.artifacts.current(graph, pool.info.name, tenant, pool.hits)
+        found = artifacts_in(q.scope, graph, tenant, found)
         artifacts = relevant_artifacts(pool.plan, found)
         pool.lanes_ms["artifacts"] = ms(step.elapsed())
         laps.lap("retrieve")
@@ -171,19 +174,19 @@ class CheckoutService:
         found = retriever.retrieve(
             tenant,
             plan,
-            stream=ask.stream,
+            scope=ask.scope,
             timings=lanes_ms,
             as_of=when,
             latents=hits if ask.latents else None,
         )
         step.lap("lanes")
         if ask.raw:
-            found = self._invalidated(graph, tenant, found[: ask.k], as_of)
+            found = self._invalidated(graph, tenant, found[: ask.k], as_of, ask.scope)
             return Pool(info, plan, found, Learned(), hits, embedder, lanes_ms)
         found = [c for c in found if plan.admits(c.type)]  # work answers work only
-        found = self._invalidated(graph, tenant, found, as_of)
+        found = self._invalidated(graph, tenant, found, as_of, ask.scope)
         step.lap("invalidations")
-        found, learned = self._learned(info, graph, tenant, plan, found, when)
+        found, learned = self._learned(info, graph, tenant, plan, found, when, ask.scope)
         step.lap("feedback")
         lanes_ms |= {k: v for k, v in step.ms.items() if k != "lanes"}
         return Pool(info, plan, found, learned, hits, embedder, lanes_ms)
@@ -244,12 +247,18 @@ class CheckoutService:
         return woven.model_copy(update={"budget": budget})
 
     def _invalidated(
-        self, graph: GraphReader, tenant: str, candidates: list[Candidate], as_of: str | None
+        self,
+        graph: GraphReader,
+        tenant: str,
+        candidates: list[Candidate],
+        as_of: str | None,
+        scope: Scope,
     ) -> list[Candidate]:
-        """The pool with what accepted invalidations (made by ``as_of``) name marked. One
-        graph read."""
+        """The pool with what accepted invalidations (made by ``as_of``, inside ``scope``)
+        name marked. One graph read (two with a scope)."""
         ids = {c.item_id for c in candidates} | {c.ref.event_id for c in candidates}
         found = graph.invalidations(tenant, sorted(ids), as_of=as_of)
+        found = records_in(scope, graph, tenant, found, lambda v: v.event_id)
         return mark_invalidated(candidates, found) if found else candidates
 
     def _learned(
@@ -260,12 +269,15 @@ class CheckoutService:
         plan: SynthesisPlan,
         candidates: list[Candidate],
         as_of: datetime | None,
+        scope: Scope,
     ) -> tuple[list[Candidate], Learned]:
-        """The pool re-ordered by feedback priors (bounded; see ``learning.priors``)."""
+        """The pool re-ordered by feedback priors (bounded; see ``learning.priors``): the
+        feedback written inside ``scope`` only."""
         if not info.config.feedback or not candidates:
             return candidates, Learned()
         ids = {c.item_id for c in candidates} | {c.ref.event_id for c in candidates}
         records = graph.feedback(tenant, sorted(ids), as_of=iso_utc(as_of) if as_of else None)
+        records = records_in(scope, graph, tenant, records, lambda r: r.event_id)
         if not records:
             return candidates, Learned()
         now = as_of or self.clock()
@@ -293,7 +305,7 @@ class CheckoutService:
                 q.query,
                 task_id=q.task_id,
                 purpose=q.purpose,
-                stream=q.stream,
+                stream=q.scope.stream[0] if q.scope.stream and len(q.scope.stream) == 1 else None,
                 cited=cited,
                 at=self.clock().astimezone(UTC),
                 version=version,
@@ -304,21 +316,22 @@ class CheckoutService:
         """The raw fused top-k (no synthesis, no levers), or one index lane alone; what an
         accepted invalidation names is kept but marked (``invalidated_by``, the reason)."""
         if q.mode == "fused":
-            ask = _Ask(q.query, q.as_of, q.fresh, q.stream, max(20, q.k), q.k, False, raw=True)
+            ask = _Ask(q.query, q.as_of, q.fresh, q.scope, max(20, q.k), q.k, False, raw=True)
             return self._pool(tenant, ask, PLAIN, Laps()).candidates
         info = self.stores.live()
         graph = self.stores.graph_for(info)
         embedder = get_embedder(info.config.embedder)
         retriever = Retriever(graph, self.stores.open_index(info), embedder, pool=max(20, q.k))
         as_of = as_utc(q.as_of) if q.as_of is not None else None
-        found = retriever.lane(tenant, q.query, q.mode, q.k, q.stream, as_of)
-        return self._invalidated(graph, tenant, found, iso_utc(as_of) if as_of else None)
+        found = retriever.lane(tenant, q.query, q.mode, q.k, q.scope, as_of)
+        when = iso_utc(as_of) if as_of else None
+        return self._invalidated(graph, tenant, found, when, q.scope)
 
     def answer_pool(self, tenant: str, q: RecallQuery) -> AnswerPool:
         """The fused top-k a synthesis may rest on (summarize_recall's): records of work
         only for a question about the work, invalidations marked, re-ordered by what task
         outcomes taught, with each candidate's outcome record."""
-        ask = _Ask(q.query, q.as_of, q.fresh, q.stream, max(20, q.k), q.k, latents=False)
+        ask = _Ask(q.query, q.as_of, q.fresh, q.scope, max(20, q.k), q.k, latents=False)
         pool = self._pool(tenant, ask, PLAIN, Laps())
         top = pool.candidates[: q.k]
         return AnswerPool(
@@ -337,27 +350,33 @@ class CheckoutService:
         recent = self.packets.get(tenant, packet_id)
         return recent.family if recent is not None else None
 
-    def lineage(self, tenant: str, item_id: str) -> Lineage:
+    def lineage(self, tenant: str, item_id: str, scope: Scope = WHOLE) -> Lineage:
         """See :func:`memstream.checkout.lineage.lineage`."""
-        return lineage(self.stores.graph(), self.packets, tenant, item_id)
+        return lineage(self.stores.graph(), self.packets, tenant, item_id, scope)
 
-    def search(self, tenant: str, req: SearchRequest) -> list[SearchHit]:
-        """The best ``req.k`` items at ``req.altitude`` in the live version."""
+    def search(self, tenant: str, req: SearchRequest, scope: Scope = WHOLE) -> list[SearchHit]:
+        """The best ``req.k`` items at ``req.altitude`` in the live version, inside ``scope``
+        (the request's, within its key's: the caller's to decide)."""
         info = self.stores.live()
         embedder = get_embedder(info.config.embedder)
         searcher = Searcher(self.stores.graph_for(info), self.stores.open_index(info), embedder)
-        return searcher.search(tenant, req)
+        return searcher.search(tenant, req, scope)
 
     def latents(
         self,
         tenant: str,
         types: list[str] | None = None,
-        stream: str | None = None,
+        scope: Scope = WHOLE,
         include_stale: bool = False,
         limit: int = 100,
     ) -> list[LatentArtifact]:
-        """The tenant's latent artifacts in the live version, newest first."""
-        return self.stores.graph().latents(tenant, types, stream, include_stale, limit)
+        """The tenant's latent artifacts in the live version, newest first: those with a
+        source event in ``scope``, each citing only those."""
+        graph = self.stores.graph()
+        if scope.empty:
+            return graph.latents(tenant, types, None, include_stale, limit)
+        found = graph.latents_in(tenant, scope, types, include_stale, limit)
+        return artifacts_in(scope, graph, tenant, found)
 
     def forget_tenant(self, tenant: str) -> None:
         """Drop the tenant's parsed artifacts and lexicons (a purge: none may be served

@@ -59,6 +59,10 @@ class Envelope(BaseModel):
     tenant: Tenant
     stream: StreamName
     agent: ItemId
+    user: ItemId | None = Field(
+        default=None,
+        description="the person the event is about or on whose behalf it was written (a scope)",
+    )
     occurred_at: AwareDatetime
     parent_id: EventId | None = None
     caused_by: list[EventId] = Field(default_factory=list)
@@ -186,6 +190,7 @@ class EventIn(BaseModel):
     tenant: Tenant | None = None
     stream: StreamName
     agent: Agent | None = None
+    user: Agent | None = None
     type: str
     occurred_at: AwareDatetime | None = None
     payload: dict[str, Any]
@@ -195,15 +200,25 @@ class EventIn(BaseModel):
     metadata: Metadata = Field(default_factory=dict)
     schema_version: Literal[1] = SCHEMA_VERSION
 
-    def complete(self, tenant: str, now: datetime | None = None, agent: str = "unknown") -> Event:
+    def complete(
+        self,
+        tenant: str,
+        now: datetime | None = None,
+        agent: str = "unknown",
+        user: str | None = None,
+    ) -> Event:
         """Fill defaults and validate into a typed envelope (raises ValidationError)."""
-        return fill_defaults(self.model_dump(mode="python"), tenant, now, agent)
+        return fill_defaults(self.model_dump(mode="python"), tenant, now, agent, user)
 
 
-def fill_defaults(data: dict[str, Any], tenant: str, now: datetime | None, agent: str) -> Event:
-    """A client event's fields with tenant, id, time and agent filled in, as a typed envelope."""
+def fill_defaults(
+    data: dict[str, Any], tenant: str, now: datetime | None, agent: str, user: str | None = None
+) -> Event:
+    """A client event's fields with tenant, id, time, agent and user filled in, as a typed
+    envelope."""
     data["tenant"] = data.get("tenant") or tenant
     data["id"] = data.get("id") or str(uuid.uuid4())
     data["occurred_at"] = data.get("occurred_at") or now or datetime.now(UTC)
     data["agent"] = data.get("agent") or agent
+    data["user"] = data.get("user") or user  # empty counts as left out
     return EventAdapter.validate_python(data)

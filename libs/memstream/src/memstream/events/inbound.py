@@ -54,6 +54,11 @@ class InboundEnvelope(BaseModel):
     tenant: Tenant | None = Field(default=None, description="must be the API key's tenant")
     stream: StreamName
     agent: Agent | None = None
+    user: Agent | None = Field(
+        default=None,
+        description="the person the event is about or on whose behalf it was written (a "
+        "scope reads can ask for); empty counts as left out",
+    )
     occurred_at: RfcDatetime | None = Field(default=None, description="default: now")
     parent_id: EventId | None = None
     caused_by: list[EventId] = Field(default_factory=list)
@@ -62,9 +67,15 @@ class InboundEnvelope(BaseModel):
     # Not Literal[1]: that lets JSON `true` through, which the schema forbids.
     schema_version: JsonInt = Field(default=SCHEMA_VERSION, ge=SCHEMA_VERSION, le=SCHEMA_VERSION)
 
-    def complete(self, tenant: str, now: datetime | None = None, agent: str = "unknown") -> Event:
-        """The typed envelope with defaults filled in."""
-        return fill_defaults(self.model_dump(mode="python"), tenant, now, agent)
+    def complete(
+        self,
+        tenant: str,
+        now: datetime | None = None,
+        agent: str = "unknown",
+        user: str | None = None,
+    ) -> Event:
+        """The typed envelope with defaults filled in (``user``: where it names none)."""
+        return fill_defaults(self.model_dump(mode="python"), tenant, now, agent, user)
 
 
 class MessageUserIn(InboundEnvelope):

@@ -1,9 +1,9 @@
-"""A purge of one subject: what it reaches, its tombstone, and the report it answers with.
+"""A purge of one subject or one scope: what it reaches, its tombstone, and its report.
 
-The API plans from the graph (which events are linked to the subject, what derives from
-them), appends a ``memory.purge`` tombstone that names the subject by digest and the events
-by id, then watches the stores obey it. Each consumer applies the tombstone itself, so a
-replay or a restart obeys it too.
+The API plans from the graph (which events are linked to the subject, or lie in the scope;
+what derives from them), appends a ``memory.purge`` tombstone that names the subject by
+digest and the events by id, then watches the stores obey it. Each consumer applies the
+tombstone itself, so a replay or a restart obeys it too.
 """
 
 from __future__ import annotations
@@ -57,13 +57,35 @@ RETENTION_NOTE = (
 )
 
 
+class PlannedEvent(BaseModel):
+    """One event a purge removes: enough to see collateral before anything goes."""
+
+    event_id: str
+    stream: str
+    agent: str
+    user: str | None
+    occurred_at: datetime
+
+
 class PurgeReport(BaseModel):
     """What a purge removed (or, with ``dry_run``, would remove) where."""
 
-    subject: str = Field(description="the subject as asked")
-    subject_key: str = Field(description="the entity key it resolved to")
+    subject: str = Field(
+        description="the subject as asked, or the scope (`user=alice agent=planner`)"
+    )
+    subject_key: str = Field(description="the entity key it resolved to (empty for a scope)")
     dry_run: bool
+    events: list[PlannedEvent] = Field(
+        default_factory=list,
+        description="every event it removes (or would remove), in time order: the subject's "
+        "own and those that only mention it, so collateral shows before anything goes",
+    )
     tombstone_id: str | None = Field(description="the memory.purge event; none on a dry run")
+    tombstone_ids: list[str] = Field(
+        default_factory=list,
+        description="every memory.purge event of the purge, the first being tombstone_id "
+        "(one per 10,000 events it removes; none on a dry run)",
+    )
     removed: dict[str, int] = Field(
         description="per item kind: events, facts, latent_artifacts, vector_points, "
         "archive_lines, summary_cache_entries, recent_packets, data_keys (destroyed: "
@@ -136,24 +158,38 @@ def planned(scope: PurgeScope) -> dict[str, int]:
     }
 
 
-def tombstone(
-    tenant: str, subject_key: str, scope: PurgeScope, now: datetime, secret: bytes
-) -> MemoryPurge:
-    """The ``memory.purge`` event: the subject as a keyed digest (``secret``: the tenant's),
-    the events by id, no text."""
-    return MemoryPurge(
-        id=str(uuid.uuid4()),
-        tenant=tenant,
-        stream=PURGE_STREAM,
-        agent="purge",
-        occurred_at=now,
-        type="memory.purge",
-        payload=MemoryPurgePayload(
-            subject=subject_digest(secret, tenant, subject_key),
-            event_ids=scope.event_ids,
+# Ids per tombstone: a purge reaching more events writes several, so that none nears the
+# broker's record size (an id is about 40 bytes; 1 MB is the default limit).
+TOMBSTONE_EVENT_IDS = 10_000
+
+
+def tombstones(
+    tenant: str,
+    subject_key: str,
+    scope: PurgeScope,
+    now: datetime,
+    secret: bytes,
+    per: int = TOMBSTONE_EVENT_IDS,
+) -> list[MemoryPurge]:
+    """The ``memory.purge`` events: the subject as a keyed digest (``secret``: the tenant's),
+    the events by id, ``per`` ids each (at least one tombstone), no text. Every reader
+    forgets by the ids a tombstone lists, so several are one purge in parts."""
+    digest = subject_digest(secret, tenant, subject_key)
+    ids = scope.event_ids
+    parts = [ids[i : i + per] for i in range(0, len(ids), per)] or [[]]
+    return [
+        MemoryPurge(
+            id=str(uuid.uuid4()),
+            tenant=tenant,
+            stream=PURGE_STREAM,
+            agent="purge",
+            occurred_at=now,
+            type="memory.purge",
             # No free-text reason: it would be ledgered, and could name the subject.
-        ),
-    )
+            payload=MemoryPurgePayload(subject=digest, event_ids=part),
+        )
+        for part in parts
+    ]
 
 
 def is_complete(completed: Mapping[str, bool]) -> bool:

@@ -1,7 +1,9 @@
-"""Forgetting a data subject: the workflow every surface calls (the HTTP route, and through
-it the CLI and the MCP ``forget`` tool).
+"""Forgetting a data subject or a scope: the workflow every surface calls (the HTTP routes,
+and through them the CLI and the MCP ``forget`` tool).
 
-plan (the live graph, and a bounded search for events that name the subject unlinked) →
+plan (the live graph: the events linked to the subject, with a bounded search for events that
+name it unlinked, or the events of the scope; a key with a scope of its own reaches only
+those in it) →
 tombstone (the caller makes it durable, as any event) → shred (the events' and traces' data
 keys) → forget what this process holds in memory → watch the stores obey. A purge still
 unfinished when the watch ends keeps being watched in the background.
@@ -18,15 +20,17 @@ from typing import Protocol
 from memstream.checkout.memory import PacketMemory
 from memstream.events.envelope import MemoryPurge
 from memstream.forget.metrics import PURGES, PendingPurges
-from memstream.forget.purge import PurgeReport, is_complete, planned, tombstone
+from memstream.forget.purge import PlannedEvent, PurgeReport, is_complete, planned, tombstones
 from memstream.forget.topics import Reach, TopicsOutcome
 from memstream.forget.watch import WATCH_MAX_POLL_S, converged, follow_up, store_checks, watch
-from memstream.graph.port import PurgeScope
+from memstream.graph.port import GraphForgetter, PurgeScope
 from memstream.ledger.purge import subject_digest
 from memstream.projection.live import LiveStores
 from memstream.projection.purge import PurgeOrder
+from memstream.scope import WHOLE, Scope
 from memstream.shred.port import DataKeys
 from memstream.text.names import entity_key, name_forms, names_in
+from memstream.times import to_datetime
 
 NAMED_CANDIDATES = 200  # the most a sparse search for the subject's name returns
 
@@ -82,21 +86,28 @@ class NoSubject(ValueError):
 
 @dataclass(frozen=True)
 class PurgePlan:
-    """What one purge reaches."""
+    """What one purge reaches: ``subject`` as asked (a scope's label for a scope purge,
+    whose ``key`` is empty), the ids, and the events listed for the report."""
 
     tenant: str
     subject: str
     key: str
     scope: PurgeScope
+    events: list[PlannedEvent]
 
     @property
     def ids(self) -> set[str]:
         return {*self.scope.event_ids, *self.scope.fact_ids, *self.scope.latent_ids}
 
+    @property
+    def forms(self) -> frozenset[str]:
+        """How text names the subject (none for a scope: it reaches by id only)."""
+        return name_forms(self.subject, self.key) if self.key else frozenset()
+
     def report(
         self,
         removed: dict[str, int],
-        tombstone_id: str | None,
+        tombstone_ids: list[str],
         completed: dict[str, bool],
         topics: TopicsOutcome | None,
     ) -> PurgeReport:
@@ -105,8 +116,10 @@ class PurgePlan:
             subject=self.subject,
             subject_key=self.key,
             removed=removed,
-            dry_run=tombstone_id is None,
-            tombstone_id=tombstone_id,
+            dry_run=not tombstone_ids,
+            events=self.events,
+            tombstone_id=tombstone_ids[0] if tombstone_ids else None,
+            tombstone_ids=tombstone_ids,
             completed=completed,
             complete=is_complete(completed),
             topics=topics.topics if topics else {},
@@ -133,14 +146,22 @@ class ForgetService:
     component: str
     clock: Callable[[], datetime] = lambda: datetime.now(UTC)
 
-    def plan(self, tenant: str, subject: str) -> PurgePlan:
-        """What a purge of ``subject`` reaches (:class:`NoSubject`; ``NoProjection``)."""
+    def plan(self, tenant: str, subject: str, within: Scope = WHOLE) -> PurgePlan:
+        """What a purge of ``subject`` reaches inside ``within`` (the purging key's scope)
+        (:class:`NoSubject`; ``NoProjection``)."""
         key = entity_key(subject)
         if not key:
             raise NoSubject(f"{subject!r} names no entity")
         graph = self.stores.graph()
         named = self._named_events(tenant, subject, key)
-        return PurgePlan(tenant, subject, key, graph.purge_scope(tenant, key, named))
+        reached = graph.purge_scope(tenant, key, named)
+        return _planned(graph, tenant, subject, key, reached, within)
+
+    def plan_scope(self, tenant: str, scope: Scope) -> PurgePlan:
+        """What a purge of every event in ``scope`` reaches (``NoProjection``)."""
+        graph = self.stores.graph()
+        reached = graph.derived_from(tenant, graph.scope_events(tenant, scope))
+        return _planned(graph, tenant, scope.label(), "", reached, WHOLE)
 
     def _named_events(self, tenant: str, subject: str, key: str) -> list[str]:
         """Events whose text names the subject without the extractor linking them (written
@@ -163,17 +184,22 @@ class ForgetService:
         for name, held in self.memory.items():
             removed[name] = held.held(plan.tenant, plan.ids, plan.key)
         PURGES.labels(self.component, "dry_run").inc()
-        return plan.report(removed, None, {}, None)
+        return plan.report(removed, [], {}, None)
 
-    def tombstone(self, plan: PurgePlan) -> MemoryPurge:
-        """The ``memory.purge`` event for ``plan``; the caller makes it durable."""
+    def tombstones(self, plan: PurgePlan) -> list[MemoryPurge]:
+        """The ``memory.purge`` events for ``plan`` (several for a purge of many events);
+        the caller makes them durable."""
         secret = self.keys.tenant_secret(plan.tenant)
-        return tombstone(plan.tenant, plan.key, plan.scope, self.clock(), secret)
+        # A scope purge names no entity: its digest is of the scope's label, so no entity's
+        # digest matches it (another process forgets by ids).
+        named = plan.key or f"scope:{plan.subject}"
+        return tombstones(plan.tenant, named, plan.scope, self.clock(), secret)
 
-    def carry_out(self, plan: PurgePlan, tombstone_id: str, wait_s: float) -> PurgeReport:
-        """Once the tombstone is durable: shred, forget, watch up to ``wait_s``. Raises
-        what reading the topics raised (the tombstone is in; sending the purge again
+    def carry_out(self, plan: PurgePlan, tombstone_ids: list[str], wait_s: float) -> PurgeReport:
+        """Once the tombstones are durable: shred, forget, watch up to ``wait_s``. Raises
+        what reading the topics raised (the tombstones are in; sending the purge again
         finishes it: destroying a key twice is harmless)."""
+        first = tombstone_ids[0]  # the purge's name in logs and metrics
         removed, topics = self._shred(plan)
         for name, held in self.memory.items():
             removed[name] = held.forget(plan.tenant, plan.ids, plan.key)
@@ -181,7 +207,7 @@ class ForgetService:
         checks = store_checks(self.stores, self.archive, plan.tenant, plan.scope)
 
         def check() -> dict[str, bool]:
-            done = converged(checks, f"purge {tombstone_id}")
+            done = converged(checks, f"purge {first}")
             self.reread(plan.tenant)  # a checkout may have read one since
             return done
 
@@ -189,8 +215,8 @@ class ForgetService:
         complete = is_complete(completed)
         PURGES.labels(self.component, "complete" if complete else "incomplete").inc()
         if not complete:
-            follow_up(self.pending, tombstone_id, check)
-        return plan.report(removed, tombstone_id, completed, topics)
+            follow_up(self.pending, first, check)
+        return plan.report(removed, tombstone_ids, completed, topics)
 
     def _shred(self, plan: PurgePlan) -> tuple[dict[str, int], TopicsOutcome]:
         """Destroy the data keys of what the purge removes: the events' (every sealed copy
@@ -203,7 +229,37 @@ class ForgetService:
         # when the tombstone reaches it; the ones the live graph names go here already.
         artifacts = self.keys.destroy(tenant, "latent", scope.latent_ids)
         recent = self.packets.reaching(tenant, plan.ids, plan.key)
-        reach = Reach(tenant, name_forms(plan.subject, plan.key), plan.ids)
+        reach = Reach(tenant, plan.forms, plan.ids)
         outcome = self.topics(self.keys, reach, events, recent)
         removed = planned(scope) | {"data_keys": events, "artifact_keys": artifacts}
         return removed | {"checkout_traces": outcome.traces_shredded}, outcome
+
+
+def _planned(
+    graph: GraphForgetter,
+    tenant: str,
+    subject: str,
+    key: str,
+    reached: PurgeScope,
+    within: Scope,
+) -> PurgePlan:
+    """The plan of a purge of what ``reached`` names (its events inside ``within`` when that
+    names a scope, and what derives from those), with the events listed in time order."""
+    records = graph.events(tenant, reached.event_ids)
+    if not within.empty:
+        records = [e for e in records if within.admits(user=e.user, agent=e.agent, stream=e.stream)]
+        reached = graph.derived_from(tenant, [e.event_id for e in records])
+    listed = sorted(
+        (
+            PlannedEvent(
+                event_id=e.event_id,
+                stream=e.stream,
+                agent=e.agent,
+                user=e.user,
+                occurred_at=to_datetime(e.occurred_at),
+            )
+            for e in records
+        ),
+        key=lambda p: (p.occurred_at, p.event_id),
+    )
+    return PurgePlan(tenant, subject, key, reached, listed)

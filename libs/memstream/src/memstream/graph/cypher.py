@@ -29,7 +29,8 @@ MAX_CHAIN_RADIUS = 50  # must match the literal bound in CHAINS (bounds cannot b
 # (see LINK_LATENT_SOURCES), which this fills in. Stubs have no ``seq``: event reads skip them.
 _EVENT_PROPERTIES = """e.stream = r.stream, e.seq = r.seq, e.hash = r.hash,
   e.prev_hash = r.prev_hash, e.type = r.type, e.agent = r.agent, e.occurred_at = r.occurred_at,
-  e.ingested_at = r.ingested_at, e.text = r.text, e.metadata_json = r.metadata_json
+  e.ingested_at = r.ingested_at, e.text = r.text, e.metadata_json = r.metadata_json,
+  e.user = r.user
 """
 MERGE_EVENTS = (
     """
@@ -90,7 +91,8 @@ ON CREATE SET f.predicate = r.predicate, f.value_json = r.value_json,
   f.value_text = r.value_text, f.unit = r.unit, f.valid_from = r.valid_from,
   f.confidence = r.confidence, f.kind = r.kind, f.recorded_at = r.recorded_at,
   f.src_stream = r.src_stream,
-  f.src_seq = r.src_seq, f.src_hash = r.src_hash, f.src_event_id = r.src_event_id
+  f.src_seq = r.src_seq, f.src_hash = r.src_hash, f.src_event_id = r.src_event_id,
+  f.src_agent = r.src_agent, f.src_user = r.src_user
 """
 
 # Recomputes one (tenant, subject, predicate) group from scratch, so the result does not
@@ -227,6 +229,7 @@ RETURN f.fact_id AS fact_id, s.key AS subject_key, f.predicate AS predicate,
   f.confidence AS confidence, f.kind AS kind, f.recorded_at AS recorded_at,
   f.tenant AS tenant, f.src_stream AS src_stream,
   f.src_seq AS src_seq, f.src_hash AS src_hash, f.src_event_id AS src_event_id,
+  f.src_agent AS src_agent, f.src_user AS src_user,
   f.invalidated_at AS invalidated_at, f.invalidation_reason AS invalidation_reason,
   f.invalidated_by AS invalidated_by
 ORDER BY subject_key, predicate, valid_from, fact_id
@@ -302,7 +305,7 @@ _EVENT_COLUMNS = """
   n.tenant AS tenant, n.event_id AS event_id, n.stream AS stream, n.seq AS seq,
   n.hash AS hash, n.prev_hash AS prev_hash, n.type AS type, n.agent AS agent,
   n.occurred_at AS occurred_at, n.ingested_at AS ingested_at, n.text AS text,
-  n.metadata_json AS metadata_json
+  n.metadata_json AS metadata_json, n.user AS user
 """
 
 # ``seq IS NOT NULL``: an event stub (see MERGE_EVENTS) is not an event yet.
@@ -424,6 +427,24 @@ WITH l ORDER BY l.valid_from DESC, l.artifact_id LIMIT $limit
 RETURN l.doc AS doc
 """
 
+# The same, narrowed to artifacts resting on at least one event of a scope (None: any value).
+# Artifacts are read first and their sources after (the WITH): far fewer artifacts than events.
+LATENTS_IN_SCOPE = """
+MATCH (l:Latent {tenant: $tenant})
+WHERE l.doc IS NOT NULL
+  AND ($types IS NULL OR l.artifact_type IN $types)
+  AND ($include_stale OR l.stale_at IS NULL)
+WITH l
+MATCH (l)-[:DERIVED_FROM]->(e:Event)
+WHERE e.tenant = $tenant AND e.seq IS NOT NULL
+  AND ($users IS NULL OR e.user IN $users)
+  AND ($agents IS NULL OR e.agent IN $agents)
+  AND ($streams IS NULL OR e.stream IN $streams)
+WITH DISTINCT l
+WITH l ORDER BY l.valid_from DESC, l.artifact_id LIMIT $limit
+RETURN l.doc AS doc
+"""
+
 LATENTS_BY_ID = """
 UNWIND $ids AS id
 MATCH (l:Latent {tenant: $tenant, artifact_id: id})
@@ -502,9 +523,13 @@ RETURN DISTINCT x.key AS key
 """
 
 # Artifacts derived from a purged event go whole (their summaries hold its text), stale or not.
+# Each event is found by its index first (the WITH): written as one pattern, FalkorDB scans
+# every artifact once per id, and a purge of a few thousand events held the graph for minutes.
 DELETE_DERIVED_LATENTS = """
 UNWIND $event_ids AS id
-MATCH (l:Latent)-[:DERIVED_FROM]->(e:Event {tenant: $tenant, event_id: id})
+MATCH (e:Event {tenant: $tenant, event_id: id})
+WITH e
+MATCH (l:Latent)-[:DERIVED_FROM]->(e)
 WHERE l.tenant = $tenant
 WITH DISTINCT l
 DETACH DELETE l
@@ -597,12 +622,25 @@ WHERE f.tenant = $tenant
 RETURN DISTINCT f.src_event_id AS event_id
 """
 
-# What is derived from those events: facts drawn from them, artifacts built from them.
-PURGE_SCOPE_DERIVED = """
+# Events in a scope (a purge by scope): each field, when given, one of its values. A field
+# left out is passed as null and matches every event.
+SCOPE_EVENTS = """
+MATCH (e:Event {tenant: $tenant})
+WHERE e.seq IS NOT NULL
+  AND ($users IS NULL OR e.user IN $users)
+  AND ($agents IS NULL OR e.agent IN $agents)
+  AND ($streams IS NULL OR e.stream IN $streams)
+RETURN e.event_id AS event_id
+ORDER BY event_id
+"""
+
+# The artifacts built from some events (a purge's reach; the facts are PURGE_EVENT_FACTS).
+# Each event by its index first, as in DELETE_DERIVED_LATENTS.
+DERIVED_LATENT_IDS = """
 UNWIND $event_ids AS id
-OPTIONAL MATCH ()-[f:RELATES {src_event_id: id}]->()
-WHERE f.tenant = $tenant
-OPTIONAL MATCH (l:Latent)-[:DERIVED_FROM]->(:Event {tenant: $tenant, event_id: id})
+MATCH (e:Event {tenant: $tenant, event_id: id})
+WITH e
+MATCH (l:Latent)-[:DERIVED_FROM]->(e)
 WHERE l.tenant = $tenant
-RETURN collect(DISTINCT f.fact_id) AS fact_ids, collect(DISTINCT l.artifact_id) AS latent_ids
+RETURN DISTINCT l.artifact_id AS artifact_id
 """

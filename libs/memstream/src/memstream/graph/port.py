@@ -15,6 +15,7 @@ from memstream.records.projected import (
     GraphBatch,
     InvalidationRecord,
 )
+from memstream.scope import Scope
 from memstream.store_errors import StoreRefused, StoreUnavailable
 
 
@@ -108,6 +109,17 @@ class GraphReader(Protocol):
     ) -> list[LatentArtifact]:
         """The tenant's artifacts (of ``types``, of one ``stream``), newest ``valid_from``
         first; stale ones only with ``include_stale``."""
+
+    def latents_in(
+        self,
+        tenant: str,
+        scope: Scope,
+        types: list[str] | None = None,
+        include_stale: bool = False,
+        limit: int = 100,
+    ) -> list[LatentArtifact]:
+        """The tenant's artifacts resting on at least one event of ``scope``, newest
+        ``valid_from`` first (their refs untouched: the caller keeps those in the scope)."""
 
     def latent(self, tenant: str, artifact_id: str) -> LatentArtifact | None:
         """One artifact by id, stale or not."""
@@ -231,6 +243,16 @@ class GraphForgetter(Protocol):
         """The artifacts of ``artifact_ids`` that exist, stale or not, in the order asked
         (one query). With ``refs``, each keeps only its first ``refs`` source event refs
         (what a packet cites; the lineage of the artifact id has them all)."""
+
+    def derived_from(self, tenant: str, event_ids: list[str]) -> PurgeScope:
+        """``event_ids`` with the facts drawn from them and the artifacts built from them."""
+
+    def scope_events(self, tenant: str, scope: Scope) -> list[str]:
+        """The ids of the tenant's events in ``scope`` (every field it names holds one of
+        its values)."""
+
+    def events(self, tenant: str, event_ids: list[str]) -> list[EventRecord]:
+        """The tenant's events among ``event_ids`` (unknown ids are left out)."""
 
     def purge_tenant_subject(self, tenant: str, entity_key: str) -> dict[str, int]:
         """Delete an entity, its facts and the events mentioning it; counts removed."""

@@ -25,6 +25,7 @@ from memstream.graph.cypher import (
     DELETE_LOOSE_STUBS,
     DELETE_ORPHANS,
     DELETE_VALUE_NODES,
+    DERIVED_LATENT_IDS,
     ENTITIES,
     EVENT,
     EVENTS,
@@ -42,6 +43,7 @@ from memstream.graph.cypher import (
     LATENT_SOURCES,
     LATENTS,
     LATENTS_BY_ID,
+    LATENTS_IN_SCOPE,
     LINK_LATENT_SOURCES,
     LINK_LATENT_SUPERSEDES,
     LINK_NEXT,
@@ -60,11 +62,11 @@ from memstream.graph.cypher import (
     PURGE_EVENT_IDS,
     PURGE_FACTS,
     PURGE_MENTIONED,
-    PURGE_SCOPE_DERIVED,
     PURGE_SCOPE_EVENTS,
     RECENT,
     RECENT_FACTS_FOR_SUBJECT,
     RECORD_PROGRESS,
+    SCOPE_EVENTS,
     SUPERSEDE,
     VALUE_KEY_PREFIX,
     VALUE_KIND,
@@ -83,6 +85,7 @@ from memstream.records.projected import (
     InvalidationRecord,
     SourceRef,
 )
+from memstream.scope import Scope
 from memstream.times import as_utc, iso_z, to_datetime, utc_z
 
 Row = dict[str, Any]
@@ -106,6 +109,7 @@ def _event_row(e: EventRecord) -> Row:
         "ingested_at": iso_z(e.ingested_at),
         "text": e.text,
         "metadata_json": orjson.dumps(e.metadata, option=orjson.OPT_SORT_KEYS).decode(),
+        "user": e.user,
     }
 
 
@@ -146,6 +150,8 @@ def _fact_row(f: FactRecord) -> Row:
         "src_seq": f.source.seq,
         "src_hash": f.source.hash,
         "src_event_id": f.source.event_id,
+        "src_agent": f.source_agent,
+        "src_user": f.source_user,
     }
 
 
@@ -372,6 +378,8 @@ def _fact_view(r: Row) -> FactView:
         invalidated_at=r.get("invalidated_at"),
         invalidation_reason=r.get("invalidation_reason"),
         invalidated_by=r.get("invalidated_by"),
+        source_agent=r.get("src_agent") or "",
+        source_user=r.get("src_user"),
     )
 
 
@@ -389,6 +397,7 @@ def _event_record(r: Row) -> EventRecord:
         ingested_at=r["ingested_at"],
         text=r["text"] or "",
         metadata=orjson.loads(r["metadata_json"] or "{}"),
+        user=r.get("user"),
     )
 
 
@@ -473,6 +482,28 @@ class CypherGraphStore(ABC):
             "limit": limit,
         }
         rows = self._read(LATENTS, params)
+        return [LatentArtifact.model_validate_json(r["doc"]) for r in rows]
+
+    def latents_in(
+        self,
+        tenant: str,
+        scope: Scope,
+        types: list[str] | None = None,
+        include_stale: bool = False,
+        limit: int = 100,
+    ) -> list[LatentArtifact]:
+        """The tenant's artifacts resting on at least one event of ``scope``, newest first
+        (their refs untouched: the caller keeps those in the scope)."""
+        params = {
+            "tenant": tenant,
+            "types": types,
+            "include_stale": include_stale,
+            "limit": limit,
+            "users": scope.user,
+            "agents": scope.agent,
+            "streams": scope.stream,
+        }
+        rows = self._read(LATENTS_IN_SCOPE, params)
         return [LatentArtifact.model_validate_json(r["doc"]) for r in rows]
 
     def latent(self, tenant: str, artifact_id: str) -> LatentArtifact | None:
@@ -717,16 +748,30 @@ class CypherGraphStore(ABC):
         base = {"tenant": tenant, "key": entity_key}
         rows = self._read(PURGE_SCOPE_EVENTS, base)
         linked = {str(r["event_id"]) for r in rows if r["event_id"] is not None}
-        event_ids = sorted(linked | set(named))
+        return self.derived_from(tenant, sorted(linked | set(named)))
+
+    def derived_from(self, tenant: str, event_ids: list[str]) -> PurgeScope:
+        """``event_ids`` with the facts drawn from them and the artifacts built from them."""
         if not event_ids:
             return PurgeScope([], [], [])
-        derived = self._read(PURGE_SCOPE_DERIVED, {"tenant": tenant, "event_ids": event_ids})
-        row = derived[0] if derived else {}
+        params = {"tenant": tenant, "event_ids": event_ids}
+        facts = self._read(PURGE_EVENT_FACTS, params)
+        latents = self._read(DERIVED_LATENT_IDS, params)
         return PurgeScope(
-            event_ids=event_ids,
-            fact_ids=sorted(str(i) for i in row.get("fact_ids") or []),
-            latent_ids=sorted(str(i) for i in row.get("latent_ids") or []),
+            event_ids=sorted(event_ids),
+            fact_ids=sorted({str(r["fact_id"]) for r in facts}),
+            latent_ids=sorted({str(r["artifact_id"]) for r in latents}),
         )
+
+    def scope_events(self, tenant: str, scope: Scope) -> list[str]:
+        """The ids of the tenant's events in ``scope``."""
+        params = {
+            "tenant": tenant,
+            "users": scope.user,
+            "agents": scope.agent,
+            "streams": scope.stream,
+        }
+        return [str(r["event_id"]) for r in self._read(SCOPE_EVENTS, params)]
 
     def purge_tenant_subject(self, tenant: str, entity_key: str) -> dict[str, int]:
         """Delete the entity, its facts, the events mentioning it and the facts drawn only from

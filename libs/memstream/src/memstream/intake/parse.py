@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from memstream.events import EVENT_TYPES, Event, InboundEvent, parse_inbound
 from memstream.intake.outcomes import FieldError, Forbidden, Invalid, Malformed, TooMany
+from memstream.scope import FIELDS, WHOLE, Scope
 from memstream.wire import BODY_MAX_DEPTH, deepest, dotted, lone_surrogate, shorten, strings
 from memstream.wire import too_deep as nests_too_deep
 
@@ -49,16 +50,50 @@ class _Refused(Exception):
 
 
 def parse_body(
-    body: bytes, tenant: str, now: datetime, max_batch: int = MAX_BATCH, agent: str = DEFAULT_AGENT
+    body: bytes,
+    tenant: str,
+    now: datetime,
+    max_batch: int = MAX_BATCH,
+    agent: str = DEFAULT_AGENT,
+    scope: Scope = WHOLE,
 ) -> Parsed | Malformed | Invalid | Forbidden | TooMany:
     """The events of ``body`` for ``tenant`` (``id``, ``occurred_at`` = ``now`` and
-    ``agent`` filled where left out), or the refusal of the whole body."""
+    ``agent`` filled where left out), or the refusal of the whole body. ``scope``: the
+    writer's key's; a field it fixes to one value is filled where left out, and an event
+    outside it is refused (403)."""
+    fixed = {f: v[0] for f in FIELDS if (v := scope.values(f)) is not None and len(v) == 1}
     try:
         items, batch = _items(body, max_batch)
-        events = _complete(body, items, batch, tenant, now, agent)
+        events = _complete(
+            body, items, batch, tenant, now, fixed.get("agent", agent), fixed.get("user")
+        )
+        if not scope.empty:
+            _inside(events, batch, scope)
     except _Refused as refused:
         return refused.refusal
     return Parsed(events, batch)
+
+
+def outside(events: list[Event], batch: bool, scope: Scope) -> Forbidden | None:
+    """The refusal of the first event outside ``scope`` (a key's), naming it and its field;
+    None when every event is inside."""
+    for i, e in enumerate(events):
+        fields = {"user": e.user, "agent": e.agent, "stream": e.stream}
+        for f in FIELDS:
+            allowed = scope.values(f)
+            if allowed is not None and fields[f] not in allowed:
+                why = (
+                    f"{where(i, batch)}.{f}: outside this key's scope ({scope.label()}); "
+                    "nothing was accepted"
+                )
+                return Forbidden(why, len(events))
+    return None
+
+
+def _inside(events: list[Event], batch: bool, scope: Scope) -> None:
+    refused = outside(events, batch, scope)
+    if refused is not None:
+        raise _Refused(refused)
 
 
 def where(index: int, batch: bool) -> str:
@@ -123,7 +158,13 @@ def _undecodable(body: bytes, exc: ValueError) -> Malformed:
 
 
 def _complete(
-    body: bytes, items: list[Any], batch: bool, tenant: str, now: datetime, agent: str
+    body: bytes,
+    items: list[Any],
+    batch: bool,
+    tenant: str,
+    now: datetime,
+    agent: str,
+    user: str | None,
 ) -> list[Event]:
     """Validate everything first: a batch is produced whole or not at all."""
     foreign = [
@@ -153,7 +194,7 @@ def _complete(
         inbound = _validate(body, batch)
     except ValidationError as exc:
         raise _Refused(_invalid(exc, batch, len(items))) from exc
-    return [e.complete(tenant, now=now, agent=agent) for e in inbound]
+    return [e.complete(tenant, now=now, agent=agent, user=user) for e in inbound]
 
 
 def _validate(body: bytes, batch: bool) -> list[InboundEvent]:

@@ -31,6 +31,7 @@ from memstream.kafka.produce import (
 )
 from memstream.kafka.topics import CHECKOUTS, RAW, RecordLimit, record_limit
 from memstream.metrics import EVENTS_PRODUCED
+from memstream.proof import Prover
 from memstream.settings import Settings
 from memstream.shred.sealer import EventSealer
 
@@ -125,6 +126,7 @@ class BatchProducer:
         component: str = "api",
         sealer: EventSealer | None = None,
         max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
+        prover: Prover | None = None,
         **overrides: Any,
     ) -> None:
         conf: dict[str, Any] = {
@@ -139,6 +141,9 @@ class BatchProducer:
         self.bootstrap = bootstrap
         self.component = component
         self.sealer = sealer or EventSealer(None)
+        # Every raw record carries the proof the sequencer asks for (memstream.proof): the
+        # stack's own, as the API checked the caller's key before it accepted the write.
+        self.prover = prover
         self.max_record_bytes = int(self.config["message.max.bytes"])
         # What the edge holds events to: this producer's limit until the broker's topics
         # are read (refresh_limit), which may only lower it.
@@ -261,6 +266,7 @@ class BatchProducer:
                     self._producer,
                     RAW,
                     value,
+                    headers=self._proof(RAW, value),
                     key=event.key.encode(),
                     on_delivery=batch.callback(event.id),
                     deadline=deadline,
@@ -285,10 +291,14 @@ class BatchProducer:
         try:
             produce_with_backpressure(
                 self._producer, topic, value, key=key, on_delivery=on_delivery,
-                max_block=self.wait_s, record_id=event_id,
+                max_block=self.wait_s, record_id=event_id, headers=self._proof(topic, value),
             )  # fmt: skip
         except DeliveryFailed as exc:
             report(event_id, Refused.failed(exc))  # not queued: no report will come
+
+    def _proof(self, topic: str, value: bytes) -> list[tuple[str, str | bytes | None]] | None:
+        """The headers that prove a raw record (none on other topics, or without a prover)."""
+        return self.prover.headers(value) if self.prover is not None and topic == RAW else None
 
     def send(self, topic: str, key: str, value: bytes) -> None:
         """Fire-and-forget record (checkout traces); delivery is served by the poll thread."""

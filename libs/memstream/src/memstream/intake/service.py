@@ -29,12 +29,13 @@ from memstream.intake.outcomes import (
     Refusal,
     Unavailable,
 )
-from memstream.intake.parse import MAX_BATCH, Parsed, parse_body
+from memstream.intake.parse import MAX_BATCH, Parsed, outside, parse_body
 from memstream.intake.positions import WritePositions, Writing
 from memstream.intake.producer import BatchProducer
 from memstream.kafka.produce import DeliveryFailed
 from memstream.ledger.size import oversized, refusal
 from memstream.metrics import EVENTS_RECEIVED, EVENTS_REJECTED
+from memstream.scope import WHOLE, Scope
 from memstream.shred.sealer import EventSealer, KeyDestroyed
 
 log = logging.getLogger(__name__)
@@ -74,16 +75,21 @@ class Intake:
         for reason in REASONS:  # 0 from the start: rates read 0 before the first refusal
             EVENTS_REJECTED.labels(component=self.component, reason=reason)
 
-    async def accept(self, body: bytes, tenant: str) -> Outcome:
-        """A request body (one event or ``{"events": [...]}``) written for ``tenant``."""
-        parsed = parse_body(body, tenant, self.clock(), self.max_batch)
+    async def accept(self, body: bytes, tenant: str, scope: Scope = WHOLE) -> Outcome:
+        """A request body (one event or ``{"events": [...]}``) written for ``tenant`` by a
+        key limited to ``scope``."""
+        parsed = parse_body(body, tenant, self.clock(), self.max_batch, scope=scope)
         if not isinstance(parsed, Parsed):
             return self.refused(parsed)
         return await self.write(parsed.events, parsed.batch)
 
-    async def write(self, events: list[Event], batch: bool = False) -> Outcome:
+    async def write(
+        self, events: list[Event], batch: bool = False, scope: Scope = WHOLE
+    ) -> Outcome:
         """Validated events of one tenant made durable, or the refusal; nothing of a refused
-        batch is written."""
+        batch is written. ``scope``: the writer's key's, which every event must be inside."""
+        if not scope.empty and (refused := outside(events, batch, scope)) is not None:
+            return self.refused(refused)
         producer = self.producer
         values = await to_thread.run_sync(
             sealed_values, events, producer.sealer, producer.limit.bytes, batch

@@ -1,4 +1,9 @@
-"""Pure sequencing: raw record + stream heads -> ledger entry, duplicate, or dead letter."""
+"""Pure sequencing: raw record + stream heads -> ledger entry, duplicate, or dead letter.
+
+A record enters the ledger only when its producer proved a key (:mod:`memstream.proof`):
+the shell authenticates each record before it fetches data keys for it, and
+:func:`sequence` dead-letters an unproven one, or an event outside the proving key's scope.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +19,7 @@ from memstream.events.envelope import ID_PATTERN, TENANT_PATTERN, EventAdapter
 from memstream.ledger.canonical import GENESIS_HASH
 from memstream.ledger.entry import build_entry, validation_reason
 from memstream.ledger.redact import redact
+from memstream.proof import Proof, Proven, Unproven, admitted
 from memstream.shred.seal import (
     CLEAR_FIELDS,
     SEALED,
@@ -52,6 +58,7 @@ class RawRecord:
     partition: int
     offset: int
     topic: str
+    proof: Proof | None = None  # what its headers claim (memstream.proof)
 
 
 @dataclass(frozen=True)
@@ -150,6 +157,7 @@ def sequence(
     keys: Keys | None = None,
     doc: Any = None,
     seal: bool = False,
+    proven: Proven | Unproven | None = None,
 ) -> Outcome:
     """Assign the next seq of the record's stream, or say why it cannot enter the ledger.
 
@@ -158,6 +166,9 @@ def sequence(
     event that arrived sealed is opened first; ``doc`` is the record already parsed. With
     ``seal``, an event that arrived clear but whose key is absent was purged (no key is made
     again for a destroyed id): it is :class:`Shredded`, never ledgered in the clear.
+    ``proven``: what :func:`memstream.proof.authenticate` found of the record (None: not
+    checked, for callers that sequence their own records); an unproven record, or an event
+    outside the proving key's scope, is a dead letter.
     Mutates ``state`` only when an entry is produced, so a dead letter changes nothing.
     """
     # Decode once and validate the decoded object: a second JSON parse of the same bytes
@@ -166,6 +177,8 @@ def sequence(
         doc = parse(record)
     if isinstance(doc, DeadLetter):
         return doc
+    if isinstance(proven, Unproven):
+        return DeadLetter(proven.reason)
     key = keys.get(key_ref(doc) or ("", "")) if keys is not None else None
     as_sent = doc if isinstance(doc, dict) and is_sealed(doc) else None
     if as_sent is not None:
@@ -176,6 +189,8 @@ def sequence(
         event = EventAdapter.validate_python(doc)
     except ValidationError as exc:
         return DeadLetter("invalid envelope: " + validation_reason(exc))
+    if proven is not None and (out := admitted(proven, event.user, event.agent, event.stream)):
+        return DeadLetter(out.reason)
     stream = event.key
     known = state.heads.get(stream)
     if known is not None and event.id in known.seen:

@@ -52,6 +52,20 @@ class MemoryBackend:
         params = {"dry_run": str(dry_run).lower(), "wait_s": wait_s}
         return (await self.call("DELETE", path, params=params)).json()
 
+    async def forget_scope(self, scope: dict[str, Any], dry_run: bool, wait_s: float) -> Any:
+        params: list[tuple[str, str]] = [
+            (field, v)
+            for field, values in scope.items()
+            for v in ([values] if isinstance(values, str) else values)
+        ]
+        params += [("dry_run", str(dry_run).lower()), ("wait_s", str(wait_s))]
+        return (await self.call("DELETE", "/v1/scopes", params=params)).json()
+
+    async def permissions(self) -> frozenset[str]:
+        """What the backend's key may do (``GET /v1/keys/me``)."""
+        doc = (await self.call("GET", "/v1/keys/me")).json()
+        return frozenset(str(p) for p in doc.get("permissions") or [])
+
     async def checkout_text(self, body: dict[str, Any]) -> str:
         return (await self.call("POST", "/v1/checkout", json=drop_none(body))).text
 

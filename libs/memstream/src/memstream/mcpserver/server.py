@@ -2,7 +2,9 @@
 
 Each tool forwards to the HTTP API through a ``MemoryBackend`` that ``backend_for`` opens for
 the call: stdio opens one under ``MEMSTREAM_API_KEY``, the API's ``/mcp`` endpoint one under
-the request's bearer key. So the key decides the tenant on both transports.
+the request's bearer key. So the key decides the tenant, what the tools see (its scope) and
+which tools are listed at all (its permissions: ``PERMISSION`` maps each tool to the one it
+needs) on both transports.
 """
 
 from __future__ import annotations
@@ -12,14 +14,17 @@ from contextlib import AbstractAsyncContextManager
 from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
 from memstream.events.envelope import StreamName
 from memstream.events.payloads import Body, Reason
+from memstream.mcpserver.access import Permissions, listed_for
 from memstream.mcpserver.backend import MemoryBackend, drop_none
 from memstream.mcpserver.metrics import tool_metrics
 from memstream.records.latent import Altitude, Purpose
+from memstream.scope import Scope
 from memstream.wire import STORABLE, ItemId
 
 BackendFor = Callable[[Context], AbstractAsyncContextManager[MemoryBackend]]
@@ -62,15 +67,24 @@ AfterArg = Annotated[
 StreamArg = Annotated[
     StreamName | None, Field(description="only this stream (default: every stream)")
 ]
+ScopeArg = Annotated[
+    Scope | None,
+    Field(
+        description="only this part of memory: {user, agent, stream}, each a value or a list "
+        "(AND across fields, OR within one); nothing outside it is seen. Default: all the key "
+        "may see"
+    ),
+]
 
 
-def build_server(backend_for: BackendFor, component: str) -> MCPServer:
+def build_server(backend_for: BackendFor, component: str, permissions: Permissions) -> MCPServer:
     """An MCP server whose tools reach memory through ``backend_for(ctx)``; ``component``
-    labels its tool metrics."""
+    labels its tool metrics; ``permissions(ctx)`` says what the caller's key may do (the
+    tools it may not call are not listed)."""
     server = MCPServer(
         name="memstream",
         instructions=INSTRUCTIONS,
-        middleware=[tool_metrics(component, TOOLS)],
+        middleware=[tool_metrics(component, TOOLS), listed_for(permissions, PERMISSION)],
     )
     for register in REGISTRARS:
         register(server, backend_for)
@@ -92,6 +106,7 @@ def _checkout(server: MCPServer, backend_for: BackendFor) -> None:
         ] = None,
         as_of: AsOf = None,
         stream: StreamArg = None,
+        scope: ScopeArg = None,
         format: Annotated[
             Literal["markdown", "json"], Field(description="markdown for a prompt, json for code")
         ] = "markdown",
@@ -110,6 +125,7 @@ def _checkout(server: MCPServer, backend_for: BackendFor) -> None:
             "task_id": task_id,
             "as_of": as_of,
             "stream": stream,
+            "scope": _scope(scope),
             "format": format,
             "after": after,
         }
@@ -125,12 +141,14 @@ def _recall(server: MCPServer, backend_for: BackendFor) -> None:
         k: Annotated[int, Field(ge=1, le=200)] = 10,
         as_of: AsOf = None,
         stream: StreamArg = None,
+        scope: ScopeArg = None,
         after: AfterArg = None,
     ) -> dict[str, Any]:
         """Raw ranked memories (events and facts) for a query, with their ids, text, scores
         and ledger refs, without synthesis or answer. Use it to browse what memory holds or
         to rank by your own criteria; for a question, `checkout` is better."""
         body = {"query": query, "k": k, "as_of": as_of, "stream": stream, "after": after}
+        body["scope"] = _scope(scope)
         async with backend_for(ctx) as memory:
             result: dict[str, Any] = await memory.post("/v1/recall", body)
             return result
@@ -150,12 +168,14 @@ def _search(server: MCPServer, backend_for: BackendFor) -> None:
         ] = "event",
         k: Annotated[int, Field(ge=1, le=50)] = 10,
         as_of: AsOf = None,
+        scope: ScopeArg = None,
         after: AfterArg = None,
     ) -> dict[str, Any]:
         """Search memory at one altitude, e.g. "which session was about X?" at `episode`.
         Each hit carries `sources`, the ledger event ids beneath it; drill down with
         `lineage`."""
         body = {"query": query, "altitude": altitude, "k": k, "as_of": as_of, "after": after}
+        body["scope"] = _scope(scope)
         async with backend_for(ctx) as memory:
             result: dict[str, Any] = await memory.post("/v1/search", body)
             return result
@@ -188,6 +208,7 @@ def _summarize_recall(server: MCPServer, backend_for: BackendFor) -> None:
         force_refresh: Annotated[
             bool, Field(description="ask the model again instead of the cached summary")
         ] = False,
+        scope: ScopeArg = None,
         after: AfterArg = None,
     ) -> dict[str, Any]:
         """A short summary of the top-k memories for a query, written by a language model
@@ -200,7 +221,7 @@ def _summarize_recall(server: MCPServer, backend_for: BackendFor) -> None:
         use `checkout`."""
         body = {"query": query, "k": k, "max_tokens": max_tokens}
         body |= {"include_citations": include_citations, "force_refresh": force_refresh}
-        body |= {"after": after}
+        body |= {"after": after, "scope": _scope(scope)}
         async with backend_for(ctx) as memory:
             result: dict[str, Any] = await memory.post("/v1/summarize_recall", body)
             return result
@@ -221,6 +242,10 @@ def _remember(server: MCPServer, backend_for: BackendFor) -> None:
         agent: Annotated[
             ItemId | None, Field(description="who said or noticed it (default: the key's agent)")
         ] = None,
+        user: Annotated[
+            ItemId | None,
+            Field(description="the person it is about or on whose behalf (default: the key's)"),
+        ] = None,
         occurred_at: Annotated[
             str | None, Field(description="ISO 8601 time it happened (default: now)")
         ] = None,
@@ -234,6 +259,7 @@ def _remember(server: MCPServer, backend_for: BackendFor) -> None:
                 "stream": stream,
                 "type": type,
                 "agent": agent,
+                "user": user,
                 "occurred_at": occurred_at,
                 "payload": {"text": text},
             }
@@ -303,11 +329,18 @@ def _invalidate(server: MCPServer, backend_for: BackendFor) -> None:
 def _forget(server: MCPServer, backend_for: BackendFor) -> None:
     @server.tool(annotations=FORGET)
     async def forget(
-        subject: Annotated[
-            Annotated[str, Field(min_length=1, max_length=500), STORABLE],
-            Field(description="the person or thing to forget, as memory names it"),
-        ],
         ctx: Context,
+        subject: Annotated[
+            Annotated[str, Field(min_length=1, max_length=500), STORABLE] | None,
+            Field(description="the person or thing to forget, as memory names it"),
+        ] = None,
+        scope: Annotated[
+            Scope | None,
+            Field(
+                description="instead of a subject: every event of these users, agents or "
+                "streams ({user, agent, stream}, each a value or a list)"
+            ),
+        ] = None,
         dry_run: Annotated[
             bool, Field(description="true: only report what would go (the default)")
         ] = True,
@@ -315,13 +348,26 @@ def _forget(server: MCPServer, backend_for: BackendFor) -> None:
             float, Field(ge=0, le=120, description="seconds to watch the stores obey")
         ] = 30.0,
     ) -> dict[str, Any]:
-        """Forget a data subject for good: every event linked to it and everything derived
-        from them, in every store (a right-to-be-forgotten purge). Irreversible, so by
-        default it only reports what would go; call again with dry_run=false to purge.
-        Returns the report: what was removed where, and whether every store obeyed."""
+        """Forget for good a data subject (every event linked to it) or a scope (every event
+        of a user, an agent or a stream), and everything derived from them, in every store
+        (a right-to-be-forgotten purge). Irreversible, so by default it only reports what
+        would go, listing every event (id, stream, agent, user, time): check that list for
+        what should stay, then call again with dry_run=false. Returns the report: what was
+        removed where, and whether every store obeyed."""
+        if (subject is None) == (scope is None or scope.empty):
+            raise ToolError("name either a subject or a scope to forget")
         async with backend_for(ctx) as memory:
-            result: dict[str, Any] = await memory.forget(subject, dry_run, wait_s)
+            if subject is not None:
+                result: dict[str, Any] = await memory.forget(subject, dry_run, wait_s)
+            else:
+                assert scope is not None
+                result = await memory.forget_scope(_scope(scope) or {}, dry_run, wait_s)
             return result
+
+
+def _scope(scope: Scope | None) -> dict[str, Any] | None:
+    """A scope argument as the HTTP body carries it (None: not narrowed)."""
+    return None if scope is None or scope.empty else scope.model_dump(exclude_none=True)
 
 
 # Every tool, as the server registers it; ``TOOLS`` names them for the tool metrics.
@@ -330,3 +376,10 @@ REGISTRARS = (
     _invalidate, _forget,
 )  # fmt: skip
 TOOLS = frozenset(register.__name__.removeprefix("_") for register in REGISTRARS)
+# The permission each tool needs (the HTTP route it calls asks the same).
+PERMISSION = {
+    **dict.fromkeys(("checkout", "recall", "search", "lineage", "summarize_recall"), "read"),
+    **dict.fromkeys(("remember", "feedback", "invalidate"), "write"),
+    "forget": "forget",
+}
+assert set(PERMISSION) == TOOLS

@@ -50,6 +50,7 @@ def event_record(entry: dict[str, Any]) -> EventRecord:
         ingested_at=z_suffix(entry["ingested_at"]),
         text=event_text(entry),
         metadata={k: v for k, v in meta.items() if v is None or isinstance(v, _SCALAR_META)},
+        user=entry.get("user"),
     )
 
 
@@ -88,6 +89,8 @@ def _fact(entry: dict[str, Any], ref: SourceRef) -> tuple[FactRecord, list[Entit
         confidence=confidence,
         source=ref,
         kind=kind,
+        source_agent=str(entry["agent"]),
+        source_user=entry.get("user"),
     )
     return fact, entities
 

@@ -69,6 +69,8 @@ class Candidate(_M):
     type: str
     agent: str
     occurred_at: str
+    user: str | None = None  # the event's user; a fact's: its source event's (a scope)
+    source_agent: str | None = None  # a fact's source event's agent (a scope)
     score: float = 0.0
     lanes: list[str] = Field(default_factory=list)
     metadata: dict[str, JsonScalar] = Field(default_factory=dict)

@@ -39,6 +39,7 @@ class EventRecord(_Record):
     occurred_at: str  # ISO 8601, UTC
     ingested_at: str
     text: str = ""
+    user: str | None = None  # the person it is about or for (a scope), if the event names one
     metadata: dict[str, JsonScalar] = Field(default_factory=dict)
 
     @property
@@ -125,6 +126,10 @@ class FactRecord(_Record):
     confidence: float = 1.0
     source: SourceRef
     kind: str = "fact"  # fact | preference
+    # The source event's scope (its stream is in ``source``): a scope sees the fact when it
+    # sees that event.
+    source_agent: str = ""
+    source_user: str | None = None
 
 
 class FeedbackRecord(_Record):
@@ -222,6 +227,8 @@ class FactView(_Record):
     source: SourceRef
     kind: str
     recorded_at: str | None = None  # None: projected before it was recorded
+    source_agent: str = ""  # "": projected before facts kept their source's scope
+    source_user: str | None = None
     # An accepted invalidation closed it (valid_to = then, not before valid_from); never deleted.
     invalidated_at: str | None = None
     invalidation_reason: str | None = None

@@ -23,12 +23,14 @@ from collections.abc import Iterable
 
 import psycopg
 
-from memstream.shred.port import KEY_BYTES, KeyKind, chunks
+from memstream.shred.port import KEY_BYTES, KeyKind, Owned, chunks
 
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS data_keys (tenant BYTEA NOT NULL, kind TEXT NOT NULL, "
     "id BYTEA NOT NULL, key BYTEA NOT NULL, PRIMARY KEY (tenant, kind, id))",
     "CREATE TABLE IF NOT EXISTS tenant_secrets (tenant BYTEA PRIMARY KEY, secret BYTEA NOT NULL)",
+    # Who made a key outside the stack (create_owned); a store made before owners gains it.
+    "ALTER TABLE data_keys ADD COLUMN IF NOT EXISTS owner TEXT",
 )
 # Two processes creating the tables at once race on the catalog; one lock orders them.
 _SCHEMA_LOCK = 7_305_115  # an arbitrary advisory lock id of memstream's
@@ -66,11 +68,39 @@ class PostgresDataKeys:
                 rows = [(_b(tenant), kind, _b(i), secrets.token_bytes(KEY_BYTES)) for i in chunk]
                 with self._db.cursor() as cur:
                     cur.executemany(
-                        "INSERT INTO data_keys VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING",
+                        "INSERT INTO data_keys (tenant, kind, id, key) VALUES (%s, %s, %s, %s) "
+                        "ON CONFLICT DO NOTHING",
                         rows,
                     )
                 out.update(self._select(tenant, kind, chunk))
         return out
+
+    def create_owned(self, tenant: str, kind: KeyKind, ids: Iterable[str], owner: str) -> Owned:
+        keys: dict[str, bytes] = {}
+        taken: list[str] = []
+        with self._lock, self._db.transaction():
+            for chunk in chunks(ids):
+                wanted = {_b(i): i for i in chunk}
+                rows = [
+                    (_b(tenant), kind, b, secrets.token_bytes(KEY_BYTES), owner) for b in wanted
+                ]
+                with self._db.cursor() as cur:
+                    cur.executemany(
+                        "INSERT INTO data_keys (tenant, kind, id, key, owner) "
+                        "VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
+                        rows,
+                    )
+                found = self._db.execute(
+                    "SELECT id, key, owner FROM data_keys WHERE tenant = %s AND kind = %s "
+                    "AND id = ANY(%s) AND octet_length(key) > 0",
+                    (_b(tenant), kind, list(wanted)),
+                )
+                for i, k, o in found:
+                    if o == owner:
+                        keys[wanted[bytes(i)]] = bytes(k)
+                    else:
+                        taken.append(wanted[bytes(i)])
+        return Owned(keys, taken)
 
     def get(self, tenant: str, kind: KeyKind, ids: Iterable[str]) -> dict[str, bytes]:
         out: dict[str, bytes] = {}
@@ -89,7 +119,8 @@ class PostgresDataKeys:
                     # conflict waits for that insert and blanks it. xmax is 0 on a row this
                     # statement inserted, set on one it updated (a key that existed).
                     rows = self._db.execute(
-                        "INSERT INTO data_keys AS d SELECT %s, %s, unnest(%s::bytea[]), ''::bytea "
+                        "INSERT INTO data_keys AS d (tenant, kind, id, key) "
+                        "SELECT %s, %s, unnest(%s::bytea[]), ''::bytea "
                         "ON CONFLICT (tenant, kind, id) DO UPDATE SET key = ''::bytea "
                         "WHERE octet_length(d.key) > 0 RETURNING d.xmax <> 0",
                         (_b(tenant), kind, [_b(i) for i in chunk]),

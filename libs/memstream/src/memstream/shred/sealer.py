@@ -10,7 +10,7 @@ import orjson
 from memstream.events import Event
 from memstream.records.latent import LatentRecord
 from memstream.shred.artifacts import is_deletion, seal_artifact
-from memstream.shred.port import DataKeys, KeyKind
+from memstream.shred.port import DataKeys, KeyKind, SealingKeys
 from memstream.shred.seal import needs_key, seal_event
 
 
@@ -33,7 +33,7 @@ class EventSealer:
     store is given: the key is made before the first copy is written, so no copy of the
     content is ever written in the clear. Without one, plain JSON (sealing off)."""
 
-    def __init__(self, keys: DataKeys | None) -> None:
+    def __init__(self, keys: SealingKeys | None) -> None:
         self.keys = keys
 
     def encode(self, events: Sequence[Event]) -> list[bytes]:
@@ -84,7 +84,7 @@ def _artifact_id(doc: dict[str, Any]) -> str | None:
 
 
 def _sealed(
-    store: DataKeys,
+    store: SealingKeys,
     kind: KeyKind,
     docs: Sequence[dict[str, Any]],
     key_id: Callable[[dict[str, Any]], str | None],

@@ -20,11 +20,12 @@ import threading
 from collections.abc import Iterable
 from pathlib import Path
 
-from memstream.shred.port import KEY_BYTES, KeyKind, chunks
+from memstream.shred.port import KEY_BYTES, KeyKind, Owned, chunks
 
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS data_keys (tenant TEXT NOT NULL, kind TEXT NOT NULL, "
-    "id TEXT NOT NULL, key BLOB NOT NULL, PRIMARY KEY (tenant, kind, id)) WITHOUT ROWID",
+    "id TEXT NOT NULL, key BLOB NOT NULL, owner TEXT, PRIMARY KEY (tenant, kind, id)) "
+    "WITHOUT ROWID",
     "CREATE TABLE IF NOT EXISTS tenant_secrets (tenant TEXT PRIMARY KEY, secret BLOB NOT NULL)",
 )
 
@@ -46,6 +47,9 @@ class SqliteDataKeys:
         with self._lock:
             for stmt in _SCHEMA:
                 self._db.execute(stmt)
+            columns = {row[1] for row in self._db.execute("PRAGMA table_info(data_keys)")}
+            if "owner" not in columns:  # a store made before keys had owners
+                self._db.execute("ALTER TABLE data_keys ADD COLUMN owner TEXT")
 
     def _select(self, tenant: str, kind: KeyKind, ids: list[str]) -> dict[str, bytes]:
         marks = ",".join("?" * len(ids))
@@ -63,7 +67,7 @@ class SqliteDataKeys:
             try:
                 for chunk in chunks(ids):
                     rows = [(tenant, kind, i, secrets.token_bytes(KEY_BYTES)) for i in chunk]
-                    insert = "INSERT OR IGNORE INTO data_keys VALUES (?, ?, ?, ?)"
+                    insert = "INSERT OR IGNORE INTO data_keys VALUES (?, ?, ?, ?, NULL)"
                     self._db.executemany(insert, rows)
                     out.update(self._select(tenant, kind, chunk))
                 self._db.execute("COMMIT")
@@ -71,6 +75,33 @@ class SqliteDataKeys:
                 self._db.execute("ROLLBACK")
                 raise
         return out
+
+    def create_owned(self, tenant: str, kind: KeyKind, ids: Iterable[str], owner: str) -> Owned:
+        keys: dict[str, bytes] = {}
+        taken: list[str] = []
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                for chunk in chunks(ids):
+                    rows = [(tenant, kind, i, secrets.token_bytes(KEY_BYTES), owner) for i in chunk]
+                    insert = "INSERT OR IGNORE INTO data_keys VALUES (?, ?, ?, ?, ?)"
+                    self._db.executemany(insert, rows)
+                    marks = ",".join("?" * len(chunk))
+                    found = self._db.execute(
+                        f"SELECT id, key, owner FROM data_keys WHERE tenant=? AND kind=? "
+                        f"AND id IN ({marks}) AND length(key) > 0",
+                        (tenant, kind, *chunk),
+                    )
+                    for i, k, o in found:
+                        if o == owner:
+                            keys[str(i)] = bytes(k)
+                        else:
+                            taken.append(str(i))
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+        return Owned(keys, taken)
 
     def get(self, tenant: str, kind: KeyKind, ids: Iterable[str]) -> dict[str, bytes]:
         out: dict[str, bytes] = {}
@@ -93,7 +124,7 @@ class SqliteDataKeys:
                     )
                     gone += cur.rowcount
                     self._db.executemany(
-                        "INSERT OR IGNORE INTO data_keys VALUES (?, ?, ?, X'')",
+                        "INSERT OR IGNORE INTO data_keys VALUES (?, ?, ?, X'', NULL)",
                         [(tenant, kind, i) for i in chunk],
                     )
                 self._db.execute("COMMIT")

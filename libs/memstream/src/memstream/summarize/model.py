@@ -7,6 +7,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from memstream.events.envelope import StreamName
+from memstream.scope import SCOPE_DESCRIPTION, STREAM_SHORTHAND, Scope
 from memstream.wire import STORABLE, STRICT_INPUT, JsonInt, Position, RfcTimestamp
 
 
@@ -24,7 +25,8 @@ class SummarizeRequest(BaseModel):
     force_refresh: bool = Field(
         default=False, description="bypass the summary cache (and refresh its entry)"
     )
-    stream: StreamName | None = None
+    scope: Scope | None = Field(default=None, description=SCOPE_DESCRIPTION)
+    stream: StreamName | None = Field(default=None, description=STREAM_SHORTHAND)
     as_of: RfcTimestamp | None = None
     after: Position | None = Field(
         default=None,

@@ -10,6 +10,7 @@ from memstream.checkout.packet.snippets import shorten
 from memstream.checkout.request import RecallQuery
 from memstream.checkout.synthesis.learned import losing_ids
 from memstream.records.packet import AnswerPool, Candidate, OutcomeRecord
+from memstream.scope import WHOLE, Scope
 from memstream.summarize import metrics
 from memstream.summarize.cache import SummaryCache, cache_key
 from memstream.summarize.citations import hold, strip_markers
@@ -126,9 +127,13 @@ class Summarizer:
     def __post_init__(self) -> None:
         metrics.init(self.provider.name, self.provider.model)
 
-    def summarize(self, tenant: str, req: SummarizeRequest) -> SummarizeResult:
-        """Raises ``NoProjection`` (memory unavailable) and ``ProviderError`` (call failed)."""
-        recall = RecallQuery(query=req.query, k=req.k, stream=req.stream, as_of=req.as_of)
+    def summarize(
+        self, tenant: str, req: SummarizeRequest, scope: Scope = WHOLE
+    ) -> SummarizeResult:
+        """One answer from what ``scope`` holds (the request's within its key's: the
+        caller's to decide). Raises ``NoProjection`` (memory unavailable) and
+        ``ProviderError`` (call failed)."""
+        recall = RecallQuery(query=req.query, k=req.k, scope=scope, as_of=req.as_of)
         # A summary never rests on what an invalidation names or on a memory whose failure
         # record loses it the answer to a proven alternative.
         candidates, left_out = set_aside(self.recall(tenant, recall))

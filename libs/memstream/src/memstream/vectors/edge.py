@@ -615,11 +615,13 @@ class EdgeVectorIndex(VectorIndex):
         limit: int,
         streams: list[str] | None = None,
         as_of: datetime | None = None,
+        agents: list[str] | None = None,
+        users: list[str] | None = None,
     ) -> list[VectorHit]:
         """See :meth:`memstream.vectors.port.VectorIndex.recent`."""
-        if limit <= 0 or streams == []:
+        keyed = keyword_filters(Search(limit, streams=streams, agents=agents, users=users))
+        if limit <= 0 or keyed is None:
             return []
-        keyed = {"stream": streams} if streams else None
         with self._reading() as held:
             if held is None:
                 return []
@@ -693,9 +695,7 @@ class _Question:
     def request(self, search: Search, payload: bool = True) -> qe.QueryRequest | None:
         """The engine request of one search (without payloads unless ``payload``); None when
         it can match nothing."""
-        filters = keyword_filters(
-            search.kinds, search.streams, search.actors, search.entities, search.altitudes
-        )
+        filters = keyword_filters(search)
         if filters is None or search.limit <= 0:
             return None
         kinds = filters.pop("kind", None)

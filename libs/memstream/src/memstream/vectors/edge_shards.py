@@ -213,8 +213,10 @@ class EdgeTenantShards(VectorIndex):
         limit: int,
         streams: list[str] | None = None,
         as_of: datetime | None = None,
+        agents: list[str] | None = None,
+        users: list[str] | None = None,
     ) -> list[VectorHit]:
-        return self._for(tenant).recent(tenant, limit, streams, as_of)
+        return self._for(tenant).recent(tenant, limit, streams, as_of, agents, users)
 
     def at(self, tenant: str, stream: str, seqs: list[int]) -> list[VectorHit]:
         return self._for(tenant).at(tenant, stream, seqs)

@@ -26,6 +26,8 @@ KEYWORD_FILTERS = {
     "actors": "actor_key",
     "entities": "entity_keys",
     "altitudes": "altitude",
+    "agents": "agent",  # a scope's agents and users: the event's own fields, as written
+    "users": "user",
 }
 KEYWORD_FIELDS = tuple(KEYWORD_FILTERS.values())
 # Event points' payload field listing the events whose words their key copies (the message
@@ -56,27 +58,6 @@ def time_bound(as_of: datetime | None) -> str | None:
     if as_of.tzinfo is None:
         raise ValueError("as_of must be timezone-aware")
     return utc_z(as_utc(as_of))
-
-
-def keyword_filters(
-    kinds: list[str] | None,
-    streams: list[str] | None,
-    actors: list[str] | None,
-    entities: list[str] | None,
-    altitudes: list[str] | None = None,
-) -> dict[str, list[str]] | None:
-    """The query's filters as ``{payload field: accepted values}``; None when one of them is
-    an empty list, which matches nothing."""
-    given = {
-        "kinds": kinds,
-        "streams": streams,
-        "actors": actors,
-        "entities": entities,
-        "altitudes": altitudes,
-    }
-    if any(v == [] for v in given.values()):
-        return None
-    return {KEYWORD_FILTERS[name]: v for name, v in given.items() if v}
 
 
 def event_point_key(tenant: str, event_id: str) -> str:
@@ -113,6 +94,17 @@ class Search:
     actors: list[str] | None = None
     entities: list[str] | None = None
     altitudes: list[str] | None = None
+    agents: list[str] | None = None
+    users: list[str] | None = None
+
+
+def keyword_filters(search: Search) -> dict[str, list[str]] | None:
+    """The search's filters as ``{payload field: accepted values}``; None when one of them
+    is an empty list, which matches nothing."""
+    given = {name: getattr(search, name) for name in KEYWORD_FILTERS}
+    if any(v == [] for v in given.values()):
+        return None
+    return {KEYWORD_FILTERS[name]: v for name, v in given.items() if v}
 
 
 class VectorIndex(Protocol):
@@ -145,20 +137,23 @@ class VectorIndex(Protocol):
         as_of: datetime | None = None,
         altitudes: list[str] | None = None,
         related: Mapping[str, float] | None = None,
+        agents: list[str] | None = None,
+        users: list[str] | None = None,
     ) -> list[VectorHit]:
         """Top hits of one tenant; hybrid = RRF fusion of the dense and sparse lanes.
 
         ``mode="dense"`` needs ``dense``, ``"sparse"`` needs ``text``; hybrid uses whichever
         lanes have input. ``kinds``, ``streams``, ``actors`` (payload ``actor_key``: the
         entity key of the event's agent), ``entities`` (payload ``entity_keys``: every
-        entity the event involves) and ``altitudes`` (``episode`` or ``latent`` on latent
-        artifacts' points) filter the hits; an empty list matches nothing.
+        entity the event involves), ``altitudes`` (``episode`` or ``latent`` on latent
+        artifacts' points), ``agents`` and ``users`` (the event's own ``agent`` and ``user``:
+        a scope) filter the hits; an empty list matches nothing.
         ``as_of`` keeps points whose ``occurred_at`` is at or before it. ``related`` adds
         words to the sparse query at their own weights (see ``sparse.query_vector``).
 
         An adapter that subclasses this protocol gets it as a batch of one search.
         """
-        search = Search(limit, mode, kinds, streams, actors, entities, altitudes)
+        search = Search(limit, mode, kinds, streams, actors, entities, altitudes, agents, users)
         return self.query_batch(tenant, dense, text, [search], as_of, related)[0]
 
     def query_batch(
@@ -179,9 +174,12 @@ class VectorIndex(Protocol):
         limit: int,
         streams: list[str] | None = None,
         as_of: datetime | None = None,
+        agents: list[str] | None = None,
+        users: list[str] | None = None,
     ) -> list[VectorHit]:
-        """The tenant's newest event points (of ``streams``; at or before ``as_of``), newest
-        first by ``occurred_at``: read in order from the datetime index, no scan, no score."""
+        """The tenant's newest event points (of ``streams``, ``agents``, ``users``; at or
+        before ``as_of``), newest first by ``occurred_at``: read in order from the datetime
+        index, no scan, no score."""
 
     def count(self, tenant: str | None = None, kinds: list[str] | None = None) -> int:
         """Points (of one tenant, of some kinds); ``kinds=["event"]``: one per ledger event."""

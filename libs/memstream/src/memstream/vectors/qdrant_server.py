@@ -307,16 +307,20 @@ class QdrantVectorIndex(VectorIndex):
         limit: int,
         streams: list[str] | None = None,
         as_of: datetime | None = None,
+        agents: list[str] | None = None,
+        users: list[str] | None = None,
     ) -> list[VectorHit]:
         """See :meth:`memstream.vectors.port.VectorIndex.recent`."""
-        if limit <= 0 or streams == [] or not self._exists():
+        keyed = keyword_filters(Search(limit, streams=streams, agents=agents, users=users))
+        if limit <= 0 or keyed is None or not self._exists():
             return []
         must: list[models.Condition] = [
             _match("tenant", tenant),
             models.FieldCondition(key="kind", match=models.MatchAny(any=["event"])),
         ]
-        if streams:
-            must.append(models.FieldCondition(key="stream", match=models.MatchAny(any=streams)))
+        must += [
+            models.FieldCondition(key=k, match=models.MatchAny(any=v)) for k, v in keyed.items()
+        ]
         if (bound := time_bound(as_of)) is not None:
             when = models.DatetimeRange(lte=bound)
             must.append(models.FieldCondition(key=TIME_FIELD, range=when))
@@ -368,7 +372,7 @@ class QdrantVectorIndex(VectorIndex):
         as_of: datetime | None,
     ) -> list[VectorHit]:
         s = search
-        filters = keyword_filters(s.kinds, s.streams, s.actors, s.entities, s.altitudes)
+        filters = keyword_filters(s)
         if filters is None or s.limit <= 0 or not self._exists():
             return []
         must: list[models.Condition] = [_match("tenant", tenant)]

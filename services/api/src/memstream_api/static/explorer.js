@@ -129,11 +129,32 @@ function note(id, text) {
   $(id).hidden = !text;
 }
 
+// -- the scope: which users', agents' and streams' memory every read sees ---------------------
+
+function scope() {
+  const found = {};
+  for (const field of ["user", "agent", "stream"]) {
+    const values = $(`scope-${field}`).value.split(",").map((v) => v.trim()).filter(Boolean);
+    if (values.length) found[field] = values;
+  }
+  return Object.keys(found).length ? found : undefined;
+}
+
+// The scope as a lineage query string (user=a&user=b&agent=c), or "".
+function scopeQuery() {
+  const params = new URLSearchParams();
+  for (const [field, values] of Object.entries(scope() || {})) {
+    for (const v of values) params.append(field, v);
+  }
+  const text = params.toString();
+  return text ? `?${text}` : "";
+}
+
 // -- column 1: search -------------------------------------------------------------------------
 
 async function search(query, altitude, k) {
   location.hash = new URLSearchParams({ q: query, alt: altitude, k }).toString();
-  const found = await api("POST", "/v1/search", { query, altitude, k });
+  const found = await api("POST", "/v1/search", { query, altitude, k, scope: scope() });
   state.lineages.clear(); // memory moves on: drill-downs of a new search read it afresh
   const list = clear($("results"));
   note("results-note", found.hits.length ? "" : `Nothing found at the ${altitude} altitude.`);
@@ -159,7 +180,8 @@ function pick(button, id) {
 
 async function lineage(id) {
   if (!state.lineages.has(id)) {
-    state.lineages.set(id, await api("GET", `/v1/lineage/${encodeURIComponent(id)}`));
+    const path = `/v1/lineage/${encodeURIComponent(id)}${scopeQuery()}`;
+    state.lineages.set(id, await api("GET", path));
   }
   return state.lineages.get(id);
 }
@@ -333,9 +355,15 @@ document.addEventListener("DOMContentLoaded", () => {
     e.preventDefault();
     runSearch();
   });
+  $("scope-form").addEventListener("submit", (e) => {
+    e.preventDefault(); // Enter in a scope field searches again, inside the new scope
+    state.lineages.clear();
+    if ($("query").value) runSearch();
+  });
   $("checkout-form").addEventListener("submit", (e) => {
     e.preventDefault();
-    guarded(async () => renderPacket(await api("POST", "/v1/checkout", { query: $("checkout-query").value })));
+    const body = { query: $("checkout-query").value, scope: scope() };
+    guarded(async () => renderPacket(await api("POST", "/v1/checkout", body)));
   });
   showKeyState();
   if (readHash() && apiKey()) runSearch();

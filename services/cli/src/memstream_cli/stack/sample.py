@@ -6,6 +6,7 @@ from importlib import resources
 
 from memstream.events import EventIn
 from memstream.ledger.opening import data_keys
+from memstream.proof import Prover, producer_secret
 from memstream.sdk import MemoryClient
 from memstream.settings import Settings
 from memstream.stack.epoch import read_epoch
@@ -27,7 +28,10 @@ def load_sample_data(info: StackInfo, settings: Settings) -> int:
         if line.strip()
     ]
     keys, epoch = data_keys(settings), read_epoch(settings.data_dir)
-    with MemoryClient(info.kafka_bootstrap, SAMPLE_TENANT, keys=keys, epoch=epoch) as client:
+    prover = Prover.internal(producer_secret(settings))  # the stack's own sample
+    with MemoryClient(
+        info.kafka_bootstrap, SAMPLE_TENANT, keys=keys, epoch=epoch, prover=prover
+    ) as client:
         client.emit_many(events)
     marker.write_text(f"{len(events)}\n")
     return len(events)

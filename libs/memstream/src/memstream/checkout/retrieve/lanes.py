@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime, timedelta
 from datetime import time as dt_time
 from typing import Any
@@ -51,12 +51,14 @@ from memstream.checkout.retrieve.reach import (
     hop_terms,
 )
 from memstream.checkout.retrieve.rerank import rerank
+from memstream.checkout.scoped import admits, facts_in
 from memstream.embed.port import Embedder, TermNeighbours
 from memstream.graph.port import GraphReader
 from memstream.graph.validity import known_at
 from memstream.matching import focus_words
 from memstream.records.packet import Candidate, SynthesisPlan
 from memstream.records.projected import FactView, VectorHit
+from memstream.scope import WHOLE, Scope
 from memstream.times import iso_utc, parse_ts
 from memstream.vectors.port import Mode, Search, VectorIndex
 
@@ -112,13 +114,14 @@ CONTROL_TYPES = frozenset({"memory.feedback", "memory.invalidate", "memory.purge
 
 @dataclass
 class Lanes:
-    """Ranked item ids per lane, and the items themselves."""
+    """Ranked item ids per lane, and the items themselves: only those inside ``scope``."""
 
+    scope: Scope = WHOLE
     ranked: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
     items: dict[str, Candidate] = field(default_factory=dict)
 
     def add(self, lane: str, cand: Candidate) -> None:
-        if cand.type in CONTROL_TYPES:
+        if cand.type in CONTROL_TYPES or not admits(self.scope, cand):
             return
         if cand.item_id not in self.ranked[lane]:
             self.ranked[lane].append(cand.item_id)
@@ -185,22 +188,21 @@ class Retriever:
         query: str,
         mode: Mode,
         limit: int,
-        stream: str | None = None,
+        scope: Scope = WHOLE,
         as_of: datetime | None = None,
     ) -> list[Candidate]:
-        """One index lane alone (the benchmarks' baselines)."""
+        """One index lane alone (the benchmarks' baselines), inside ``scope``."""
         dense = self.embedder.embed([query])[0].tolist() if mode != "sparse" else None
-        streams = [stream] if stream else None
-        hits = self.index.query(
-            tenant, dense, query, limit=limit, mode=mode, streams=streams, as_of=as_of, kinds=EVENTS
-        )
+        hits = self.index.query_batch(
+            tenant, dense, query, [within(Search(limit, mode, kinds=EVENTS), scope)], as_of
+        )[0]
         return [hit_candidate(h.payload) for h in hits if "event_id" in h.payload]
 
     def retrieve(
         self,
         tenant: str,
         plan: SynthesisPlan,
-        stream: str | None = None,
+        scope: Scope = WHOLE,
         timings: dict[str, float] | None = None,
         as_of: datetime | None = None,
         latents: list[VectorHit] | None = None,
@@ -209,9 +211,11 @@ class Retriever:
         ``latents`` the latent artifacts' hits (for the packet's latent context).
 
         With ``as_of`` every lane reads only what memory held then, and a last guard drops
-        anything later, so no section of a packet can quote it.
+        anything later, so no section of a packet can quote it. With ``scope`` every index
+        search is filtered to it and every lane's item outside it is left out
+        (``checkout.scoped``).
         """
-        run = _Run(self, tenant, plan, stream, as_of, Lanes(), _LaneClock(timings))
+        run = _Run(self, tenant, plan, scope, as_of, Lanes(scope), _LaneClock(timings))
         # The facts lane reads the graph for the names the plan holds, nothing the searches
         # find: its round trips run while the index searches.
         facts = _GRAPH_READS.submit(run.read_facts) if plan.entity_keys() else None
@@ -229,7 +233,7 @@ class Retriever:
         if lever.time_lane:
             run.time()
         run.chain()
-        if plan.operation == "latest_value" or stream is not None:
+        if plan.operation == "latest_value" or scope.stream is not None:
             run.recent()
         fused = run.in_time(run.fused())
         if lever.rerank:
@@ -246,7 +250,7 @@ class _Run:
     r: Retriever
     tenant: str
     plan: SynthesisPlan
-    stream: str | None
+    scope: Scope
     as_of: datetime | None
     lanes: Lanes
     clock: _LaneClock
@@ -277,22 +281,23 @@ class _Run:
         events involving a named entity, ranked by the question rather than by date (a graph
         walk over a busy entity, everyone's city, costs more than it finds).
         """
-        streams = [self.stream] if self.stream else None
-        pool = self.r.pool
+        pool, scope = self.r.pool, self.scope
         lanes: list[tuple[str, Search]] = [
-            (m, Search(pool, m, kinds=EVENTS, streams=streams)) for m in MODES
+            (m, within(Search(pool, m, kinds=EVENTS), scope)) for m in MODES
         ]
         if keys := self.plan.entity_keys():
             lanes += [
-                (f"speaker_{m}", Search(pool, m, kinds=EVENTS, streams=streams, actors=keys))
+                (f"speaker_{m}", within(Search(pool, m, kinds=EVENTS, actors=keys), scope))
                 for m in MODES
             ]
             lanes += [
-                (f"mention_{m}", Search(pool, m, kinds=EVENTS, streams=streams, entities=keys))
+                (f"mention_{m}", within(Search(pool, m, kinds=EVENTS, entities=keys), scope))
                 for m in MODES
             ]
-        if latents:  # artifacts (episodes and others) the question finds, best first
-            lanes.append((LATENT, Search(LATENT_HITS, "hybrid", kinds=["latent"], streams=streams)))
+        if latents:  # artifacts (episodes and others) the question finds, best first; a
+            # scope's agents and users are not on their points: checked on their sources
+            search = Search(LATENT_HITS, "hybrid", kinds=["latent"], streams=scope.stream)
+            lanes.append((LATENT, search))
         results = self.r.index.query_batch(
             self.tenant, self.vector, self.plan.query, [s for _, s in lanes], as_of=self.as_of,
             related=self.related,
@@ -322,6 +327,7 @@ class _Run:
         """The facts lane from :meth:`read_facts`: the question's predicates first."""
         if self.as_of is not None:
             found = known_at(found, self.as_of)
+        found = facts_in(self.scope, found)
         ranker = PredicateRanker(self.r.embedder, focus_words(self.plan))
         scored = [(ranker.relevance(f.predicate), f) for f in found]
         scored.sort(key=lambda rf: (-(rf[0] or 0.0), rf[1].valid_to is not None, rf[1].fact_id))
@@ -338,17 +344,12 @@ class _Run:
         if not inside:
             return
         streams = sorted({str(h.payload.get("stream")) for h in best})
-        hits = self.r.index.query(
-            self.tenant,
-            self.vector,
-            self.plan.query,
-            limit=self.r.pool,
-            mode="hybrid",
-            kinds=["event"],
-            streams=streams,
-            as_of=self.as_of,
-            related=self.related,
+        search = replace(
+            within(Search(self.r.pool, "hybrid", kinds=["event"]), self.scope), streams=streams
         )
+        hits = self.r.index.query_batch(
+            self.tenant, self.vector, self.plan.query, [search], self.as_of, self.related
+        )[0]
         for h in hits:
             if str(h.payload.get("event_id")) in inside:
                 self.lanes.add_hit("episode", h.payload)
@@ -364,8 +365,7 @@ class _Run:
             return
         query = " ".join([self.plan.query, *extra])
         vector = self.r.embedder.embed([query])[0].tolist()
-        streams = [self.stream] if self.stream else None
-        searches = [Search(self.r.pool, m, kinds=EVENTS, streams=streams) for m in MODES]
+        searches = [within(Search(self.r.pool, m, kinds=EVENTS), self.scope) for m in MODES]
         results = self.r.index.query_batch(
             self.tenant, vector, query, searches, as_of=self.as_of, related=self.related
         )
@@ -420,10 +420,8 @@ class _Run:
             return anchors
         if anchors and (spans := spans_at(off.anchor_text, anchors[-1])):
             return [spans[0][2]]
-        hits = self.r.index.query(
-            self.tenant, None, off.anchor_text, limit=OFFSET_ANCHORS, mode="sparse",
-            kinds=EVENTS, streams=[self.stream] if self.stream else None, as_of=self.as_of,
-        )  # fmt: skip
+        search = within(Search(OFFSET_ANCHORS, "sparse", kinds=EVENTS), self.scope)
+        hits = self.r.index.query_batch(self.tenant, None, off.anchor_text, [search], self.as_of)[0]
         days = [ts.date() for h in hits if (ts := parse_ts(str(h.payload.get("occurred_at"))))]
         return list(dict.fromkeys(days))
 
@@ -432,11 +430,8 @@ class _Run:
         searched up to the end, kept from the start (see ``TIME_OVERFETCH``)."""
         last = datetime.combine(end, dt_time.min, tzinfo=UTC) - timedelta(microseconds=1)
         bound = min(last, self.as_of) if self.as_of is not None else last
-        streams = [self.stream] if self.stream else None
-        hits = self.r.index.query(
-            self.tenant, vector, text, limit=TIME_OVERFETCH * self.r.pool,
-            mode="hybrid", kinds=EVENTS, streams=streams, as_of=bound, related=self.related,
-        )  # fmt: skip
+        search = within(Search(TIME_OVERFETCH * self.r.pool, "hybrid", kinds=EVENTS), self.scope)
+        hits = self.r.index.query_batch(self.tenant, vector, text, [search], bound, self.related)[0]
         first = datetime.combine(start, dt_time.min, tzinfo=UTC)
         return [
             h for h in hits
@@ -458,10 +453,23 @@ class _Run:
     def recent(self) -> None:
         """The newest events, read in order from the index's datetime index (a graph query
         would sort every event of the tenant)."""
-        streams = [self.stream] if self.stream else None
-        for h in self.r.index.recent(self.tenant, RECENT, streams=streams, as_of=self.as_of):
+        sc = self.scope
+        recent = self.r.index.recent(
+            self.tenant, RECENT, sc.stream, self.as_of, agents=sc.agent, users=sc.user
+        )
+        for h in recent:
             self.lanes.add_hit("recent", h.payload)
         self.clock.lap("recent")
+
+
+def within(search: Search, scope: Scope) -> Search:
+    """``search`` kept inside ``scope``: its streams, agents and users filter the index."""
+    return replace(
+        search,
+        streams=scope.stream if scope.stream is not None else search.streams,
+        agents=scope.agent if scope.agent is not None else search.agents,
+        users=scope.user if scope.user is not None else search.users,
+    )
 
 
 class _LaneClock:

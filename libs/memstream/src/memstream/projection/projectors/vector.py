@@ -68,6 +68,7 @@ def _keyed(x: Extraction, previous: Said | None, form: KeyForm) -> tuple[VectorP
         "event_id": e.event_id,
         "type": e.type,
         "agent": e.agent,
+        "user": e.user,
         "actor_key": entity_key(e.agent),
         "occurred_at": e.occurred_at,
         "valid_to": None,
