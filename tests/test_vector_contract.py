@@ -831,7 +831,52 @@ def test_edge_shard_written_before_scopes_filters_kinds_until_compacted(tmp_path
         assert answers() == expected
         hit = index.query("acme", unit(0), None, mode="dense", kinds=["event"])[0]
         assert hit.payload["tenant"] == "acme"
-        assert "scope" not in hit.payload and "scoped_keys" not in hit.payload
+        assert not {"scope", "scoped_keys", "scope_keys"} & hit.payload.keys()
+    finally:
+        index.close()
+
+
+def test_edge_shard_with_persons_keys_only_filters_a_user_until_compacted(
+    tmp_path: Path,
+) -> None:
+    """A shard whose points carry the persons' scoped keys only (before users, agents and
+    streams joined them) answers a user's scope on the point's own field, then, compacted,
+    on the joined key: the same answers."""
+    import qdrant_edge as qe
+    from memstream.vectors.edge import DENSE
+
+    path = tmp_path / "edge" / "memories"
+    path.mkdir(parents=True)
+    old = qe.EdgeShard.create(str(path), EdgeVectorIndex(path, "memories", DIM)._config())
+    for name in ("scope", "scoped_keys"):
+        old.update(qe.UpdateOperation.create_field_index(name, qe.PayloadSchemaType.Keyword))
+    made = [("e1", "ana"), ("e2", "bo"), ("e3", "ana")]
+    raw = []
+    for eid, user in made:
+        p = pt("acme", eid, "kiln firing schedule", unit(0), kind="event", actor_key="noor")
+        payload = {**p.payload, "user": user, "point_key": p.point_key, "scope": "acme/event"}
+        payload["scoped_keys"] = ["acme/event/actor_key:noor"]
+        raw.append(qe.Point(point_id(p.point_key), {DENSE: p.dense}, payload))
+    old.update(qe.UpdateOperation.upsert_points(raw))
+    old.flush()
+    old.close()
+
+    index = EdgeVectorIndex(path, "memories", DIM)
+    try:
+        searches = [
+            Search(10, "dense", kinds=["event"], users=["ana"]),
+            Search(10, "dense", kinds=["event"], actors=["noor"], users=["bo"]),
+        ]
+
+        def answers() -> list[list[str]]:
+            found = index.query_batch("acme", unit(0), "kiln", searches)
+            return [sorted(keys(hits)) for hits in found]
+
+        assert answers() == [["e1", "e3"], ["e2"]]
+        index.compact()
+        assert answers() == [["e1", "e3"], ["e2"]]
+        hit = index.query("acme", unit(0), None, mode="dense", kinds=["event"])[0]
+        assert not {"scope", "scoped_keys", "scope_keys"} & hit.payload.keys()
     finally:
         index.close()
 
@@ -839,7 +884,7 @@ def test_edge_shard_written_before_scopes_filters_kinds_until_compacted(tmp_path
 def test_edge_refuses_payload_fields_it_uses_itself(tmp_path: Path) -> None:
     index = EdgeVectorIndex(tmp_path / "edge" / "memories", "memories", DIM)
     try:
-        for name in ("scope", "scoped_keys", "packed"):
+        for name in ("scope", "scoped_keys", "scope_keys", "packed"):
             with pytest.raises(ValueError, match=name):
                 index.upsert([pt("acme", "e1", "kiln", unit(0), **{name: "x"})])
         assert index.count() == 0

@@ -59,14 +59,17 @@ def workload(n: int, tenants: int, seed: int = 1) -> list[Any]:
     out: list[Any] = []
     for i in range(n):
         tenant = f"tenant-{i % tenants}"
+        # Every tenant holds every stream (and so every user): a user's scope is a quarter
+        # of its tenant, not all of it or none of it.
+        stream = (i // tenants) % STREAMS
         who = rng.choice(_NAMES)
         type_, payload = _body(rng, i, who)
         out.append(
             EventIn(
                 id=f"{run}-{i}",
-                stream=f"agent-{i % STREAMS}",
+                stream=f"agent-{stream}",
                 agent=who,
-                user=f"user-{i % STREAMS % USERS}",
+                user=f"user-{stream % USERS}",
                 type=type_,
                 occurred_at=start + timedelta(minutes=i),
                 payload=payload,
@@ -306,6 +309,7 @@ class _Measured:
     plain_latencies: list[float] = field(default_factory=list)  # the fused lanes alone
     scoped_latencies: list[float] = field(default_factory=list)  # served, inside one user
     parts: dict[str, list[float]] = field(default_factory=dict)  # checkout ms per phase, lane
+    scoped_parts: dict[str, list[float]] = field(default_factory=dict)  # the same, scoped
     peak_rss: dict[str, float] = field(default_factory=dict)
 
 
@@ -464,6 +468,7 @@ def _checkouts(
                     m.plain_latencies.append(ms)
                 else:
                     m.scoped_latencies.append(ms)
+                    _parts(m.scoped_parts, packet)
             step.advance()
     finally:
         for c in clients.values():
@@ -523,6 +528,9 @@ def _report(m: _Measured, vector_optimize: bool, sealed: bool) -> dict[str, Any]
         },
         "checkout_p95_ms_by_part": {
             k: round(percentile(v, 0.95), 2) for k, v in sorted(m.parts.items())
+        },
+        "checkout_scoped_p95_ms_by_part": {
+            k: round(percentile(v, 0.95), 2) for k, v in sorted(m.scoped_parts.items())
         },
         "peak_rss_mb": m.peak_rss,
         "machine": {"cpus": psutil.cpu_count(), "date": datetime.now(UTC).date().isoformat()},

@@ -48,22 +48,27 @@ SPARSE = "bm25"
 # lane (~16k points) took 48 ms through the postings and 24-30 ms scored directly. Both are
 # exact; only the cost differs. A search-time setting: existing shards load with it.
 SPARSE_FULL_SCAN = 20_000
-# Each point's (tenant, kind) as one tenant-indexed keyword, and its speaker and entities
-# within that scope as another. On Edge's plain segments the filter's most selective condition
-# picks the points and every other condition is checked point by point (a dense scan of one
-# tenant's 12.5k points: 2 ms on the tenant alone, 5 ms with the kind added). Every lane
-# filters on tenant and kind, the speaker and mention lanes on a person too: one condition
-# does the work of two or three. Tenants never hold "/" (they are Kafka keys).
+# Each point's (tenant, kind) as one tenant-indexed keyword, and its speaker, entities, user,
+# agent and stream within that scope as another. On Edge's plain segments the filter's most
+# selective condition picks the points and every other condition is checked point by point (a
+# dense scan of one tenant's 12.5k points: 2 ms on the tenant alone, 5 ms with the kind
+# added). Every lane filters on tenant and kind, the speaker and mention lanes on a person,
+# a scoped read on a user, agent or stream: one condition does the work of two or three.
+# Tenants never hold "/" (they are Kafka keys).
 SCOPE = "scope"
-SCOPED_KEYS = "scoped_keys"
-SCOPED_FIELDS = ("actor_key", "entity_keys")  # the keyword filters that name a person
+SCOPED_KEYS = "scope_keys"
+# A shard whose points carry only the persons' keys (before scopes joined them) filters on
+# tenant and kind until a ``compact`` stores every point again.
+OLD_SCOPED_KEYS = "scoped_keys"
+# The keyword filters with a key of their own in SCOPED_KEYS, the one a search picks first.
+SCOPED_FIELDS = ("actor_key", "entity_keys", "user", "agent", "stream")
 
 
 # Fields the engine filters or orders by stay payload fields of their own; the rest travel as
 # one JSON string. Edge converts a payload from Python value by value (2-5 µs a string, so
 # ~100 µs an event point, measured), and that was a quarter of the vector projector's time.
 PACKED = "packed"
-_RESERVED = frozenset({PACKED, SCOPE, SCOPED_KEYS})
+_RESERVED = frozenset({PACKED, SCOPE, SCOPED_KEYS, OLD_SCOPED_KEYS})
 _FILTERED = frozenset(
     {"tenant", "event_id", "source_ids", KEY_OF, SEQ_FIELD, TIME_FIELD, *KEYWORD_FIELDS}
     | {SCOPE, SCOPED_KEYS}
@@ -788,7 +793,7 @@ def _stored(payload: dict[str, Any], point_key: str | None) -> dict[str, Any]:
 def _loaded(stored: dict[str, Any] | None) -> dict[str, Any]:
     """The payload as upserted (with ``point_key``) from the payload as stored. A point
     stored before packing existed has its fields as they were given."""
-    payload = {k: v for k, v in (stored or {}).items() if k not in (SCOPE, SCOPED_KEYS)}
+    payload = {k: v for k, v in (stored or {}).items() if k not in _RESERVED - {PACKED}}
     packed = payload.pop(PACKED, None)
     if isinstance(packed, str):
         payload.update(orjson.loads(packed))
