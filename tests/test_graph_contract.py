@@ -914,6 +914,28 @@ def test_recent_facts_and_direct_mentions_are_bounded(store: GraphStore) -> None
     assert store.mentioning(B, [subject]) == []
 
 
+def test_changed_facts_are_the_closed_ones_then_their_successors(store: GraphStore) -> None:
+    store.write(world())
+    history = store.facts(A, include_superseded=True)
+    closed = sorted(
+        (f for f in history if f.superseded_by is not None and f.invalidated_at is None),
+        key=lambda f: (f.valid_to or "", f.fact_id),
+        reverse=True,
+    )
+    assert closed, "the world has a superseded fact"
+    found = store.changed_facts(A, limit=50)
+    assert [f.fact_id for f in found[: len(closed)]] == [f.fact_id for f in closed]
+    successors = {f.superseded_by for f in closed} - {f.fact_id for f in closed}
+    assert {f.fact_id for f in found[len(closed) :]} == successors
+    assert all(f.valid_to is None or f.superseded_by for f in found[len(closed) :])
+    assert [f.fact_id for f in store.changed_facts(A, limit=1)][:1] == [closed[0].fact_id]
+    assert store.changed_facts(B) == []
+    # As of the first closed fact's start, only closed facts recorded by then count.
+    cut = min(f.recorded_at or f.valid_from for f in closed)
+    then = [f.fact_id for f in closed if (f.recorded_at or f.valid_from) <= cut]
+    assert then and [f.fact_id for f in store.changed_facts(A, as_of=cut)][: len(then)] == then
+
+
 # -- as_of reads and entity resolution --------------------------------------------------------
 
 

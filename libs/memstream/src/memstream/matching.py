@@ -7,7 +7,7 @@ question) and the retriever, so it sits below all of them.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from memstream.records.packet import Candidate, EvidenceRow, SynthesisPlan
@@ -82,6 +82,17 @@ def matches_entity(c: Candidate, key: str, stems: frozenset[str]) -> bool:
         return True
     name = [stem(w) for w in words(key)]
     return bool(name) and all(w in stems for w in name)
+
+
+def with_source(
+    c: Candidate, stems: frozenset[str], by_id: Mapping[str, Candidate]
+) -> frozenset[str]:
+    """``stems`` of a fact, with the words of the event it was drawn from when that event is
+    in the pool: "Bob took a new job at Globex" makes ``bob works_at Globex`` a fact about
+    jobs, whatever the predicate's name says."""
+    if c.kind != "fact" or (source := by_id.get(c.ref.event_id)) is None:
+        return stems
+    return stems | candidate_stems(source)
 
 
 def row_stems(row: EvidenceRow, c: Candidate) -> frozenset[str]:

@@ -263,6 +263,21 @@ RECENT_FACTS_FOR_SUBJECT = (
     + _FACT_RETURN
 )
 
+# The newest ``$limit`` facts closed by a successor (checkout's change questions that name no
+# subject): the tenant's facts are walked once; invalidated facts closed nothing.
+CHANGED_FACTS = (
+    "MATCH (s:Entity {tenant: $tenant})-[f:RELATES]->(o:Entity)\n"
+    "WHERE f.tenant = $tenant AND f.superseded_by IS NOT NULL AND f.invalidated_at IS NULL\n"
+    "  AND ($as_of IS NULL OR coalesce(f.recorded_at, f.valid_from) <= $as_of)\n"
+    "WITH s, f, o ORDER BY f.valid_to DESC, f.fact_id DESC LIMIT $limit" + _FACT_RETURN
+)
+
+# Facts by id, by the edge index on ``fact_id`` (unlabelled endpoints, as FACT_BY_ID).
+FACTS_BY_ID = (
+    "UNWIND $fact_ids AS id\nMATCH (s)-[f:RELATES {fact_id: id}]->(o)\nWHERE f.tenant = $tenant"
+    + _FACT_RETURN
+)
+
 # Events mentioning the entities themselves, newest first (no fact hop: bounded work).
 # ``$as_of`` (null = no bound) leaves out events that had not happened yet.
 MENTIONING = """

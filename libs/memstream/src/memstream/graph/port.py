@@ -157,6 +157,12 @@ class GraphReader(Protocol):
         """The newest ``limit`` facts of a subject (history included by default); with
         ``as_of``, only facts recorded and valid from by then."""
 
+    def changed_facts(
+        self, tenant: str, limit: int = 50, as_of: str | None = None
+    ) -> list[FactView]:
+        """The newest ``limit`` facts closed by a successor (newest close first), then those
+        successors; with ``as_of``, only facts memory had recorded by then."""
+
     def mentioning(
         self, tenant: str, entity_keys: list[str], limit: int = 50, as_of: str | None = None
     ) -> list[str]:

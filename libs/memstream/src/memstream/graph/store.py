@@ -14,6 +14,7 @@ from memstream.graph.cypher import (
     ADOPT_INVALIDATIONS,
     APPLIED_RAW,
     CHAINS_WITHIN,
+    CHANGED_FACTS,
     COUNTS,
     DELETE_DERIVED_LATENTS,
     DELETE_ENTITY,
@@ -32,6 +33,7 @@ from memstream.graph.cypher import (
     EVENTS_HELD,
     FACT_BY_ID,
     FACTS,
+    FACTS_BY_ID,
     FACTS_FOR_SUBJECT,
     FACTS_FROM_EVENTS,
     FEEDBACK,
@@ -588,6 +590,21 @@ class CypherGraphStore(ABC):
             "limit": limit,
         }
         return [_fact_view(r) for r in self._read(RECENT_FACTS_FOR_SUBJECT, params)]
+
+    def changed_facts(
+        self, tenant: str, limit: int = 50, as_of: str | None = None
+    ) -> list[FactView]:
+        """The newest ``limit`` facts closed by a successor, then those successors."""
+        if limit <= 0:
+            return []
+        params = {"tenant": tenant, "limit": limit, "as_of": _optional_z(as_of)}
+        closed = [_fact_view(r) for r in self._read(CHANGED_FACTS, params)]
+        have = {f.fact_id for f in closed}
+        ids = sorted({f.superseded_by for f in closed if f.superseded_by} - have)
+        if not ids:
+            return closed
+        rows = self._read(FACTS_BY_ID, {"tenant": tenant, "fact_ids": ids})
+        return closed + [_fact_view(r) for r in rows]
 
     def mentioning(
         self, tenant: str, entity_keys: list[str], limit: int = 50, as_of: str | None = None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import orjson
@@ -41,6 +42,24 @@ def event_text(entry: dict[str, Any]) -> str:
     if t == "memory.purge":
         return ""  # a tombstone must not make its subject easier to find
     return str(explicit or "")
+
+
+# How ``event_text`` writes a task record: read back by :func:`task_line`.
+_TASK_LINE = re.compile(
+    r"task (?P<id>\S+) (?P<status>started|success|failure|partial|abandoned):?(?: (?P<rest>.*))?",
+    re.DOTALL,
+)
+
+
+def task_line(event_type: str, text: str) -> tuple[str, str, str] | None:
+    """A task record's (task id, status — ``started`` for a start —, what it says), read
+    from the text :func:`event_text` gave it; None for any other event."""
+    if event_type not in ("task.started", "task.outcome"):
+        return None
+    m = _TASK_LINE.fullmatch(text.strip())
+    if m is None:
+        return None
+    return m["id"], m["status"], (m["rest"] or "").strip()
 
 
 DESCRIPTIVE_MIN_WORDS = 3

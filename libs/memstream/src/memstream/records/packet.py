@@ -26,6 +26,8 @@ Operation = Literal[
     "temporal_order",
     "list",
     "absence",
+    "change",
+    "outcome",
 ]
 Answerability = Literal["answer_from_memory", "refresh_recommended", "ask_user", "no_memory"]
 ExclusionReason = Literal[

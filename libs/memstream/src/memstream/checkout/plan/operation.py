@@ -119,11 +119,44 @@ _KNOWN_UNITS = frozenset(
 )
 
 
+# A question about change: a value replaced by another ("who changed jobs?", "did Bob
+# move?", "what changed since Monday?"). Asked for a date or a duration, it stays one.
+_CHANGE = re.compile(
+    r"\bchang(?:e|ed|es|ing)\b|\bswitch(?:ed|es|ing)?\b|\breplac(?:e|ed|es|ing)\b|"
+    r"\bmov(?:e|ed|es|ing)\b|\brelocat(?:e|ed|es|ing)\b|\bwhat(?:'s| is| was) new\b"
+)
+# The change words themselves: not what the changed facts say (kept out of the focus).
+CHANGE_WORDS = re.compile(r"^(?:chang|switch|replac)\w*$|^new$")
+# Words asking how work went: not what the task records say (kept out of the focus).
+OUTCOME_WORDS = re.compile(r"^(?:succe|fail|work|went|wrong|well|why)\w*$")
+_CHANGE_OVER: frozenset[Operation] = frozenset({"lookup", "latest_value", "absence", "list"})
+# A question about how work went: whether it worked ("did the migration succeed?", "was
+# the rotation successful?") or what failed.
+_OUTCOME = re.compile(
+    r"^(?:did|does|do|has|have|had|was|were|is|are)\b.*\b(?:succe(?:ed|eded|ss|ssful|ssfully)|"
+    r"fail(?:ed|s)?|go(?:ne)? (?:well|wrong)|went (?:well|wrong))\b|"
+    r"^(?:did|does|has|have|had)\b.*\bwork(?:ed)?\W*$|"
+    r"^(?:what|which)\b(?:\s+\w+){0,3}\s+(?:failed|went wrong|succeeded|worked)\b|"
+    r"\bhow did\b.*\b(?:go|turn out|end)\b"
+)
+
+
 def classify(query: str) -> Operation:
     """The operation a query's wording asks for (class-level English cues). A how-to question
     asks for a procedure: its "after", "first" or "best" describe the task, not an order or a
-    ranking to compute."""
+    ranking to compute. A question about how work went is an outcome; one about a value
+    replaced is a change (unless it asks when, or how long)."""
     q = normalised(query)
+    if _OUTCOME.search(q) and not _HOW_TO.search(q):
+        return "outcome"
+    op = _ranked(q)
+    if op in _CHANGE_OVER and _CHANGE.search(q) and not _DATE_Q.search(q) and not _HOW_TO.search(q):
+        return "change"
+    return op
+
+
+def _ranked(q: str) -> Operation:
+    """The first operation of ``_OPERATIONS`` whose cue ``q`` holds."""
     for op, pattern in _OPERATIONS:
         if pattern.search(q):
             if op == "count" and _SUM_UNIT.search(q):
@@ -136,8 +169,9 @@ def classify(query: str) -> Operation:
 
 def asks_about_work(query: str) -> bool:
     """Whether the query asks about tasks and how they went ("did the rotation succeed?",
-    "what failed last week?") rather than about the world."""
-    return bool(_WORK_Q.search(normalised(query)))
+    "what failed last week?", "did the import work?") rather than about the world."""
+    q = normalised(query)
+    return bool(_WORK_Q.search(q)) or bool(_OUTCOME.search(q) and not _HOW_TO.search(q))
 
 
 def answer_type(query: str, op: Operation, unit: str | None = None) -> AnswerType:

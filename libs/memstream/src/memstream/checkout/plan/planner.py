@@ -10,6 +10,8 @@ from memstream.checkout.plan.entities import (
     without_known_names,
 )
 from memstream.checkout.plan.operation import (
+    CHANGE_WORDS,
+    OUTCOME_WORDS,
     answer_type,
     asks_about_work,
     asks_money,
@@ -38,13 +40,19 @@ def plan_query(
     cues = without_known_names(query, located)
     op = classify(cues)
     unit = query_unit(cues)
+    terms = query_terms(query, [text for _pos, text, *_ in spans], unit)
+    # "Who changed jobs?": the jobs are what the facts say, not the change; "did the import
+    # succeed?": the import is what the task records say, not its success.
+    cue_words = {"change": CHANGE_WORDS, "outcome": OUTCOME_WORDS}.get(op)
+    if cue_words is not None:
+        terms = [t for t in terms if not cue_words.match(t.lower())]
     return SynthesisPlan(
         query=query,
         operation=op,
         answer_type=answer_type(cues, op, unit),
         entities=[m.keys[0] for m in mentions if m.match != "asker"],
         mentions=mentions,
-        terms=query_terms(query, [text for _pos, text, *_ in spans], unit),
+        terms=terms,
         unit=unit,
         money=asks_money(cues, unit),
         about_work=asks_about_work(cues),

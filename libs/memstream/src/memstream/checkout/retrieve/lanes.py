@@ -68,6 +68,7 @@ RRF_K = 60
 DEEP_VOTE = 1e-3
 MODES: tuple[Mode, ...] = ("dense", "sparse")
 FACTS_PER_SUBJECT = 20
+CHANGES = 50  # facts closed by a successor a change question reads (newest first)
 LANE_WEIGHTS = {
     "dense": 1.0,
     "sparse": 1.0,
@@ -216,9 +217,11 @@ class Retriever:
         (``checkout.scoped``).
         """
         run = _Run(self, tenant, plan, scope, as_of, Lanes(scope), _LaneClock(timings))
-        # The facts lane reads the graph for the names the plan holds, nothing the searches
-        # find: its round trips run while the index searches.
-        facts = _GRAPH_READS.submit(run.read_facts) if plan.entity_keys() else None
+        # The facts lane reads the graph for the names the plan holds (and, for a change, the
+        # latest changes), nothing the searches find: its round trips run while the index
+        # searches.
+        reads_facts = bool(plan.entity_keys()) or plan.operation == "change"
+        facts = _GRAPH_READS.submit(run.read_facts) if reads_facts else None
         run.embed()
         lever = self.config
         found = run.vector_lanes(latents is not None or lever.episode_lane)
@@ -321,7 +324,9 @@ class _Run:
             found += self.r.graph.recent_facts(
                 self.tenant, key, limit=FACTS_PER_SUBJECT, as_of=as_of
             )
-        return found
+        if self.plan.operation == "change":  # "who changed jobs?" names no subject
+            found += self.r.graph.changed_facts(self.tenant, limit=CHANGES, as_of=as_of)
+        return list({f.fact_id: f for f in found}.values())
 
     def facts(self, found: list[FactView]) -> None:
         """The facts lane from :meth:`read_facts`: the question's predicates first."""

@@ -20,6 +20,21 @@ from memstream.text.words import clip
 from memstream.times import parse_ts
 
 EPOCH = datetime(1, 1, 1, tzinfo=UTC)
+# An attempt's metadata field naming the task it retries: the two are one history.
+RETRY_OF = "retry_of"
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """A task record of the pool: a start or an outcome of one task id."""
+
+    item_id: str
+    task_id: str
+    status: str  # "started", or the outcome's status
+    says: str  # the goal, or what the outcome reports (its cause, for a failure)
+    at: datetime
+    retry_of: str | None
+    row: EvidenceRow  # how it is cited
 
 
 @dataclass(frozen=True)
@@ -36,6 +51,9 @@ class Ctx:
     rates: frozenset[str] = frozenset()  # row ids of numbers stated as a rate
     dated: frozenset[str] = frozenset()  # row ids whose time is a date stated in the text
     echoes: frozenset[str] = frozenset()  # assistant messages (they restate what was said)
+    successor: Mapping[str, str] = field(default_factory=dict)  # fact id → the fact closing it
+    facts: Mapping[str, EvidenceRow] = field(default_factory=dict)  # every fact row, valid as_of
+    attempts: Mapping[str, Attempt] = field(default_factory=dict)  # task records, by item id
 
 
 @dataclass

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from statistics import fmean
 
+from memstream.checkout.synthesis.change import change
 from memstream.checkout.synthesis.context import (
     Ctx,
     OpResult,
@@ -18,7 +19,9 @@ from memstream.checkout.synthesis.context import (
 from memstream.checkout.synthesis.duplicates import dedupe, same_item
 from memstream.checkout.synthesis.facts import facts_first
 from memstream.checkout.synthesis.numbers import numbers
+from memstream.checkout.synthesis.outcome import outcome
 from memstream.checkout.synthesis.sides import side_name, side_rows, sides
+from memstream.checkout.synthesis.span import span_of
 from memstream.checkout.synthesis.temporal import latest_value, temporal_interval, temporal_order
 from memstream.matching import numeric_plan
 from memstream.records.packet import (
@@ -53,8 +56,11 @@ def lookup(plan: SynthesisPlan, rows: list[EvidenceRow], ctx: Ctx) -> OpResult:
         text, value = fmt_amount(num(best), best.unit), best.value
     elif plan.answer_type == "entity" and is_fact(best, ctx) and best.entity not in plan.entities:
         text, value = str(best.entity), best.entity
-    else:
-        text, value = item_text(best, ctx, 200), best.value if is_fact(best, ctx) else best.label
+    elif is_fact(best, ctx):
+        text, value = item_text(best, ctx, 200), best.value
+    else:  # the clause about whom the question asks, when the memory says several things
+        span = span_of(best.label, ctx.speakers.get(best.support_id, ""), plan)
+        text, value = (span, span) if span else (item_text(best, ctx, 200), best.label)
     if is_number(best.value) and not is_fact(best, ctx):
         rivals = [
             r
@@ -225,6 +231,14 @@ def absence(plan: SynthesisPlan, rows: list[EvidenceRow], ctx: Ctx) -> OpResult:
     return res
 
 
+def outcome_or_world(plan: SynthesisPlan, rows: list[EvidenceRow], ctx: Ctx) -> OpResult:
+    """An outcome over the task records the question finds; without any, it asks about the
+    world ("did Bob fail his driving test?"): a yes/no or a lookup over what it finds."""
+    if any(r.support_id in ctx.attempts for r in rows):
+        return outcome(plan, rows, ctx)
+    return (absence if plan.answer_type == "boolean" else lookup)(plan, rows, ctx)
+
+
 OPERATIONS: dict[Operation, Op] = {
     "lookup": lookup,
     "count": count,
@@ -238,6 +252,8 @@ OPERATIONS: dict[Operation, Op] = {
     "temporal_order": temporal_order,
     "list": listing,
     "absence": absence,
+    "change": change,
+    "outcome": outcome_or_world,
 }
 
 

@@ -14,6 +14,7 @@ from memstream.matching import (
     matches_entity,
     row_stems,
     terms_matched,
+    with_source,
 )
 from memstream.records.packet import (
     DEFAULT_CONFIDENCE,
@@ -29,7 +30,9 @@ from memstream.times import parse_ts
 # A feedback prior of ±1 moves a row by this many focus terms of relevance (see learning.priors).
 PRIOR_WEIGHT = 1.0
 # Operations over the history of a subject: superseded facts still count for them.
-HISTORY_OPS = frozenset({"count", "list", "temporal_order", "temporal_interval", "absence"})
+HISTORY_OPS = frozenset(
+    {"count", "list", "temporal_order", "temporal_interval", "absence", "change"}
+)
 # Operations over a set of items: when no item names the focus terms, everything about the
 # named entities may stand in (with a warning and lower confidence).
 LOOSE_OPS = frozenset(
@@ -64,7 +67,7 @@ def relevant_rows(
         )
         if focus.entities and not ents:
             continue
-        overlap = terms_matched(focus.terms, c, row_stems(row, c))
+        overlap = terms_matched(focus.terms, c, with_source(c, row_stems(row, c), by_id))
         if focus.terms and not overlap and not (loose and ents) and not proven:
             continue
         fit = c.relevance or 0.0
@@ -81,7 +84,9 @@ def coverage(
     (all terms when one of them is a fact whose predicate matches the question)."""
     focus = focus_of(plan)
     cands = [by_id[i] for i in ids if i in by_id]
-    union: frozenset[str] = frozenset().union(*(candidate_stems(c) for c in cands))
+    union: frozenset[str] = frozenset().union(
+        *(with_source(c, candidate_stems(c), by_id) for c in cands)
+    )
     lex = len(focus.terms & union) / len(focus.terms) if focus.terms else 1.0
     if any(c.kind == "fact" and (c.relevance or 0.0) >= PREDICATE_MATCH for c in cands):
         lex = 1.0  # a fact whose predicate means what the question asks covers it

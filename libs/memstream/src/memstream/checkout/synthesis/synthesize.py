@@ -28,6 +28,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from datetime import timedelta
 
+from memstream.checkout.retrieve.candidates import known_by
 from memstream.checkout.synthesis.attribution import (
     first_person,
     misattributed,
@@ -46,6 +47,7 @@ from memstream.checkout.synthesis.learned import (
     proven_ids,
 )
 from memstream.checkout.synthesis.operations import run_operation
+from memstream.checkout.synthesis.outcome import attempts_of
 from memstream.checkout.synthesis.selection import (
     HISTORY_OPS,
     LOOSE_OPS,
@@ -123,9 +125,15 @@ def _stale(plan: SynthesisPlan, top: AnswerCandidate, rows: list[EvidenceRow], c
     return _warn("stale", msg, top.support_ids)
 
 
+# Yes/no operations whose "no" rests on nothing found: said, and the user asked.
+NO_FROM_NOTHING = frozenset({"absence", "change"})
+
+
 def _abstain(plan: SynthesisPlan, ctx: Ctx) -> list[AnswerCandidate]:
     if plan.operation == "absence":
         return [make_answer("No record of this in memory", False, None, [], ctx)]
+    if plan.operation == "change" and plan.answer_type == "boolean":
+        return [make_answer("No change of this on record", False, None, [], ctx)]
     return []
 
 
@@ -149,8 +157,23 @@ def _telling(
     ]
 
 
+def _facts_then(
+    plan: SynthesisPlan, rows: list[EvidenceRow], by_id: dict[str, Candidate]
+) -> dict[str, EvidenceRow]:
+    """The pool's fact rows memory held at the plan's ``as_of`` (the ends of a change)."""
+    at = parse_ts(plan.as_of)
+    return {
+        r.support_id: r
+        for r in rows
+        if by_id[r.support_id].kind == "fact" and (at is None or known_by(by_id[r.support_id], at))
+    }
+
+
 def _context(
-    plan: SynthesisPlan, by_id: dict[str, Candidate], ranked: list[tuple[EvidenceRow, float]]
+    plan: SynthesisPlan,
+    by_id: dict[str, Candidate],
+    ranked: list[tuple[EvidenceRow, float]],
+    rows: list[EvidenceRow],
 ) -> Ctx:
     relevant = [r for r, _ in ranked]
     return Ctx(
@@ -164,6 +187,9 @@ def _context(
         rates=rate_rows(list(by_id.values())),
         echoes=frozenset(i for i, c in by_id.items() if c.type == "message.assistant"),
         dated=frozenset(r.row_id for r in relevant if r.time != by_id[r.support_id].occurred_at),
+        successor={i: c.superseded_by for i, c in by_id.items() if c.superseded_by},
+        facts=_facts_then(plan, rows, by_id) if plan.operation == "change" else {},
+        attempts=attempts_of(by_id) if plan.operation == "outcome" else {},
     )
 
 
@@ -443,7 +469,7 @@ def synthesize(
     ranked, loose = _relevant(plan, rows, by_id, earned)
     relevant = [r for r, _ in ranked]
     kept, excluded = screen(plan, relevant, by_id, min_confidence)
-    ctx = _context(plan, by_id, ranked)
+    ctx = _context(plan, by_id, ranked, rows)
     warnings = _screening_warnings(plan, relevant, excluded, by_id, loose, min_confidence)
     telling, echoes = _telling(plan, kept, by_id, ctx)
     result, demoted = _operate(plan, telling, ctx, records)
@@ -473,7 +499,7 @@ def synthesize(
         msg = f"answer confidence {top.confidence:.2f} is below {min_confidence:.2f}"
         warnings.append(_warn("low_confidence", msg, top.support_ids))
         return _result("ask_user", answers, warnings, kept, demoted)
-    if plan.operation == "absence" and top.value is False:
+    if plan.operation in NO_FROM_NOTHING and top.value is False:
         return _result("ask_user", answers, warnings, kept, demoted)
     answerability: Answerability = "refresh_recommended" if refresh else "answer_from_memory"
     return _result(answerability, answers, warnings, kept, demoted)
