@@ -119,11 +119,19 @@ _KNOWN_UNITS = frozenset(
 )
 
 
-# A question about change: a value replaced by another ("who changed jobs?", "did Bob
-# move?", "what changed since Monday?"). Asked for a date or a duration, it stays one.
+# A question about change: a value replaced by another. Asked of a person ("who changed
+# jobs?"), as a yes/no about the past ("did Bob move?", "has Zoë switched teams?"), or as
+# "what changed / what's new". A wh-question about the move itself ("where did she move
+# from?") asks for a value, and a hypothetical ("would he move?") for an opinion: neither.
+_CHANGE_VERB = (
+    r"\b(?:chang(?:e|ed|es|ing)|switch(?:ed|es|ing)?|replac(?:e|ed|es|ing)|"
+    r"mov(?:e|ed|es|ing)|relocat(?:e|ed|es|ing))\b"
+)
 _CHANGE = re.compile(
-    r"\bchang(?:e|ed|es|ing)\b|\bswitch(?:ed|es|ing)?\b|\breplac(?:e|ed|es|ing)\b|"
-    r"\bmov(?:e|ed|es|ing)\b|\brelocat(?:e|ed|es|ing)\b|\bwhat(?:'s| is| was) new\b"
+    rf"^(?:who|whom)\b.*{_CHANGE_VERB}|"
+    rf"^(?:did|does|do|has|have|had|is|are|was|were)\b.*{_CHANGE_VERB}|"
+    r"^what(?:'s| has| have)? changed\b|^what(?:'s| is| was) new\b|"
+    r"^what (?:has|have) (?:\w+ )?changed\b"
 )
 # The change words themselves: not what the changed facts say (kept out of the focus).
 CHANGE_WORDS = re.compile(r"^(?:chang|switch|replac)\w*$|^new$")
