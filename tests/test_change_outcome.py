@@ -184,6 +184,24 @@ def test_a_start_alone_never_answers_whether_it_worked() -> None:
     assert any("only the start" in w.message for w in res.warnings)
 
 
+def test_a_retry_caused_by_the_failure_joins_its_history() -> None:
+    # No shared task id and no retry_of: the retry's start was caused by the failed outcome.
+    retried = task("b-start", "task t-backfill-b started: backfill the invoices table again",
+                   "2024-05-06T09:00:00Z", type="task.started")  # fmt: skip
+    retried = retried.model_copy(update={"caused_by": ["b-fail"]})
+    history = [
+        task("b-fail", "task t-backfill failure: invoices backfill ran out of disk",
+             "2024-05-05T09:00:00Z"),
+        retried,
+        task("b-ok", "task t-backfill-b success: finished", "2024-05-06T10:00:00Z"),
+    ]  # fmt: skip
+    res = ask("Did the invoices backfill succeed?", history)
+    top = res.answer_candidates[0]
+    assert res.answerability == "answer_from_memory"
+    assert top.value is True and top.support_ids == ["b-ok", "b-fail"]
+    assert "out of disk" in top.answer
+
+
 def test_the_latest_failure_is_a_no() -> None:
     failed_again = [*MIGRATION[:4], task("r-fail", "task t-mig-3 failure: disk full",
                                          "2024-05-04T09:00:00Z", retry_of="t-mig-2")]  # fmt: skip
@@ -202,6 +220,24 @@ def test_what_failed_names_the_cause_and_what_came_after() -> None:
         "(then task t-mig-2 succeeded)"
     ]
     assert top.support_ids == ["m-fail", "r-ok"]
+
+
+def test_what_failed_in_a_period_keeps_to_its_failures() -> None:
+    recent = task("w-fail", "task t-report failure: weekly report timed out on the archive",
+                  "2024-06-05T09:00:00Z")  # fmt: skip
+    res = ask("what failed last week?", [*MIGRATION, recent])  # NOW is 2024-06-12
+    top = res.answer_candidates[0]
+    assert top.support_ids == ["w-fail"]
+    assert top.value == ["task t-report failure: weekly report timed out on the archive"]
+    none = ask("what failed last week?", MIGRATION)
+    assert not any(a.support_ids for a in none.answer_candidates)
+
+
+def test_whether_it_worked_in_a_period_reads_only_outcomes_in_it() -> None:
+    res = ask("Did the orders database migration succeed last week?", MIGRATION)
+    assert res.answerability == "ask_user"
+    assert not any(a.support_ids for a in res.answer_candidates)
+    assert [w.kind for w in res.warnings] == ["missing_evidence"]
 
 
 def test_a_world_question_with_fail_in_it_is_not_answered_from_work() -> None:

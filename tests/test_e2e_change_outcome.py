@@ -66,6 +66,14 @@ EVENTS = [
            {"task_id": "t-mig-2", "status": "success", "text": "done"}),
     _event("11", 4, 10, "ops.keys", "coder", "task.started",
            {"task_id": "t-keys", "goal": "rotate the signing keys"}),
+    _event("12", 5, 9, "ops.backfill", "coder", "task.outcome",
+           {"task_id": "t-bf", "status": "failure", "text": "invoices backfill ran out of disk"}),
+    # The retry shares no task id and names none: its start was caused by the failure.
+    _event("13", 5, 10, "ops.backfill", "coder", "task.started",
+           {"task_id": "t-bf-b", "goal": "backfill the invoices table again"})
+    | {"caused_by": ["ch-12"]},
+    _event("14", 5, 11, "ops.backfill", "coder", "task.outcome",
+           {"task_id": "t-bf-b", "status": "success", "text": "finished"}),
 ]  # fmt: skip
 
 
@@ -148,8 +156,22 @@ def test_an_outcome_is_the_retry_that_worked_citing_the_failure_and_its_cause(
     assert "lock timeout" in answer["answer"]
     listed = top(failed)
     assert failed["answerability"] == "answer_from_memory", failed
-    assert listed["support_ids"][:2] == ["ch-08", "ch-10"], listed
+    ids = listed["support_ids"]
+    for failure, retry in [("ch-08", "ch-10"), ("ch-12", "ch-14")]:  # each before what worked
+        assert ids[ids.index(failure) + 1] == retry, listed
     assert "lock timeout" in listed["answer"] and "t-mig-2 succeeded" in listed["answer"]
+    assert "out of disk" in listed["answer"] and "t-bf-b succeeded" in listed["answer"]
+
+
+def test_a_retry_caused_by_the_failure_is_one_history_with_it(
+    stack: RunningStack, admin: str, world: str
+) -> None:
+    with MemoryHttpClient(stack.api_url, admin, timeout=120) as client:
+        packet = client.checkout("did the invoices backfill work?", after=world)
+    assert packet["answerability"] == "answer_from_memory", packet
+    answer = top(packet)
+    assert answer["value"] is True and answer["support_ids"] == ["ch-14", "ch-12"], answer
+    assert "out of disk" in answer["answer"]
 
 
 def test_mcp_answers_change_and_outcome_as_http_does(

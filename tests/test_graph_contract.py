@@ -180,13 +180,17 @@ def world(tenant: str = A) -> GraphBatch:
 
 def test_event_round_trips_with_awkward_text(store: GraphStore) -> None:
     text = "She said \"no\" \\ then\nleft; café 😀 `x` {y} $z 'q'"
-    e = ev(1, text=text)
-    store.write(GraphBatch(events=[e]))
+    e = ev(1, text=text).model_copy(update={"caused_by": ["evt-0", "evt-ø"]})
+    plain = ev(2)
+    store.write(GraphBatch(events=[e, plain]))
     got = store.event(A, e.event_id)
     assert got == e.model_copy(
         update={"occurred_at": iso_z(e.occurred_at), "ingested_at": iso_z(e.ingested_at)}
     )
     assert got is not None and got.ingested_at == "2024-03-01T09:00:01.250000Z"
+    assert got.caused_by == ["evt-0", "evt-ø"]
+    again = store.event(A, plain.event_id)
+    assert again is not None and again.caused_by == []
     assert store.event(A, "missing") is None
 
 

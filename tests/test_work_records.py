@@ -14,7 +14,10 @@ GOAL = "task sauna-7 started: descale the sauna heater of the chalet in Zermatt"
 HOW_TO = event("howto", "To descale the sauna heater, run citric acid through it for an hour.")
 STARTED = event("t-start", GOAL, "2024-06-07T09:00:00Z", agent="agent-ø", type="task.started")
 OUTCOME = event(
-    "t-out", "task sauna-7 failed: the heater of the chalet still scales", type="task.outcome"
+    "t-out",
+    "task sauna-7 failure: the heater of the chalet still scales",
+    "2024-06-08T15:00:00Z",
+    type="task.outcome",
 )
 PROPOSAL = event("p-1", "proposed: the descaling memory may be wrong", type="memory.invalidate")
 

@@ -30,7 +30,7 @@ MAX_CHAIN_RADIUS = 50  # must match the literal bound in CHAINS (bounds cannot b
 _EVENT_PROPERTIES = """e.stream = r.stream, e.seq = r.seq, e.hash = r.hash,
   e.prev_hash = r.prev_hash, e.type = r.type, e.agent = r.agent, e.occurred_at = r.occurred_at,
   e.ingested_at = r.ingested_at, e.text = r.text, e.metadata_json = r.metadata_json,
-  e.user = r.user
+  e.user = r.user, e.caused_by = r.caused_by
 """
 MERGE_EVENTS = (
     """
@@ -320,7 +320,7 @@ _EVENT_COLUMNS = """
   n.tenant AS tenant, n.event_id AS event_id, n.stream AS stream, n.seq AS seq,
   n.hash AS hash, n.prev_hash AS prev_hash, n.type AS type, n.agent AS agent,
   n.occurred_at AS occurred_at, n.ingested_at AS ingested_at, n.text AS text,
-  n.metadata_json AS metadata_json, n.user AS user
+  n.metadata_json AS metadata_json, n.user AS user, n.caused_by AS caused_by
 """
 
 # ``seq IS NOT NULL``: an event stub (see MERGE_EVENTS) is not an event yet.

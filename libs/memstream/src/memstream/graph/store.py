@@ -112,6 +112,7 @@ def _event_row(e: EventRecord) -> Row:
         "text": e.text,
         "metadata_json": orjson.dumps(e.metadata, option=orjson.OPT_SORT_KEYS).decode(),
         "user": e.user,
+        "caused_by": e.caused_by,
     }
 
 
@@ -400,6 +401,7 @@ def _event_record(r: Row) -> EventRecord:
         text=r["text"] or "",
         metadata=orjson.loads(r["metadata_json"] or "{}"),
         user=r.get("user"),
+        caused_by=list(r.get("caused_by") or []),  # none on events projected before it
     )
 
 

@@ -51,6 +51,7 @@ def event_record(entry: dict[str, Any]) -> EventRecord:
         text=event_text(entry),
         metadata={k: v for k, v in meta.items() if v is None or isinstance(v, _SCALAR_META)},
         user=entry.get("user"),
+        caused_by=[str(i) for i in entry.get("caused_by") or []],
     )
 
 

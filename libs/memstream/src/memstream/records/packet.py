@@ -76,6 +76,7 @@ class Candidate(_M):
     score: float = 0.0
     lanes: list[str] = Field(default_factory=list)
     metadata: dict[str, JsonScalar] = Field(default_factory=dict)
+    caused_by: list[str] = Field(default_factory=list)  # an event's: what it follows from
     entity_keys: list[str] = Field(default_factory=list)
     quantities: list[QuantityRecord] = Field(default_factory=list)
     dates: list[DateRecord] = Field(default_factory=list)

@@ -41,6 +41,7 @@ class EventRecord(_Record):
     text: str = ""
     user: str | None = None  # the person it is about or for (a scope), if the event names one
     metadata: dict[str, JsonScalar] = Field(default_factory=dict)
+    caused_by: list[str] = Field(default_factory=list)  # the events it follows from (ids)
 
     @property
     def ref(self) -> SourceRef:

@@ -11,18 +11,17 @@ events tell no change by themselves.
 
 from __future__ import annotations
 
-from datetime import datetime
-
 from memstream.checkout.synthesis.context import (
     Ctx,
     OpResult,
+    inside,
     is_fact,
     item_text,
     make_answer,
     when,
 )
-from memstream.records.packet import EvidenceRow, JsonScalar, SynthesisPlan, TimeWindow
-from memstream.times import day_of, parse_ts
+from memstream.records.packet import EvidenceRow, JsonScalar, SynthesisPlan
+from memstream.times import day_of
 
 MAX_CHANGES = 10
 Pair = tuple[EvidenceRow, EvidenceRow]  # (old, new)
@@ -44,13 +43,6 @@ def pairs_of(rows: list[EvidenceRow], ctx: Ctx) -> list[Pair]:
     return sorted(pairs.values(), key=lambda p: (when(p[1]), p[1].support_id), reverse=True)
 
 
-def _inside(window: TimeWindow | None, t: datetime) -> bool:
-    if window is None:
-        return True
-    start, end = parse_ts(window.start), parse_ts(window.end)
-    return (start is None or t >= start) and (end is None or t < end)
-
-
 def told(old: EvidenceRow, new: EvidenceRow, ctx: Ctx) -> str:
     """``bob works at: Initech (until 2026-03-01) → Globex (from 2026-03-01)``."""
     until = day_of(ctx.valid_to.get(old.support_id) or new.time or "")
@@ -62,7 +54,7 @@ def told(old: EvidenceRow, new: EvidenceRow, ctx: Ctx) -> str:
 
 def change(plan: SynthesisPlan, rows: list[EvidenceRow], ctx: Ctx) -> OpResult:
     """Whether, who or what changed (see the module docstring)."""
-    pairs = [p for p in pairs_of(rows, ctx) if _inside(plan.time_window, when(p[1]))]
+    pairs = [p for p in pairs_of(rows, ctx) if inside(plan.time_window, when(p[1]))]
     res = OpResult()
     if not pairs:
         if plan.answer_type == "boolean":

@@ -14,6 +14,7 @@ from memstream.records.packet import (
     Exclusion,
     JsonScalar,
     PacketWarning,
+    TimeWindow,
 )
 from memstream.text.units import fmt_amount
 from memstream.text.words import clip
@@ -34,6 +35,7 @@ class Attempt:
     says: str  # the goal, or what the outcome reports (its cause, for a failure)
     at: datetime
     retry_of: str | None
+    follows: tuple[str, ...]  # the events it was caused by (``caused_by``)
     row: EvidenceRow  # how it is cited
 
 
@@ -78,6 +80,14 @@ def num(row: EvidenceRow) -> float:
 def when(row: EvidenceRow) -> datetime:
     """A row's time; undated rows sort first."""
     return parse_ts(row.time) or EPOCH
+
+
+def inside(window: TimeWindow | None, t: datetime) -> bool:
+    """Whether ``t`` falls in the question's window (any time, without one)."""
+    if window is None:
+        return True
+    start, end = parse_ts(window.start), parse_ts(window.end)
+    return (start is None or t >= start) and (end is None or t < end)
 
 
 def is_fact(row: EvidenceRow, ctx: Ctx) -> bool:

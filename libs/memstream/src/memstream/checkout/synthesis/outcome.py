@@ -1,7 +1,8 @@
 """Outcome: whether work worked, read from the task records of the pool.
 
-Attempts of one task form one history: records sharing a task id, and a task whose start or
-outcome names another in its ``retry_of`` metadata. An outcome question is answered by the
+Attempts of one task form one history: records sharing a task id, a task whose start or
+outcome names another in its ``retry_of`` metadata, and one whose record was caused by
+(``caused_by``) another task's record. An outcome question is answered by the
 history's latest outcome, citing the earlier failures and what they report (their cause). A
 start is never the answer to whether something worked: a history with starts alone answers
 nothing. "What failed?" lists the failures of the histories the question finds, each with
@@ -18,6 +19,7 @@ from memstream.checkout.synthesis.context import (
     Attempt,
     Ctx,
     OpResult,
+    inside,
     make_answer,
 )
 from memstream.projection.text import task_line
@@ -53,13 +55,15 @@ def attempts_of(by_id: Mapping[str, Candidate]) -> dict[str, Attempt]:
             says=says,
             at=parse_ts(c.occurred_at) or EPOCH,
             retry_of=str(retry) if isinstance(retry, str) and retry else None,
+            follows=tuple(c.caused_by),
             row=row,
         )
     return out
 
 
 def histories(attempts: Mapping[str, Attempt]) -> dict[str, frozenset[str]]:
-    """Each task id's history: the task ids linked to it by ``retry_of``, itself included."""
+    """Each task id's history: the task ids linked to it by ``retry_of`` or by a record
+    caused by another task's record, itself included."""
     parent: dict[str, str] = {}
 
     def root(t: str) -> str:
@@ -69,8 +73,11 @@ def histories(attempts: Mapping[str, Attempt]) -> dict[str, frozenset[str]]:
 
     for a in attempts.values():
         root(a.task_id)
-        if a.retry_of is not None:
-            parent[root(a.retry_of)] = root(a.task_id)
+        linked = [a.retry_of] if a.retry_of is not None else []
+        linked += [attempts[i].task_id for i in a.follows if i in attempts]
+        for other in linked:
+            if root(other) != root(a.task_id):
+                parent[root(other)] = root(a.task_id)
     groups: dict[str, set[str]] = {}
     for t in list(parent):
         groups.setdefault(root(t), set()).add(t)
@@ -89,8 +96,8 @@ def outcome(plan: SynthesisPlan, rows: list[EvidenceRow], ctx: Ctx) -> OpResult:
         return OpResult()
     linked = histories(ctx.attempts)
     if plan.answer_type == "boolean":
-        return _worked(linked[found[0].task_id], ctx)
-    return _failures(found, linked, ctx)
+        return _worked(linked[found[0].task_id], plan, ctx)
+    return _failures(found, linked, plan, ctx)
 
 
 def _in(history: frozenset[str], ctx: Ctx) -> list[Attempt]:
@@ -100,16 +107,20 @@ def _in(history: frozenset[str], ctx: Ctx) -> list[Attempt]:
     )
 
 
-def _worked(history: frozenset[str], ctx: Ctx) -> OpResult:
-    """The latest outcome of one history, the earlier failures cited after it."""
+def _worked(history: frozenset[str], plan: SynthesisPlan, ctx: Ctx) -> OpResult:
+    """The latest outcome of one history (in the question's window), the earlier failures
+    cited after it."""
     attempts = _in(history, ctx)
     outcomes = [a for a in attempts if a.status != "started"]
-    if not outcomes:
+    window = plan.time_window
+    last = next((a for a in reversed(outcomes) if inside(window, a.at)), None)
+    if last is None:
         msg = "only the start of this task is recorded: no outcome says how it went"
+        if outcomes and window is not None:
+            msg = f"no outcome of this task is recorded within {window.text}"
         ids = [a.item_id for a in attempts]
         return OpResult(warnings=[PacketWarning(kind="missing_evidence", message=msg, ids=ids)])
-    last = outcomes[-1]
-    failed = [a for a in outcomes[:-1] if a.status != "success"]
+    failed = [a for a in outcomes[: outcomes.index(last)] if a.status != "success"]
     worked = last.status == "success"
     text = f"{'Yes' if worked else 'No'}: {_told(last)}"
     if failed:
@@ -118,8 +129,11 @@ def _worked(history: frozenset[str], ctx: Ctx) -> OpResult:
     return OpResult(answers=[answer])
 
 
-def _failures(found: list[Attempt], linked: dict[str, frozenset[str]], ctx: Ctx) -> OpResult:
-    """The failures of the histories found, each with its cause and what came after it."""
+def _failures(
+    found: list[Attempt], linked: dict[str, frozenset[str]], plan: SynthesisPlan, ctx: Ctx
+) -> OpResult:
+    """The failures (in the question's window) of the histories found, each with its cause
+    and what came after it."""
     seen: set[frozenset[str]] = set()
     told: list[str] = []
     cited: list[EvidenceRow] = []
@@ -130,7 +144,7 @@ def _failures(found: list[Attempt], linked: dict[str, frozenset[str]], ctx: Ctx)
         seen.add(history)
         attempts = [x for x in _in(history, ctx) if x.status != "started"]
         for i, x in enumerate(attempts):
-            if x.status == "success":
+            if x.status == "success" or not inside(plan.time_window, x.at):
                 continue
             later = next((y for y in attempts[i + 1 :] if y.status == "success"), None)
             after = f" (then task {later.task_id} succeeded)" if later is not None else ""

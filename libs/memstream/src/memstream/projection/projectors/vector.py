@@ -74,6 +74,7 @@ def _keyed(x: Extraction, previous: Said | None, form: KeyForm) -> tuple[VectorP
         "valid_to": None,
         "entity_keys": sorted({m.entity_key for m in x.mentions}),
         "metadata": e.metadata,
+        "caused_by": e.caused_by,
         "text": e.text,  # checkout cites it without a graph round trip
     }
     if previous is not None and form == "context":
