@@ -41,7 +41,7 @@ PEOPLE = Lexicon.build(
 
 
 def ask(query: str, cands: list[Candidate], as_of: str | None = None) -> SynthesisResult:
-    return synthesize(plan_query(query, NOW, as_of, PEOPLE), cands)
+    return synthesize(plan_query(query, NOW, as_of, PEOPLE), cands, names=PEOPLE.entities)
 
 
 @pytest.mark.parametrize(
@@ -77,7 +77,7 @@ def test_who_changed_names_each_subject_with_a_replaced_value(query: str) -> Non
     res = ask(query, JOBS)
     assert res.answerability == "answer_from_memory"
     top = res.answer_candidates[0]
-    assert top.value == ["zoe aberg", "bob marley-kent"]  # entity keys; newest change first
+    assert top.value == ["Zoë Åberg", "Bob Marley-Kent"]  # their names; newest change first
     assert set(top.support_ids) == {"bob-1#0", "bob-2#0", "zoe-1#0", "zoe-2#0"}
     assert "lock" not in top.support_ids and "carl-1#0" not in top.support_ids
     assert "Initech (until 2024-04-01) → Globex (from 2024-04-01)" in top.answer
@@ -111,7 +111,7 @@ def test_the_words_of_a_facts_own_event_make_it_what_the_question_asks() -> None
     res = ask("Who changed jobs?", [*bare, told, moved])
     assert res.answerability == "answer_from_memory"
     top = res.answer_candidates[0]
-    assert top.value == ["bob marley-kent"]
+    assert top.value == ["Bob Marley-Kent"]
     assert set(top.support_ids) == {"bob-1#0", "bob-2#0"}
     assert ask("Who changed jobs?", bare).answerability == "ask_user"  # nothing says jobs
 
@@ -134,6 +134,19 @@ def test_what_changed_since_keeps_changes_inside_the_period() -> None:
     top = res.answer_candidates[0]
     assert res.answerability == "answer_from_memory"
     assert set(top.support_ids) == {"zoe-1#0", "zoe-2#0"}  # Bob's change was in April
+
+
+def test_what_changed_for_the_user_lists_the_users_own_changes() -> None:
+    home = [
+        fact("u-1#0", "user", "lives_in", obj="Oslo", valid_from="2024-01-01T00:00:00Z",
+             valid_to="2024-05-10T00:00:00Z", superseded_by="u-2#0"),
+        fact("u-2#0", "user", "lives_in", obj="Bergen", valid_from="2024-05-10T00:00:00Z"),
+    ]  # fmt: skip
+    res = ask("what changed for the user since May 1, 2024?", [*JOBS, *home])
+    top = res.answer_candidates[0]
+    assert res.answerability == "answer_from_memory"
+    assert top.support_ids == ["u-2#0", "u-1#0"]
+    assert "Oslo (until 2024-05-10) → Bergen (from 2024-05-10)" in top.answer
 
 
 def test_as_of_before_a_change_sees_none() -> None:

@@ -105,7 +105,7 @@ def test_who_changed_names_the_subject_citing_both_ends(
         packet = client.checkout(query, after=world)
     assert packet["answerability"] == "answer_from_memory", packet
     answer = top(packet)
-    assert answer["value"] == ["bob ferreira"], answer
+    assert answer["value"] == ["Bob Ferreira"], answer
     assert set(answer["support_ids"]) == {"ch-01#0", "ch-04#0"}
     assert "Initech" in answer["answer"] and "Globex" in answer["answer"]
 

@@ -9,7 +9,7 @@ package; here they are wired to the live version's stores, the recent packets
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 
@@ -55,7 +55,7 @@ from memstream.records.packet import (
     SynthesisPlan,
     SynthesisResult,
 )
-from memstream.records.projected import VectorHit
+from memstream.records.projected import EntityView, VectorHit
 from memstream.scope import WHOLE, Scope
 from memstream.times import as_utc, iso_utc
 
@@ -83,6 +83,7 @@ class Pool:
     hits: list[VectorHit]
     embedder: Embedder
     lanes_ms: dict[str, float]
+    names: Mapping[str, EntityView] = field(default_factory=dict)  # the tenant's, by key
 
 
 @dataclass(frozen=True)
@@ -162,7 +163,8 @@ class CheckoutService:
         when = as_utc(ask.as_of) if ask.as_of is not None else None
         as_of = iso_utc(when) if when is not None else None
         now = iso_utc(self.clock().astimezone(UTC))
-        plan = plan_query(ask.query, now, as_of, self.lexicon(info, tenant, ask.fresh))
+        lexicon = self.lexicon(info, tenant, ask.fresh)
+        plan = plan_query(ask.query, now, as_of, lexicon)
         laps.lap("plan")
         embedder = get_embedder(info.config.embedder)
         graph = self.stores.graph_for(info)
@@ -189,14 +191,13 @@ class CheckoutService:
         found, learned = self._learned(info, graph, tenant, plan, found, when, ask.scope)
         step.lap("feedback")
         lanes_ms |= {k: v for k, v in step.ms.items() if k != "lanes"}
-        return Pool(info, plan, found, learned, hits, embedder, lanes_ms)
+        return Pool(info, plan, found, learned, hits, embedder, lanes_ms, lexicon.entities)
 
     def _synthesize(self, q: CheckoutQuery, pool: Pool) -> SynthesisResult:
         """The answer, with a warning for each shown item that has a failure record."""
         priors = pool.learned.priors
-        result = synthesize(
-            pool.plan, pool.candidates, outcomes=outcome_records(priors, pool.candidates)
-        )
+        outcomes = outcome_records(priors, pool.candidates)
+        result = synthesize(pool.plan, pool.candidates, outcomes=outcomes, names=pool.names)
         shown = [i for a in result.answer_candidates for i in a.support_ids]
         shown += [c.item_id for c in pool.candidates[: max(q.k, 20)]]
         if warnings := failure_warnings(priors, shown):

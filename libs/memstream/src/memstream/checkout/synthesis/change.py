@@ -18,6 +18,7 @@ from memstream.checkout.synthesis.context import (
     is_fact,
     item_text,
     make_answer,
+    name_of,
     when,
 )
 from memstream.records.packet import EvidenceRow, JsonScalar, SynthesisPlan
@@ -47,7 +48,7 @@ def told(old: EvidenceRow, new: EvidenceRow, ctx: Ctx) -> str:
     """``bob works at: Initech (until 2026-03-01) → Globex (from 2026-03-01)``."""
     until = day_of(ctx.valid_to.get(old.support_id) or new.time or "")
     return (
-        f"{old.entity} {old.label}: {item_text(old, ctx)} (until {until}) → "
+        f"{name_of(old.entity, ctx)} {old.label}: {item_text(old, ctx)} (until {until}) → "
         f"{item_text(new, ctx)} (from {day_of(new.time or '')})"
     )
 
@@ -68,7 +69,7 @@ def change(plan: SynthesisPlan, rows: list[EvidenceRow], ctx: Ctx) -> OpResult:
     support = [r for p in shown for r in (p[1], p[0])]
     more = f" (+{len(pairs) - len(shown)} more)" if len(pairs) > len(shown) else ""
     if plan.answer_type == "entity":
-        subjects: list[JsonScalar] = list(dict.fromkeys(p[1].entity for p in shown))
+        subjects: list[JsonScalar] = list(dict.fromkeys(name_of(p[1].entity, ctx) for p in shown))
         lines = "; ".join(told(o, n, ctx) for o, n in shown)
         text = f"{', '.join(str(s) for s in subjects)} ({lines}){more}"
         res.answers.append(make_answer(text, subjects, None, support, ctx))

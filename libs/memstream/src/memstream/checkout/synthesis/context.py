@@ -16,6 +16,7 @@ from memstream.records.packet import (
     PacketWarning,
     TimeWindow,
 )
+from memstream.records.projected import EntityView
 from memstream.text.units import fmt_amount
 from memstream.text.words import clip
 from memstream.times import parse_ts
@@ -56,6 +57,7 @@ class Ctx:
     successor: Mapping[str, str] = field(default_factory=dict)  # fact id → the fact closing it
     facts: Mapping[str, EvidenceRow] = field(default_factory=dict)  # every fact row, valid as_of
     attempts: Mapping[str, Attempt] = field(default_factory=dict)  # task records, by item id
+    names: Mapping[str, EntityView] = field(default_factory=dict)  # the tenant's, by key
 
 
 @dataclass
@@ -80,6 +82,12 @@ def num(row: EvidenceRow) -> float:
 def when(row: EvidenceRow) -> datetime:
     """A row's time; undated rows sort first."""
     return parse_ts(row.time) or EPOCH
+
+
+def name_of(key: str | None, ctx: Ctx) -> str:
+    """The name an entity goes by (its key when memory knows no other)."""
+    known = ctx.names.get(key or "")
+    return known.name if known is not None and known.name else key or ""
 
 
 def inside(window: TimeWindow | None, t: datetime) -> bool:

@@ -70,6 +70,7 @@ from memstream.records.packet import (
     SynthesisResult,
     WarningKind,
 )
+from memstream.records.projected import EntityView
 from memstream.text.names import entity_key
 from memstream.text.words import stem
 from memstream.times import day_of, parse_ts
@@ -174,6 +175,7 @@ def _context(
     by_id: dict[str, Candidate],
     ranked: list[tuple[EvidenceRow, float]],
     rows: list[EvidenceRow],
+    names: Mapping[str, EntityView],
 ) -> Ctx:
     relevant = [r for r, _ in ranked]
     return Ctx(
@@ -190,6 +192,7 @@ def _context(
         successor={i: c.superseded_by for i, c in by_id.items() if c.superseded_by},
         facts=_facts_then(plan, rows, by_id) if plan.operation == "change" else {},
         attempts=attempts_of(by_id) if plan.operation == "outcome" else {},
+        names=names,
     )
 
 
@@ -414,6 +417,7 @@ def _outside_window(
     min_confidence: float,
     stale_after_days: float,
     outcomes: Iterable[OutcomeRecord],
+    names: Mapping[str, EntityView] | None,
 ) -> SynthesisResult | None:
     """The answer without the question's dates (``as_of`` still holds), to be checked: at
     half confidence, ``refresh_recommended``, with a warning naming the period that held
@@ -426,6 +430,7 @@ def _outside_window(
         min_confidence,
         stale_after_days,
         outcomes,
+        names,
     )
     if wide.answerability not in ("answer_from_memory", "refresh_recommended"):
         return None
@@ -450,8 +455,10 @@ def synthesize(
     min_confidence: float = 0.3,
     stale_after_days: float = 365.0,
     outcomes: Iterable[OutcomeRecord] = (),
+    names: Mapping[str, EntityView] | None = None,
 ) -> SynthesisResult:
     """Compose an answer from the candidate pool, with support, exclusions and warnings.
+    ``names``: the tenant's entities by key (an answer naming an entity says its name).
 
     Steps: evidence rows → relevant rows → screening (as_of, window, confidence) → the plan's
     operation, as ``outcomes`` (the candidates' task records) leave it → answerability (see
@@ -469,7 +476,7 @@ def synthesize(
     ranked, loose = _relevant(plan, rows, by_id, earned)
     relevant = [r for r, _ in ranked]
     kept, excluded = screen(plan, relevant, by_id, min_confidence)
-    ctx = _context(plan, by_id, ranked, rows)
+    ctx = _context(plan, by_id, ranked, rows, names or {})
     warnings = _screening_warnings(plan, relevant, excluded, by_id, loose, min_confidence)
     telling, echoes = _telling(plan, kept, by_id, ctx)
     result, demoted = _operate(plan, telling, ctx, records)
@@ -477,7 +484,9 @@ def synthesize(
     answers = _answers(plan, result, excluded, by_id, records)
     if not any(a.support_ids for a in answers):
         if _window_only(plan, relevant, kept, excluded) and (
-            wide := _outside_window(plan, candidates, min_confidence, stale_after_days, outcomes)
+            wide := _outside_window(
+                plan, candidates, min_confidence, stale_after_days, outcomes, names
+            )
         ):
             return wide
         warnings += echoes or _nothing_found(relevant, kept, excluded)
