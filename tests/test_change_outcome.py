@@ -289,3 +289,37 @@ def test_one_clause_or_no_clear_subject_keeps_the_whole_memory() -> None:
         said = event("said", text, "2024-05-01T10:00:00Z", agent="Inês")
         res = synthesize(plan_query("Where does Inês live?", NOW), [said])
         assert res.answer_candidates[0].answer == text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Ana fixed the heater on Tuesday.",
+        "The heater was fixed by the plumber on Tuesday.",
+        "the heater was fixed by ana",
+        "I fixed the heater yesterday.",
+        "She fixed the heater on Tuesday, finally.",
+        "You fixed the heater on Tuesday.",
+        "Zoë Åberg-Lind fixed the heater.",
+    ],
+)
+def test_a_who_question_is_answered_by_a_memory_that_can_say_who(text: str) -> None:
+    res = synthesize(plan_query("Who fixed the heater?", NOW), [event("e", text, agent="ops")])
+    assert res.answerability == "answer_from_memory", res
+    assert res.answer_candidates[0].support_ids == ["e"]
+
+
+@pytest.mark.parametrize(
+    ("text", "query"),
+    [
+        ("The heater was fixed on Tuesday after the lock timeout.", "Who fixed the heater?"),
+        ("The heater was fixed on Tuesday after the lock timeout.", "who fixed the heater"),
+        ("The migration failed because the nightly batch job held a lock on orders.",
+         "Who broke the migration?"),
+    ],
+)  # fmt: skip
+def test_a_who_question_is_not_answered_by_a_memory_naming_no_one(text: str, query: str) -> None:
+    res = synthesize(plan_query(query, NOW), [event("e", text, agent="ops")])
+    assert res.answerability == "ask_user"
+    assert not any(a.support_ids for a in res.answer_candidates)
+    assert any("name no one" in w.message for w in res.warnings)

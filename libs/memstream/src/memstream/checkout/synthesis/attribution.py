@@ -3,6 +3,8 @@
 A question about a named speaker ("What did Noor buy?") must not be answered from another
 speaker's first-person words ("I bought a kayak", said by Idris), unless those words talk
 about the named person. Addressing someone ("Thanks, Noor!") is not talking about them.
+A "who" question is not answered by a statement that names no one: no name, no pronoun
+for a person, no "by ..." (a cause or a bare event is not a who).
 A statement that only asks ("What did you buy, Noor?") repeats the question's words and
 tells nothing: where every sentence naming what the question asks about is a question, it is
 an echo, not evidence.
@@ -15,13 +17,20 @@ from collections.abc import Iterable, Mapping
 
 from memstream.records.packet import Candidate
 from memstream.text.names import entity_key, is_address
-from memstream.text.words import content_stems
+from memstream.text.words import STOPWORDS, content_stems
 
 _FIRST_PERSON = re.compile(
     r"\bI\b|\bI['’](?:m|ve|d|ll)\b|\b(?:my|me|mine|myself|we|our|ours|us|ourselves)\b",
     re.IGNORECASE,
 )
 _LONE_I = re.compile(r"\bi\b")
+_OTHER_PERSON = re.compile(
+    r"\b(?:you|your|yours|yourself|he|she|they|him|her|his|hers|them|their|theirs|himself"
+    r"|herself|themselves)\b",
+    re.IGNORECASE,
+)
+_BY_SOMEONE = re.compile(r"\bby\s+\w", re.IGNORECASE)  # a passive's agent ("fixed by Ana")
+_WORD = re.compile(r"[^\W\d_][\w'’-]*")
 # A sentence: up to its closing punctuation (a run of it), or to the end of the text.
 _SENTENCE = re.compile(r"[^.!?…\n]+(?:[.!?…]+|\n|$)")
 _CLOSE = re.compile(r"[.!?…]*\s*$")  # a sentence's closing run (always matches)
@@ -40,6 +49,27 @@ def talks_about(text: str, name: str) -> bool:
         if not is_address(text, m.start(), m.end()):
             return True
     return False
+
+
+def names_someone(c: Candidate) -> bool:
+    """The text could say who: a personal pronoun, a "by ...", an entity besides its
+    speaker, or a capitalised word that is no stopword ("The", "Tuesday" and "Yesterday"
+    are). Fails open: anything name-like counts, a sentence's first word among them."""
+    text = c.text
+    if first_person(text) or _OTHER_PERSON.search(text) or _BY_SOMEONE.search(text):
+        return True
+    if any(k != entity_key(c.agent) for k in c.entity_keys):
+        return True
+    return any(w[0].isupper() and w.lower() not in STOPWORDS for w in _WORD.findall(text))
+
+
+def nameless(support_ids: list[str], by_id: Mapping[str, Candidate]) -> str | None:
+    """Why the support of a who-question's answer cannot say who, or None if it may: every
+    supporting item is an event that names no one (:func:`names_someone`)."""
+    support = [by_id[i] for i in support_ids if i in by_id]
+    if not support or any(c.kind != "event" or names_someone(c) for c in support):
+        return None
+    return "the matching memories name no one: they cannot say who"
 
 
 def named_speakers(entities: Iterable[str], candidates: Iterable[Candidate]) -> list[str]:

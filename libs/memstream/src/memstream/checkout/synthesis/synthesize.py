@@ -8,8 +8,9 @@ Answerability, in order:
   the answer's support is weak (its candidates together cover under half the focus terms or
   the named entities — unless the question names a speaker, the answer rests on their own
   memory and no one else's own words cover as much), or it rests on another speaker's
-  first-person words when the question is about a named speaker (``misattributed``), or
-  its confidence is below ``min_confidence``. Unsupported answers are dropped, not guessed.
+  first-person words when the question is about a named speaker (``misattributed``), or a
+  who-question's support names no one (``nameless``: a cause or a bare event is not a who),
+  or its confidence is below ``min_confidence``. Unsupported answers are dropped, not guessed.
 - ``refresh_recommended``: an answer exists but its support is contradicted, or, for
   latest-value questions, rests on events older than ``stale_after_days``, or a one-value
   question's dates excluded every match and the answer comes from outside them (the date
@@ -33,6 +34,7 @@ from memstream.checkout.synthesis.attribution import (
     first_person,
     misattributed,
     named_speakers,
+    nameless,
     only_asks,
     talks_about,
 )
@@ -395,6 +397,11 @@ def _answers(
     ]
 
 
+def _asks_who(plan: SynthesisPlan) -> bool:
+    """A lookup whose answer is someone ("who fixed the heater?")."""
+    return plan.operation == "lookup" and plan.answer_type == "entity"
+
+
 def _window_only(
     plan: SynthesisPlan,
     relevant: list[EvidenceRow],
@@ -494,6 +501,9 @@ def synthesize(
     top = min(answers, key=lambda a: order_key(a, demoted))
     if (why := misattributed(plan.entity_keys(), top.support_ids, by_id)) is not None:
         warnings.append(_warn("misattributed", why, top.support_ids))
+        return _result("ask_user", _abstain(plan, ctx), warnings, kept)
+    if _asks_who(plan) and (why := nameless(top.support_ids, by_id)) is not None:
+        warnings.append(_warn("missing_evidence", why, top.support_ids))
         return _result("ask_user", _abstain(plan, ctx), warnings, kept)
     strength, weak = _support(plan, top, by_id, loose, earned)
     if weak is not None:
