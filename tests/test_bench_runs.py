@@ -187,6 +187,11 @@ def test_bench_load_reports_ingest_freshness_and_checkouts(tmp_path: Path) -> No
     assert scoped == pytest.approx(
         doc["checkout_scoped_p95_ms"] / doc["checkout_p95_ms"] - 1, abs=2e-3
     )
+    # and with the learned ranker in place of the rerank
+    assert doc["checkout_learned_p95_ms"] > 0
+    assert doc["checkout_learned_p95_overhead"] == pytest.approx(
+        doc["checkout_learned_p95_ms"] / doc["checkout_p95_ms"] - 1, abs=2e-3
+    )
 
 
 @pytest.mark.timeout(900)

@@ -10,6 +10,7 @@ from memstream.checkout.plan import plan_query
 from memstream.checkout.plan.anchored import Offset, in_ranges, named_ranges, offsets
 from memstream.checkout.plan.entities import Lexicon
 from memstream.checkout.plan.window import find_window
+from memstream.checkout.retrieve.features import signals
 from memstream.checkout.retrieve.lanes import Lanes
 from memstream.checkout.retrieve.reach import anchor_days, candidate_days, hop_keys, hop_terms
 from memstream.checkout.retrieve.rerank import gain, rerank
@@ -177,8 +178,10 @@ def test_the_named_speaker_and_neighbouring_hits_weigh_in() -> None:
         "what does jean-luc think about the move", "2031-03-10T00:00:00Z", None, people
     )
     assert plan.entity_keys() == ["jean-luc"]
-    assert gain(cand("a", agent="Jean-Luc"), frozenset(), set(plan.entity_keys()), 0) > 1.0
-    assert gain(cand("a", agent="Noor"), frozenset(), set(plan.entity_keys()), 0) == 1.0
+    (named,) = signals(plan, [cand("a", agent="Jean-Luc")])
+    (other,) = signals(plan, [cand("b", agent="Noor")])
+    assert gain(named) > 1.0 and named.speaker
+    assert gain(other) == 1.0
     # two equal turns; the one beside two other hits of its stream comes first
     fused = [
         cand("alone", "ok", score=0.02, stream="s2", seq=50, agent="Noor"),
@@ -291,8 +294,9 @@ def test_the_best_items_come_in_the_fused_order_without_copying_the_pool() -> No
         assert [c.item_id for c in best] == [c.item_id for c in fused]
         # the pool's own items, unscored: the fused copies carry the score and the lanes
         assert all(b is lanes.items[b.item_id] for b in best)
-        assert [b.model_copy(update={"score": f.score, "lanes": f.lanes}) for b, f in zip(
-            best, fused, strict=True
-        )] == fused  # fmt: skip
-    assert next(c.lanes for c in lanes.fused() if c.item_id == "tram") == ["sparse", "time"]
+        assert [b.model_copy(update={
+            "score": f.score, "lanes": f.lanes, "lane_ranks": f.lane_ranks
+        }) for b, f in zip(best, fused, strict=True)] == fused  # fmt: skip
+    tram = next(c for c in lanes.fused() if c.item_id == "tram")
+    assert tram.lanes == ["sparse", "time"] and tram.lane_ranks == {"sparse": 0, "time": 0}
     assert Lanes().best() == Lanes().fused() == []

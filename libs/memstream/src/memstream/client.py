@@ -100,7 +100,7 @@ class MemoryHttpClient:
         purpose: str | None = None,
         task_id: str | None = None,
         format: Literal["json", "markdown", "gathered"] = "json",
-        preset: Literal["plain", "checkout", "wide"] | None = None,
+        preset: Literal["plain", "checkout", "learned", "wide"] | None = None,
         episode_lane: bool | None = None,
         time_lane: bool | None = None,
         second_hop: bool | None = None,
@@ -163,6 +163,16 @@ class MemoryHttpClient:
         _warn_stale(doc)
         items: list[dict[str, Any]] = doc["items"]
         return items
+
+    def ranked(
+        self, query: str, k: int = 10, preset: str = "checkout"
+    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """The top-k as a checkout with ``preset`` orders it, and the fused top before any
+        reordering, each item's id with the features a ranker reads (``explain``)."""
+        body = {"query": query, "k": k, "preset": preset, "explain": True}
+        doc = self._call("POST", "/v1/recall", json=body).json()
+        _warn_stale(doc)
+        return list(doc["items"]), list(doc["ranked"])
 
     def summarize_recall(
         self,

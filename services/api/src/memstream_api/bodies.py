@@ -18,7 +18,7 @@ from memstream.wire import STORABLE, STRICT_INPUT, ItemId, JsonInt, Position, Rf
 from pydantic import BaseModel, Field
 
 Format = Literal["json", "markdown", "gathered"]
-Preset = Literal["plain", "checkout", "wide"]
+Preset = Literal["plain", "checkout", "learned", "wide"]
 Question = Annotated[str, Field(min_length=1, max_length=4000), STORABLE]
 AFTER = (
     "a write's position: answer once every projection this read uses has applied it "
@@ -52,8 +52,9 @@ class CheckoutRequest(BaseModel):
     preset: Preset | None = Field(
         default=None,
         description="the levers to start from: plain (the fused lanes alone), checkout (the "
-        "default: rerank, top votes) or wide (checkout with the time lane, expand, "
-        "the episode lane and the second hop)",
+        "default: rerank, top votes), learned (checkout with the learned ranker instead of "
+        "the rerank) or wide (checkout with the time lane, expand, the episode lane and the "
+        "second hop)",
     )
     # The levers: one retrieval or packet behaviour switched for this request.
     episode_lane: bool | None = _lever(
@@ -70,6 +71,10 @@ class CheckoutRequest(BaseModel):
     rerank: bool | None = _lever(
         "rerank the fused top by term coverage, named speakers and entities, and adjacency to "
         "other hits"
+    )
+    learned: bool | None = _lever(
+        "order the fused top 30 by the learned ranker (instead of the rerank): a model over "
+        "what the lanes know of each item (ranks, agreement, coverage, speaker, time, kind)"
     )
     top_votes: bool | None = _lever(
         "each lane votes in the fusion with its best 2 x k items only; deeper items stay "
@@ -122,6 +127,16 @@ class RecallRequest(BaseModel):
     )
     as_of: RfcTimestamp | None = None
     after: Position | None = Field(default=None, description=AFTER)
+    preset: Preset | None = Field(
+        default=None,
+        description="fused mode: gather and order the pool as a checkout with this preset "
+        "would (None: the fused lanes alone)",
+    )
+    explain: bool = Field(
+        default=False,
+        description="fused mode: also return `ranked`, the fused top 30 before any "
+        "reordering, each item's id with the features a ranker reads",
+    )
 
     def to_query(self, scope: Scope) -> RecallQuery:
         """What the checkout service is asked inside ``scope``."""
@@ -132,4 +147,5 @@ class RecallRequest(BaseModel):
             mode=self.mode,
             as_of=self.as_of,
             fresh=self.after is not None,
+            config=PRESETS[self.preset] if self.preset is not None else None,
         )

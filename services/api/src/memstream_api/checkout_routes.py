@@ -9,9 +9,10 @@ from fastapi import Path as PathParam
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from memstream.checkout.lineage import Lineage, UnknownItem
 from memstream.checkout.packet import render_gathered, render_json, render_markdown
+from memstream.checkout.retrieve.features import FEATURES
 from memstream.checkout.service import CheckoutService
 from memstream.projection.live import NoProjection
-from memstream.records.packet import Candidate, CheckoutPacket, PacketWarning
+from memstream.records.packet import CheckoutPacket, PacketWarning
 from memstream.wire import ItemId
 from starlette.concurrency import run_in_threadpool
 
@@ -127,17 +128,26 @@ async def checkout(body: CheckoutRequest, request: Request, caller: Reader) -> R
 async def recall(body: RecallRequest, request: Request, caller: Reader) -> dict[str, Any]:
     tenant = caller.tenant
     query = body.to_query(read_scope(caller, body.stream, body.scope))
+    explained: list[tuple[str, list[float]]] = []
     try:
         waited = await wait_after(request, tenant, body.after, "recall")
-        items: list[Candidate] = await metered(
-            request, checkout_service(request).recall, tenant, query
-        )
+        if body.explain and body.mode == "fused":
+            ranked = checkout_service(request).ranked
+            items, explained = await metered(request, ranked, tenant, query)
+        else:
+            items = await metered(request, checkout_service(request).recall, tenant, query)
     except NoProjection as exc:
         raise unavailable_error(exc) from exc
-    return {
+    doc: dict[str, Any] = {
         "items": [c.model_dump(mode="json") for c in items],
         "warnings": [w.model_dump(mode="json") for w in stale(waited)],
     }
+    if body.explain:
+        doc["ranked"] = [
+            {"item_id": i, "features": dict(zip(FEATURES, row, strict=True))}
+            for i, row in explained
+        ]
+    return doc
 
 
 @router.get(

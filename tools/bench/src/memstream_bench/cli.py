@@ -53,6 +53,12 @@ def run_locomo_bench(*args: Any, **kwargs: Any) -> dict[str, Any]:
     return run(*args, **kwargs)
 
 
+def run_train(*args: Any, **kwargs: Any) -> dict[str, Any]:
+    from memstream_bench.train import run_train as run
+
+    return run(*args, **kwargs)
+
+
 def run_neighbours_bench(*args: Any, **kwargs: Any) -> dict[str, Any]:
     from memstream_bench.neighbours import run_neighbours_bench as run
 
@@ -189,6 +195,40 @@ def locomo(
         f"{doc['checkout_ms_p50']} ms p95 {doc['checkout_ms_p95']} ms; ingest "
         f"{doc['ingest_seconds']} s; skipped evidence ids {doc['skipped_evidence_ids']}"
     )
+
+
+@bench_app.command("train")
+def train(
+    data: Annotated[Path, typer.Option("--data", help="LoCoMo JSON (e.g. locomo-dev.json)")],
+    model: Annotated[
+        Path | None,
+        typer.Option("--model", help="write the model trained on every conversation here"),
+    ] = None,
+    groups: Annotated[
+        Path | None,
+        typer.Option(
+            "--groups", help="the collected questions (JSONL): read if it exists, else written"
+        ),
+    ] = None,
+    json_out: JsonFlag = False,
+) -> None:
+    """The learned ranker cross-validated by conversation beside the fused and hand-set
+    orders (Recall@10 / Hit@10 of the fused top 30); --model writes the final model."""
+    if not data.is_file():
+        raise typer.BadParameter(f"no such file: {data}", param_hint="--data")
+    with stages(json_out) as progress:
+        doc = run_train(data, model, progress, groups)
+    if json_out:
+        print_json(doc)
+        return
+    from memstream_bench.train import table_rows
+
+    table = Table("held out", "order", "Recall@10", "Hit@10", "multi-hop", "questions")
+    for row in table_rows(doc):
+        table.add_row(*row)
+    out.print(table)
+    vs = doc["learned_vs_rerank_recall"]
+    out.print(f"learned - rerank Recall@10 {vs['gain']:+.4f}, 95% interval {vs['interval95']}")
 
 
 @bench_app.command("load")

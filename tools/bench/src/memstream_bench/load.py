@@ -308,6 +308,7 @@ class _Measured:
     latencies: list[float] = field(default_factory=list)  # the served levers
     plain_latencies: list[float] = field(default_factory=list)  # the fused lanes alone
     scoped_latencies: list[float] = field(default_factory=list)  # served, inside one user
+    learned_latencies: list[float] = field(default_factory=list)  # preset ``learned``
     parts: dict[str, list[float]] = field(default_factory=dict)  # checkout ms per phase, lane
     scoped_parts: dict[str, list[float]] = field(default_factory=dict)  # the same, scoped
     peak_rss: dict[str, float] = field(default_factory=dict)
@@ -440,10 +441,10 @@ def _checkouts(
     m: _Measured, api: str, tenant_keys: dict[str, str], checkouts: int, step: Stage
 ) -> None:
     """Checkouts of random tenants and questions: latency, and where each one spends its
-    time per phase and lane. Each question is asked three ways, in a random order so the
+    time per phase and lane. Each question is asked four ways, in a random order so the
     latencies share the machine's moment and none always reads a cache another warmed: with
-    the served levers, with the fused lanes alone (preset ``plain``), and with the served
-    levers inside one user's scope."""
+    the served levers, with the fused lanes alone (preset ``plain``), with the served
+    levers inside one user's scope, and with the learned ranker (preset ``learned``)."""
     rng = random.Random(7)
     clients = {t: MemoryHttpClient(api, k) for t, k in tenant_keys.items()}
     try:
@@ -451,13 +452,13 @@ def _checkouts(
             client = clients[rng.choice(list(clients))]
             q = rng.choice(CHECKOUT_QUERIES).format(who=rng.choice(_NAMES))
             user = f"user-{rng.randrange(USERS)}"
-            ways: list[str] = ["plain", "served", "scoped"]
+            ways: list[str] = ["plain", "served", "scoped", "learned"]
             rng.shuffle(ways)
             for way in ways:
                 started = time.perf_counter()
                 packet = client.checkout(
                     q,
-                    preset="plain" if way == "plain" else None,
+                    preset=way if way in ("plain", "learned") else None,
                     scope={"user": user} if way == "scoped" else None,
                 )
                 ms = (time.perf_counter() - started) * 1000
@@ -466,6 +467,8 @@ def _checkouts(
                     _parts(m.parts, packet)
                 elif way == "plain":
                     m.plain_latencies.append(ms)
+                elif way == "learned":
+                    m.learned_latencies.append(ms)
                 else:
                     m.scoped_latencies.append(ms)
                     _parts(m.scoped_parts, packet)
@@ -522,6 +525,12 @@ def _report(m: _Measured, vector_optimize: bool, sealed: bool) -> dict[str, Any]
         "checkout_scope_p95_overhead": lever_overhead(m.scoped_latencies, m.latencies),
         "checkout_scope_p95_overhead_interval95": overhead_interval(
             m.scoped_latencies, m.latencies
+        ),
+        # The learned ranker in place of the hand-set rerank, against the served levers.
+        "checkout_learned_p95_ms": round(percentile(m.learned_latencies, 0.95), 2),
+        "checkout_learned_p95_overhead": lever_overhead(m.learned_latencies, m.latencies),
+        "checkout_learned_p95_overhead_interval95": overhead_interval(
+            m.learned_latencies, m.latencies
         ),
         "checkout_median_ms_by_part": {
             k: round(percentile(v, 0.5), 2) for k, v in sorted(m.parts.items())

@@ -31,7 +31,8 @@ class CheckoutQuery:
 
 @dataclass(frozen=True)
 class RecallQuery:
-    """The raw top ``k``: every lane fused, or one vector-index lane alone."""
+    """The raw top ``k``: every lane fused, or one vector-index lane alone. With ``config``
+    the fused pool is gathered and ordered as a checkout with those levers would."""
 
     query: str
     k: int = 10
@@ -39,3 +40,4 @@ class RecallQuery:
     mode: Mode = "fused"
     as_of: datetime | None = None
     fresh: bool = False
+    config: RetrievalConfig | None = None  # None: the fused lanes alone

@@ -98,6 +98,7 @@ class _Ask:
     k: int
     latents: bool  # collect the latent artifacts' hits
     raw: bool = False  # recall: every type, no re-ordering by outcomes
+    explain: list[tuple[str, list[float]]] | None = None  # gets the fused top's features
 
 
 @dataclass
@@ -180,6 +181,7 @@ class CheckoutService:
             timings=lanes_ms,
             as_of=when,
             latents=hits if ask.latents else None,
+            explain=ask.explain,
         )
         step.lap("lanes")
         if ask.raw:
@@ -314,11 +316,11 @@ class CheckoutService:
         )
 
     def recall(self, tenant: str, q: RecallQuery) -> list[Candidate]:
-        """The raw fused top-k (no synthesis, no levers), or one index lane alone; what an
-        accepted invalidation names is kept but marked (``invalidated_by``, the reason)."""
+        """The raw fused top-k (no synthesis; the levers of ``q.config``, none without it),
+        or one index lane alone; what an accepted invalidation names is kept but marked
+        (``invalidated_by``, the reason)."""
         if q.mode == "fused":
-            ask = _Ask(q.query, q.as_of, q.fresh, q.scope, max(20, q.k), q.k, False, raw=True)
-            return self._pool(tenant, ask, PLAIN, Laps()).candidates
+            return self.ranked(tenant, q)[0]
         info = self.stores.live()
         graph = self.stores.graph_for(info)
         embedder = get_embedder(info.config.embedder)
@@ -327,6 +329,17 @@ class CheckoutService:
         found = retriever.lane(tenant, q.query, q.mode, q.k, q.scope, as_of)
         when = iso_utc(as_of) if as_of else None
         return self._invalidated(graph, tenant, found, when, q.scope)
+
+    def ranked(
+        self, tenant: str, q: RecallQuery
+    ) -> tuple[list[Candidate], list[tuple[str, list[float]]]]:
+        """The fused top-k, and the fused top before any reordering as a ranker reads it:
+        each item's id and ``features.FEATURES`` (what ``bench train`` learns from)."""
+        config = q.config or PLAIN
+        pool = max(20, q.k) if q.config is None else max(40, 4 * q.k)
+        explained: list[tuple[str, list[float]]] = []
+        ask = _Ask(q.query, q.as_of, q.fresh, q.scope, pool, q.k, False, True, explained)
+        return self._pool(tenant, ask, config, Laps()).candidates, explained
 
     def answer_pool(self, tenant: str, q: RecallQuery) -> AnswerPool:
         """The fused top-k a synthesis may rest on (summarize_recall's): records of work

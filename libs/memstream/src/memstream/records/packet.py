@@ -40,6 +40,7 @@ ExclusionReason = Literal[
     "invalidated",
     "failure_record",
 ]
+AnswerType = Literal["text", "number", "money", "date", "duration", "entity", "list", "boolean"]
 WarningKind = Literal[
     "contradiction",
     "stale",
@@ -75,6 +76,7 @@ class Candidate(_M):
     source_agent: str | None = None  # a fact's source event's agent (a scope)
     score: float = 0.0
     lanes: list[str] = Field(default_factory=list)
+    lane_ranks: dict[str, int] = Field(default_factory=dict)  # each lane's rank of it, from 0
     metadata: dict[str, JsonScalar] = Field(default_factory=dict)
     caused_by: list[str] = Field(default_factory=list)  # an event's: what it follows from
     entity_keys: list[str] = Field(default_factory=list)
@@ -154,7 +156,7 @@ class SynthesisPlan(_M):
 
     query: str
     operation: Operation
-    answer_type: Literal["text", "number", "money", "date", "duration", "entity", "list", "boolean"]
+    answer_type: AnswerType
     entities: list[str] = Field(default_factory=list)  # the first key of each named mention
     mentions: list[EntityMention] = Field(default_factory=list)
     terms: list[str] = Field(default_factory=list)  # content words

@@ -22,6 +22,7 @@ class RetrievalConfig:
     time_lane: bool = False  # the turns in the periods the question's dates name
     second_hop: bool = False  # search again with what the best hits name
     rerank: bool = False  # the fused top by term coverage, speakers, adjacency
+    learned: bool = False  # the fused top by the learned ranker (instead of rerank)
     top_votes: bool = False  # each lane votes with its best VOTE_DEPTH x k items only
     text_rows: bool = False  # an evidence row for every relevant event's text
     expand: bool = False  # the keyword searches add the question's related words
@@ -54,4 +55,11 @@ PLAIN = RetrievalConfig()
 CHECKOUT = RetrievalConfig(rerank=True, top_votes=True)
 # Every lane, for a question whose answer is spread thin: slower, and on LoCoMo no better.
 WIDE = replace(CHECKOUT, time_lane=True, episode_lane=True, second_hop=True, expand=True)
-PRESETS: dict[str, RetrievalConfig] = {"plain": PLAIN, "checkout": CHECKOUT, "wide": WIDE}
+# The checkout preset with its hand-set rerank replaced by the learned ranker.
+LEARNED = replace(CHECKOUT, learned=True)
+PRESETS: dict[str, RetrievalConfig] = {
+    "plain": PLAIN,
+    "checkout": CHECKOUT,
+    "learned": LEARNED,
+    "wide": WIDE,
+}

@@ -41,6 +41,8 @@ from memstream.checkout.retrieve.config import PLAIN, RetrievalConfig
 from memstream.checkout.retrieve.coverage import covered
 from memstream.checkout.retrieve.expand import related_terms
 from memstream.checkout.retrieve.facts import PredicateRanker
+from memstream.checkout.retrieve.features import feature_rows
+from memstream.checkout.retrieve.learned import LEARNED_TOP, learned_order
 from memstream.checkout.retrieve.reach import (
     CHAIN_FROM,
     CHAIN_RADIUS,
@@ -143,12 +145,18 @@ class Lanes:
         otherwise outvote the one item one lane ranks first.
         """
         scores, order = self._votes(depth)
-        lanes: dict[str, list[str]] = defaultdict(list)
+        ranks: dict[str, dict[str, int]] = defaultdict(dict)
         for lane, ids in self.ranked.items():
-            for item_id in ids:
-                lanes[item_id].append(lane)
+            for rank, item_id in enumerate(ids):
+                ranks[item_id][lane] = rank
         return [
-            self.items[i].model_copy(update={"score": round(scores[i], 6), "lanes": lanes[i]})
+            self.items[i].model_copy(
+                update={
+                    "score": round(scores[i], 6),
+                    "lanes": list(ranks[i]),
+                    "lane_ranks": ranks[i],
+                }
+            )
             for i in order
         ]
 
@@ -207,9 +215,12 @@ class Retriever:
         timings: dict[str, float] | None = None,
         as_of: datetime | None = None,
         latents: list[VectorHit] | None = None,
+        explain: list[tuple[str, list[float]]] | None = None,
     ) -> list[Candidate]:
-        """The fused candidate pool, best first; ``timings`` collects ms per lane and
-        ``latents`` the latent artifacts' hits (for the packet's latent context).
+        """The fused candidate pool, best first; ``timings`` collects ms per lane,
+        ``latents`` the latent artifacts' hits (for the packet's latent context) and
+        ``explain`` the fused top (``LEARNED_TOP``) as a ranker reads it (item id,
+        ``features.FEATURES``).
 
         With ``as_of`` every lane reads only what memory held then, and a last guard drops
         anything later, so no section of a packet can quote it. With ``scope`` every index
@@ -239,7 +250,12 @@ class Retriever:
         if plan.operation == "latest_value" or scope.stream is not None:
             run.recent()
         fused = run.in_time(run.fused())
-        if lever.rerank:
+        if explain is not None:
+            head = fused[:LEARNED_TOP]
+            explain.extend(zip((c.item_id for c in head), feature_rows(plan, head), strict=True))
+        if lever.learned:
+            fused = learned_order(plan, fused)
+        elif lever.rerank:
             fused = rerank(plan, fused)
         if lever.coverage:
             fused = covered(plan, fused)

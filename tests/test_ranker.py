@@ -1,0 +1,150 @@
+"""The learned ranker: features of the fused top (numbers, never words), the order a model
+gives them, the shipped model, and the training's folds (by conversation)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from memstream.checkout.plan import plan_query
+from memstream.checkout.retrieve.features import FEATURES, LANES, feature_rows
+from memstream.checkout.retrieve.lanes import LANE_WEIGHTS
+from memstream.checkout.retrieve.learned import (
+    Ranker,
+    RankerMismatchError,
+    learned_order,
+    shipped,
+)
+from memstream.checkout.retrieve.rerank import rerank
+from memstream.records.packet import Candidate
+from memstream.records.projected import SourceRef
+from memstream_bench.train import Group, fit, folds, hand_set, score
+
+NOW = "2031-03-10T00:00:00Z"
+AT = {name: i for i, name in enumerate(FEATURES)}
+
+
+def cand(
+    item_id: str,
+    text: str,
+    *,
+    seq: int = 0,
+    score: float = 0.01,
+    lanes: dict[str, int] | None = None,
+    at: str = "2031-02-02T10:00:00Z",
+) -> Candidate:
+    ref = SourceRef(tenant="t", stream="s1", seq=seq, hash="h" * 64, event_id=item_id)
+    ranks = lanes or {"dense": seq}
+    return Candidate(
+        item_id=item_id, kind="event", text=text, ref=ref, type="message.user", agent="Zoë",
+        occurred_at=at, score=score, lanes=list(ranks), lane_ranks=ranks,
+    )  # fmt: skip
+
+
+def test_every_lane_of_the_pool_is_a_feature() -> None:
+    assert set(LANES) == set(LANE_WEIGHTS)
+
+
+def test_a_row_holds_what_the_lanes_and_the_plan_know() -> None:
+    plan = plan_query("Which instrument is Zoë learning in February?", NOW)
+    head = [
+        cand("chat", "Haha, great!", seq=1, score=0.03, lanes={"dense": 0, "sparse": 3}),
+        cand("ans", "I'm learning the cello, my first instrument", seq=40, score=0.02,
+             lanes={"sparse": 0}, at="2030-05-01T10:00:00Z"),
+    ]  # fmt: skip
+    rows = feature_rows(plan, head)
+    assert [len(r) for r in rows] == [len(FEATURES)] * 2
+    chat, ans = rows
+    assert (chat[AT["fused_rank"]], ans[AT["fused_rank"]]) == (0.0, 1.0)
+    assert chat[AT["fused_score_share"]] == 1.0 and ans[AT["fused_score_share"]] == 0.02 / 0.03
+    assert chat[AT["lane_dense"]] == 1.0 and chat[AT["lane_sparse"]] == 0.25
+    assert ans[AT["lane_dense"]] == 0.0 and chat[AT["lane_count"]] == 2.0
+    assert ans[AT["coverage"]] > chat[AT["coverage"]] == 0.0
+    assert chat[AT["in_window"]] == 1.0 and ans[AT["in_window"]] == 0.0  # February 2031
+    assert ans[AT["tokens"]] == 7.0
+    no_period = feature_rows(plan_query("Which instrument is Zoë learning?", NOW), head)
+    assert no_period[0][AT["in_window"]] == -1.0
+
+
+def test_the_trainings_hand_set_order_is_the_reranks() -> None:
+    plan = plan_query("which instrument is the user learning", NOW)
+    texts = ["Haha", "the cello is my instrument", "weather", "learning the cello",
+             "instrument shop", "ok", "lessons", "I am learning"]  # fmt: skip
+    head = [cand(f"i{n}", t, seq=n * 7, score=0.05 - n * 0.004) for n, t in enumerate(texts)]
+    by_rerank = [c.item_id for c in rerank(plan, head)]
+    scores = hand_set(feature_rows(plan, head))
+    by_training = [head[i].item_id for i in sorted(range(len(head)), key=lambda i: -scores[i])]
+    assert by_training == by_rerank
+
+
+def _groups(n: int, seed: int = 3) -> list[Group]:
+    """Questions whose relevant item is the one saying the focus words, placed anywhere in
+    the fused order (the fused rank tells nothing)."""
+    rng = random.Random(seed)
+    plan = plan_query("which instrument is the user learning", NOW)
+    out = []
+    for q in range(n):
+        answer = rng.randrange(10)
+        head = [
+            cand(f"q{q}-{i}", "learning the cello instrument" if i == answer else f"filler {i}",
+                 seq=i * 9, score=0.05 - i * 0.003)
+            for i in range(10)
+        ]  # fmt: skip
+        out.append(
+            Group(
+                conversation=f"conv-{q % 4}",
+                category=1,
+                turns=[c.item_id for c in head],
+                rows=feature_rows(plan, head),
+                evidence=[head[answer].item_id],
+            )
+        )
+    return out
+
+
+def test_a_model_learns_what_tells_the_answer_and_orders_by_it() -> None:
+    model = fit(_groups(120))
+    ranker = Ranker.from_text(model.model_to_string())
+    plan = plan_query("which instrument is the user learning", NOW)
+    head = [cand(f"f{i}", f"filler {i}", seq=i * 9, score=0.05 - i * 0.003) for i in range(9)]
+    head.append(cand("told", "learning the cello instrument", seq=90, score=0.01))
+    tail = [cand("deep", "learning the cello instrument", seq=200, score=0.001)]
+    ordered = learned_order(plan, head + tail, ranker, top=10)
+    assert ordered[0].item_id == "told"
+    assert ordered[-1].item_id == "deep"  # beyond the top: untouched
+    # the fused scores are handed out again in the new order: the scale stays
+    assert [c.score for c in ordered[:10]] == sorted((c.score for c in head), reverse=True)
+
+
+def test_a_model_of_other_features_is_refused() -> None:
+    groups = _groups(40)
+    model = fit(groups)
+    text = model.model_to_string().replace("feature_names=fused_rank", "feature_names=rank", 1)
+    with pytest.raises(RankerMismatchError):
+        Ranker.from_text(text)
+
+
+def test_the_shipped_model_loads_and_reads_todays_features() -> None:
+    ranker = shipped()
+    assert tuple(ranker.booster.feature_name()) == FEATURES
+    assert len(ranker.model_id) == 12
+    plan = plan_query("which instrument is the user learning", NOW)
+    head = [cand(f"i{i}", f"turn {i}", seq=i, score=0.05 - i * 0.001) for i in range(30)]
+    assert sorted(c.item_id for c in learned_order(plan, head)) == sorted(c.item_id for c in head)
+
+
+def test_folds_never_share_a_conversation_and_cover_every_question() -> None:
+    groups = _groups(30)
+    seen = []
+    for held_out, train, test in folds(groups):
+        assert {g.conversation for g in test} == {held_out}
+        assert held_out not in {g.conversation for g in train}
+        seen += test
+    assert sorted(id(g) for g in seen) == sorted(id(g) for g in groups)
+
+
+def test_recall_and_hit_of_an_order() -> None:
+    turns = ["a", "b", "c", "d"]
+    assert score(turns, [4, 3, 2, 1], ["a", "d"], k=2) == (0.5, 1.0)
+    assert score(turns, [1, 2, 3, 4], ["a", "b"], k=2) == (0.0, 0.0)
+    assert score(turns, [1, 1, 1, 1], ["b"], k=2) == (1.0, 1.0)  # ties keep the fused order
