@@ -66,6 +66,7 @@ bench-results: install
 	.venv/bin/memstream bench ingest --events 100000 --json > $(RESULTS)/ingest-full.json
 	.venv/bin/memstream bench embed --docs 20000 --locomo $(LOCOMO) --keys --json > $(RESULTS)/embed.json
 	.venv/bin/memstream bench locomo --data $(LOCOMO) --out $(RESULTS)/locomo.jsonl --json > $(RESULTS)/locomo.json
+	.venv/bin/memstream bench train --data $(LOCOMO) --json > $(RESULTS)/train.json
 	.venv/bin/memstream bench load --events 10000 --json > $(RESULTS)/load-10000.json
 	.venv/bin/memstream bench load --events 100000 --checkouts 1000 --json > $(RESULTS)/load-100000.json
 	.venv/bin/memstream bench chaos --json > $(RESULTS)/chaos.json

@@ -250,10 +250,45 @@ def load_table(docs: list[Doc]) -> str:
         if d.get("checkout_median_ms_by_part")
     ]
     tail = ["", "Peak RSS (MB) — " + "; ".join(rss)]
+    learned = [
+        f"{_n(d['events'])}: {d['checkout_learned_p95_ms']} ms "
+        f"({d['checkout_learned_p95_overhead']:+.1%} against the served levers, 95% interval "
+        f"{d['checkout_learned_p95_overhead_interval95'][0]:+.1%} to "
+        f"{d['checkout_learned_p95_overhead_interval95'][1]:+.1%})"
+        for d in sorted(docs, key=_load_order)
+        if d.get("checkout_learned_p95_ms") is not None
+    ]
+    if learned:
+        tail += [
+            "",
+            "Checkout p95 with the learned ranker (preset `learned`) — " + "; ".join(learned),
+        ]
     if parts:
         tail += ["", "Median ms per checkout phase and lane — " + "; ".join(parts)]
     ordered = sorted(docs, key=_load_order)
     return "\n".join([*rows, *tail, "", _machines(ordered, _load_label)])
+
+
+def train_table(doc: Doc) -> str:
+    """``bench train``: each held-out conversation's orders, then all folds pooled."""
+    from memstream_bench.train import table_rows
+
+    rows = [
+        "| held out | order | Recall@10 | Hit@10 | multi-hop Recall@10 | questions |",
+        "|---|---|---:|---:|---:|---:|",
+    ]
+    rows += ["| " + " | ".join(r) + " |" for r in table_rows(doc)]
+    vs = doc["learned_vs_rerank_recall"]
+    low, high = vs["interval95"]
+    rows += [
+        "",
+        f"Learned minus hand-set Recall@10 (pooled, paired by question): {vs['gain']:+.4f}, "
+        f"95% interval [{low:+.4f}, {high:+.4f}]. Features: {len(doc['features'])}; "
+        f"{doc['rounds']} boosting rounds.",
+        "",
+        _machine(doc),
+    ]
+    return "\n".join(rows)
 
 
 def _burst(d: Doc) -> str:
@@ -473,6 +508,8 @@ def blocks_from(results: Path) -> dict[str, str]:
             out["keys"] = "\n".join([keys_table(embed["locomo_keys"]), "", _machine(embed)])
     if (locomo := load("locomo.json")) is not None:
         out["locomo"] = locomo_table(locomo)
+    if (train := load("train.json")) is not None:
+        out["train"] = train_table(train)
     if (chaos := load("chaos.json")) is not None:
         out["chaos"] = chaos_table(chaos)
     if (learn := load("learn.json")) is not None:

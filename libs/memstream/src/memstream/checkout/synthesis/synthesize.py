@@ -397,9 +397,18 @@ def _answers(
     ]
 
 
-def _asks_who(plan: SynthesisPlan) -> bool:
-    """A lookup whose answer is someone ("who fixed the heater?")."""
-    return plan.operation == "lookup" and plan.answer_type == "entity"
+def _unfit(
+    plan: SynthesisPlan, top: AnswerCandidate, by_id: dict[str, Candidate]
+) -> PacketWarning | None:
+    """Why the answer's support cannot tell what the question asks about whom: another
+    speaker's first-person words (``misattributed``), or, for a lookup whose answer is
+    someone ("who fixed the heater?"), words naming no one (``nameless``)."""
+    if (why := misattributed(plan.entity_keys(), top.support_ids, by_id)) is not None:
+        return _warn("misattributed", why, top.support_ids)
+    asks_who = plan.operation == "lookup" and plan.answer_type == "entity"
+    if asks_who and (why := nameless(top.support_ids, by_id)) is not None:
+        return _warn("missing_evidence", why, top.support_ids)
+    return None
 
 
 def _window_only(
@@ -499,15 +508,9 @@ def synthesize(
         warnings += echoes or _nothing_found(relevant, kept, excluded)
         return _result("ask_user", _abstain(plan, ctx), warnings, kept)
     top = min(answers, key=lambda a: order_key(a, demoted))
-    if (why := misattributed(plan.entity_keys(), top.support_ids, by_id)) is not None:
-        warnings.append(_warn("misattributed", why, top.support_ids))
-        return _result("ask_user", _abstain(plan, ctx), warnings, kept)
-    if _asks_who(plan) and (why := nameless(top.support_ids, by_id)) is not None:
-        warnings.append(_warn("missing_evidence", why, top.support_ids))
-        return _result("ask_user", _abstain(plan, ctx), warnings, kept)
     strength, weak = _support(plan, top, by_id, loose, earned)
-    if weak is not None:
-        warnings.append(weak)
+    if (veto := _unfit(plan, top, by_id) or weak) is not None:
+        warnings.append(veto)
         return _result("ask_user", _abstain(plan, ctx), warnings, kept)
     scale = 0.5 + 0.5 * strength
     answers = [a.model_copy(update={"confidence": round(a.confidence * scale, 3)}) for a in answers]
