@@ -523,7 +523,4 @@ def blocks_from(results: Path) -> dict[str, str]:
     loads = [json.loads(p.read_text()) for p in sorted(results.glob("load-*.json"))]
     if loads:
         out["load"] = load_table(loads)
-        plain_100k = [d for d in loads if d["events"] == 100_000 and not d.get("vector_optimize")]
-        if plain_100k:
-            out["load-100k"] = load_table(plain_100k)
     return out
