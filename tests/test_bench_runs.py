@@ -129,6 +129,13 @@ def test_bench_locomo_scores_the_packet_beside_its_baselines(tmp_path: Path) -> 
         if r["category"] != 5 and r["answerability"] not in ABSTAINING
         and r["evidence_in_top"] is not None
     )  # fmt: skip
+    assert 0.0 <= doc["calibration_error"] <= 1.0
+    # every question with its evidence in the data (and the unanswerable one), held out by
+    # conversation under the learned preset
+    judged = doc["calibrated"]
+    assert judged["packets"] == len(lines) == 6
+    assert judged["learned"]["unanswerable"] == judged["rules"]["unanswerable"] == 1
+    assert sum(b["packets"] for b in judged["reliability"]) == 6
 
 
 @pytest.mark.timeout(900)

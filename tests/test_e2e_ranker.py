@@ -10,6 +10,7 @@ import httpx
 import orjson
 import pytest
 from memstream.checkout.retrieve.features import FEATURES
+from memstream.checkout.synthesis.answerable import ANSWER_FEATURES, THRESHOLD, shipped
 from memstream.client import MemoryHttpClient
 from stackproc import RunningStack, memstream
 
@@ -87,6 +88,28 @@ def test_the_learned_preset_answers_and_says_so(stack: RunningStack, world: str)
     assert "rk-01" in packet["answer_candidates"][0]["support_ids"]
 
 
+def test_the_learned_preset_reads_answerability_from_the_shipped_probability(
+    stack: RunningStack, world: str
+) -> None:
+    with MemoryHttpClient(stack.api_url, world, timeout=120) as client:
+        told = client.checkout("what instrument is maria jose learning", preset="learned",
+                               explain=True)  # fmt: skip
+        unknown = client.checkout("Which film does Tomás like best?", preset="learned")
+        served = client.checkout("Which film does Tomás like best?")
+    judged = told["meta"]["answerable"]
+    assert told["meta"]["calibrated"] is True and served["meta"]["calibrated"] is False
+    assert judged["model"] == shipped().model_id and judged["threshold"] == THRESHOLD
+    assert list(judged["features"]) == list(ANSWER_FEATURES)
+    assert judged["probability"] >= THRESHOLD and told["answerability"] == "answer_from_memory"
+    assert told["answer_candidates"][0]["confidence"] == pytest.approx(
+        judged["probability"], abs=1e-3
+    )
+    assert unknown["answerability"] in ("ask_user", "no_memory"), unknown
+    assert unknown["meta"]["answerable"]["probability"] < THRESHOLD
+    assert "features" not in unknown["meta"]["answerable"]  # only when explained
+    assert "answerable" not in served["meta"]
+
+
 def test_explain_and_preset_are_checked_like_every_field(stack: RunningStack, world: str) -> None:
     headers = {"authorization": f"Bearer {world}"}
     for body in (
@@ -96,3 +119,11 @@ def test_explain_and_preset_are_checked_like_every_field(stack: RunningStack, wo
     ):
         got = httpx.post(f"{stack.api_url}/v1/recall", json=body, headers=headers, timeout=60)
         assert got.status_code == 422, (body, got.text)
+    for body in (
+        {"query": "cello", "explain": "\x00"},
+        {"query": "cello", "calibrated": "on"},
+        {"query": "cello", "calibrated": 0},
+    ):
+        got = httpx.post(f"{stack.api_url}/v1/checkout", json=body, headers=headers, timeout=60)
+        assert got.status_code == 422, (body, got.text)
+        assert next(iter(set(body) - {"query"})) in got.text

@@ -111,15 +111,19 @@ class MemoryHttpClient:
         coverage: bool | None = None,
         after: str | None = None,
         levers: Mapping[str, bool] | None = None,
+        explain: bool = False,
     ) -> Any:
         """The packet as a dict (``json``) or the rendered Markdown text; ``task_id`` ties it
         to the task whose ``task.outcome`` memory learns from; ``preset`` names the levers to
-        start from (None: the service's ``checkout``); ``episodes`` turns the
+        start from (None: the service's ``checkout``); ``episode_lane`` turns the
         episode lane on or off, ``time_lane``, ``second_hop``, ``rerank``, ``top_votes``,
         ``expand`` and ``coverage`` the query-side levers, ``text_rows`` the packet's text rows
         (None: the service default); ``levers`` switches levers by their request names (a
-        caller that picks the lever at run time), over the named arguments."""
+        caller that picks the lever at run time), over the named arguments; ``explain``: with
+        the ``calibrated`` lever, ``meta.answerable`` also gives the features it read."""
         body: dict[str, Any] = {"query": query, "max_tokens": max_tokens, "k": k, "format": format}
+        if explain:
+            body["explain"] = True
         if as_of is not None:
             body["as_of"] = as_of.isoformat() if isinstance(as_of, datetime) else as_of
         _scoped(body, scope, stream)

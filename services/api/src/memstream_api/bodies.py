@@ -53,8 +53,8 @@ class CheckoutRequest(BaseModel):
         default=None,
         description="the levers to start from: plain (the fused lanes alone), checkout (the "
         "default: rerank, top votes), learned (checkout with the learned ranker instead of "
-        "the rerank) or wide (checkout with the time lane, expand, the episode lane and the "
-        "second hop)",
+        "the rerank and the calibrated answerability instead of the rules) or wide "
+        "(checkout with the time lane, expand, the episode lane and the second hop)",
     )
     # The levers: one retrieval or packet behaviour switched for this request.
     episode_lane: bool | None = _lever(
@@ -73,7 +73,7 @@ class CheckoutRequest(BaseModel):
         "other hits"
     )
     learned: bool | None = _lever(
-        "order the fused top 30 by the learned ranker (instead of the rerank): a model over "
+        "order the fused top 60 by the learned ranker (instead of the rerank): a model over "
         "what the lanes know of each item (ranks, agreement, coverage, speaker, time, kind)"
     )
     top_votes: bool | None = _lever(
@@ -94,6 +94,15 @@ class CheckoutRequest(BaseModel):
         "past act) has its fused top 30 ordered by session: an item's score is halved for each "
         "better item of its session (a stream on one day)"
     )
+    calibrated: bool | None = _lever(
+        "answerability and the first answer's confidence from the learned probability that "
+        "the packet's first ten answer the question (the rules' verdicts read as features)"
+    )
+    explain: bool = Field(
+        default=False,
+        description="with the calibrated lever: meta.answerable also gives the features the "
+        "probability was read from",
+    )
     after: Position | None = Field(default=None, description=AFTER)
 
     def to_query(self, scope: Scope) -> CheckoutQuery:
@@ -111,6 +120,7 @@ class CheckoutRequest(BaseModel):
             task_id=self.task_id,
             config=config,
             fresh=self.after is not None,
+            explain=self.explain,
         )
 
 
@@ -134,7 +144,7 @@ class RecallRequest(BaseModel):
     )
     explain: bool = Field(
         default=False,
-        description="fused mode: also return `ranked`, the fused top 30 before any "
+        description="fused mode: also return `ranked`, the fused top 60 before any "
         "reordering, each item's id with the features a ranker reads",
     )
 

@@ -195,6 +195,9 @@ def locomo(
         f"{doc['checkout_ms_p50']} ms p95 {doc['checkout_ms_p95']} ms; ingest "
         f"{doc['ingest_seconds']} s; skipped evidence ids {doc['skipped_evidence_ids']}"
     )
+    from memstream_bench.report import answerability_lines
+
+    out.print("\n".join(answerability_lines(doc)))
 
 
 @bench_app.command("train")
@@ -210,14 +213,21 @@ def train(
             "--groups", help="the collected questions (JSONL): read if it exists, else written"
         ),
     ] = None,
+    judge: Annotated[
+        Path | None,
+        typer.Option(
+            "--judge", help="write the answerability model trained on every conversation here"
+        ),
+    ] = None,
     json_out: JsonFlag = False,
 ) -> None:
     """The learned ranker cross-validated by conversation beside the fused and hand-set
-    orders (Recall@10 / Hit@10 of the fused top 30); --model writes the final model."""
+    orders (Recall@10 / Hit@10 of the fused top 60), and the calibrated answerability beside
+    the rules (calibration error, abstention rates); --model and --judge write the models."""
     if not data.is_file():
         raise typer.BadParameter(f"no such file: {data}", param_hint="--data")
     with stages(json_out) as progress:
-        doc = run_train(data, model, progress, groups)
+        doc = run_train(data, model, progress, groups, judge)
     if json_out:
         print_json(doc)
         return
@@ -229,6 +239,10 @@ def train(
     out.print(table)
     vs = doc["learned_vs_rerank_recall"]
     out.print(f"learned - rerank Recall@10 {vs['gain']:+.4f}, 95% interval {vs['interval95']}")
+    if doc["answerability"] is not None:
+        from memstream_bench.report import calibration_lines
+
+        out.print("\n".join(calibration_lines(doc["answerability"])))
 
 
 @bench_app.command("load")

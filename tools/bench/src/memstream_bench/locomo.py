@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import IO, Any, Literal
 
 from memstream.checkout.retrieve.config import LEVERS
+from memstream.checkout.synthesis.answerable import ANSWER_FEATURES
 from memstream.client import MemoryHttpClient
 from memstream.embed.registry import get_embedder
 from memstream.events import EventIn
@@ -43,8 +44,9 @@ from memstream.settings import Settings
 from memstream_cli.progress import Report, Stage, stage
 from memstream_cli.stack.stackfile import StackInfo
 
+from memstream_bench.judge import Packet, cross_validate
 from memstream_bench.stack import throwaway_stack
-from memstream_bench.stats import paired_interval, percentile
+from memstream_bench.stats import calibration, paired_interval, percentile
 
 ABSTAIN = ("ask_user", "no_memory")
 _SESSION = re.compile(r"^session_(\d+)$")
@@ -105,6 +107,24 @@ def _turns(event_ids: list[str]) -> list[str]:
         if dia not in out:
             out.append(dia)
     return out
+
+
+def judged_packet(
+    client: MemoryHttpClient, conversation: str, q: dict[str, Any], turns: set[str], k: int
+) -> Packet | None:
+    """The question asked as a checkout with the ``learned`` preset and ``explain``: its
+    answerability features, labelled 1 when it is answerable and one of its evidence turns is
+    in the packet's first ``k`` (see ``judge``); None for an answerable question whose
+    evidence is not in the data."""
+    category = int(q["category"])
+    evidence = [e for e in q.get("evidence", []) if e in turns]
+    if category != 5 and not evidence:
+        return None
+    packet = client.checkout(q["question"], k=k, preset="learned", explain=True)
+    features = packet["meta"]["answerable"]["features"]
+    held = category != 5 and bool(set(packet_turns(packet)[:k]) & set(evidence))
+    row = [float(features[f]) for f in ANSWER_FEATURES]
+    return Packet(conversation, category, row, int(held))
 
 
 def _score(retrieved: list[str], evidence: list[str], k: int) -> tuple[float, float]:
@@ -219,6 +239,8 @@ class _Scores:
     # The budget counts the Markdown prompt form; the JSON form is reported beside it.
     json_tokens: list[float] = field(default_factory=list)
     skipped: int = 0
+    # every question's packet under the learned preset, for the calibrated answerability
+    judged: list[Packet] = field(default_factory=list)
 
     def record(self, row: dict[str, Any]) -> None:
         self.rows.append(row)
@@ -362,6 +384,8 @@ def _ask(
             else None,
         }
     )
+    if (judged := judged_packet(client, sample_id, q, turns, scores.k)) is not None:
+        scores.judged.append(judged)
     if cat == 5:
         scores.abstain.append(1.0 if packet["answerability"] in ABSTAIN else 0.0)
         return
@@ -439,6 +463,8 @@ def _document(scores: _Scores, ingest_s: float, turns: int) -> dict[str, Any]:
     doc["answered_by_category"] = {c: round(statistics.fmean(v), 3) for c, v in by_cat.items()}
     doc["answerability"] = answerability_rates(scores.rows)
     doc["reliability"] = reliability(scores.rows)
+    doc["calibration_error"] = calibration_error(scores.rows)
+    doc["calibrated"] = cross_validate(scores.judged)
     doc["lever_effects"] = {lever: lever_effect(rows) for lever, rows in scores.pairs.items()}
     doc["machine"] = {"cpus": os.cpu_count(), "date": datetime.now(UTC).date().isoformat()}
     return doc
@@ -512,6 +538,19 @@ def reliability(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
              "evidence_in_top": round(statistics.fmean(inside), 4) if inside else None}
         )  # fmt: skip
     return out
+
+
+def calibration_error(rows: list[dict[str, Any]]) -> float | None:
+    """The served confidence read as a probability that memory answers: the first answer's
+    confidence (0 for a packet that abstains or has no answer) against 1 for an answerable
+    question whose evidence is in the first k, 0 otherwise (category 5, or evidence missed);
+    the expected calibration error over ten bins (``stats.calibration``)."""
+    scored = [r for r in rows if r["category"] == 5 or r.get("evidence_in_top") is not None]
+    if not scored:
+        return None
+    probs = [0.0 if r["answerability"] in ABSTAIN else r["confidence"] for r in scored]
+    labels = [int(r["category"] != 5 and bool(r["evidence_in_top"])) for r in scored]
+    return calibration(probs, labels)[0]
 
 
 def _report(scores: _Scores, ingest_s: float, turns: int) -> dict[str, Any]:

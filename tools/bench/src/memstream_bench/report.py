@@ -193,6 +193,22 @@ def answerability_lines(doc: Doc) -> list[str]:
     for b in bins:
         share = "–" if b["evidence_in_top"] is None else f"{b['evidence_in_top']:.3f}"
         lines.append(f"| {b['from']:.1f}–{b['to']:.1f} | {b['packets']} | {share} |")
+    if (ece := doc.get("calibration_error")) is not None:
+        lines += [
+            "",
+            f"Expected calibration error of the served confidence {ece:.4f}: the first "
+            "answer's confidence (0 when the packet abstains) read as the probability that the "
+            "first ten hold the evidence (0 for unanswerable questions), ten bins. The "
+            "cross-validated figure of the calibrated answerability follows.",
+        ]
+    if (judged := doc.get("calibrated")) is not None:
+        lines += [
+            "",
+            "The calibrated answerability (`learned` preset), cross-validated by conversation "
+            "on these packets:",
+            "",
+            *calibration_lines(judged),
+        ]
     return lines
 
 
@@ -285,10 +301,50 @@ def train_table(doc: Doc) -> str:
         f"Learned minus hand-set Recall@10 (pooled, paired by question): {vs['gain']:+.4f}, "
         f"95% interval [{low:+.4f}, {high:+.4f}]. Features: {len(doc['features'])}; "
         f"{doc['rounds']} boosting rounds.",
-        "",
-        _machine(doc),
     ]
-    return "\n".join(rows)
+    if (judged := doc.get("answerability")) is not None:
+        rows += ["", *calibration_lines(judged)]
+    return "\n".join([*rows, "", _machine(doc)])
+
+
+def _rate(r: Doc, key: str) -> str:
+    return "-" if r[key] is None else f"{r[key]:.4f}"
+
+
+def calibration_lines(a: Doc) -> list[str]:
+    """The calibrated answerability's folds pooled: abstention beside the rules', then the
+    reliability table and its expected calibration error."""
+    lines = [
+        "| answerability | abstains on unanswerable | abstains with evidence in the first ten |",
+        "|---|---:|---:|",
+        f"| rules (hand-set) | {_rate(a['rules'], 'abstained_unanswerable')} | "
+        f"{_rate(a['rules'], 'abstained_with_evidence')} |",
+    ]
+    for t, r in a["thresholds"].items():
+        chosen = " (served)" if float(t) == a["threshold"] else ""
+        lines.append(
+            f"| learned, answers at p ≥ {t}{chosen} | {_rate(r, 'abstained_unanswerable')} | "
+            f"{_rate(r, 'abstained_with_evidence')} |"
+        )
+    lines += [
+        "",
+        "| probability | packets | mean probability | answered by memory |",
+        "|---|---:|---:|---:|",
+    ]
+    for b in a["reliability"]:
+        if b["packets"]:
+            lines.append(
+                f"| {b['from']:.1f}–{b['to']:.1f} | {b['packets']} | {b['mean_p']:.3f} | "
+                f"{b['answered']:.3f} |"
+            )
+    r = a["learned"]
+    lines += [
+        "",
+        f"Expected calibration error {a['ece']:.4f} over {a['packets']} packets "
+        f"({r['unanswerable']} unanswerable, {r['answerable_with_evidence']} answerable with "
+        f"their evidence in the first ten; {a['answered_share']:.1%} answered by memory).",
+    ]
+    return lines
 
 
 def _burst(d: Doc) -> str:

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import itertools
 import random
+import statistics
+from collections.abc import Sequence
+from typing import Any
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -62,3 +66,24 @@ def paired_interval(
     n = len(diffs)
     means = sorted(sum(rng.choices(diffs, k=n)) / n for _ in range(draws))
     return sum(diffs) / n, means[int(0.025 * draws)], means[min(draws - 1, int(0.975 * draws))]
+
+
+def calibration(
+    probs: Sequence[float], labels: Sequence[int], bins: int = 10
+) -> tuple[float, list[Any]]:
+    """The expected calibration error (bins of equal width, each weighed by its share) and
+    per bin: its range, packets, mean probability and the share labelled 1."""
+    edges = [i / bins for i in range(bins + 1)]
+    rows, ece = [], 0.0
+    for lo, hi in itertools.pairwise(edges):
+        inside = [(p, y) for p, y in zip(probs, labels, strict=True)
+                  if lo <= p < hi or (hi == 1.0 and p == 1.0)]  # fmt: skip
+        if not inside:
+            rows.append({"from": lo, "to": hi, "packets": 0, "mean_p": None, "answered": None})
+            continue
+        mean_p = statistics.fmean(p for p, _ in inside)
+        share = statistics.fmean(y for _, y in inside)
+        ece += len(inside) / len(probs) * abs(mean_p - share)
+        rows.append({"from": lo, "to": hi, "packets": len(inside),
+                     "mean_p": round(mean_p, 4), "answered": round(share, 4)})  # fmt: skip
+    return round(ece, 4), rows

@@ -34,7 +34,9 @@ from memstream.client import MemoryHttpClient
 from memstream.keys import KeyStore
 from memstream_cli.progress import Report, stage
 
-from memstream_bench.locomo import Conversation, _ingest, _turns, _wait_fresh
+from memstream_bench import judge
+from memstream_bench.judge import Packet
+from memstream_bench.locomo import Conversation, _ingest, _turns, _wait_fresh, judged_packet
 from memstream_bench.stack import throwaway_stack
 from memstream_bench.stats import paired_interval
 
@@ -169,19 +171,20 @@ def cross_validate(groups: Sequence[Group]) -> dict[str, Any]:
     }
 
 
-def collect(api_url: str, conv: Conversation, progress: Report) -> list[Group]:
-    """One conversation's questions with evidence, as groups (see the module)."""
+def collect(api_url: str, conv: Conversation, progress: Report) -> tuple[list[Group], list[Packet]]:
+    """One conversation's questions with evidence, as groups (see the module); and every
+    question's packet for the answerability model (``judge``)."""
     sample, tenant, turns, key = conv
-    # Category 5 is unanswerable by design (its evidence is a trap): not a ranking question.
-    qa = [
-        q
-        for q in sample["qa"]
-        if int(q["category"]) != 5 and [e for e in q.get("evidence", []) if e in turns]
-    ]
-    step = stage(progress, f"{tenant}: {len(qa)} questions", len(qa))
-    groups = []
+    step = stage(progress, f"{tenant}: {len(sample['qa'])} questions", len(sample["qa"]))
+    groups, packets = [], []
     with MemoryHttpClient(api_url, key) as client:
-        for q in qa:
+        for q in sample["qa"]:
+            step.advance()
+            if (packet := judged_packet(client, tenant, q, turns, K)) is not None:
+                packets.append(packet)
+            # Category 5 is unanswerable by design (its evidence is a trap): no ranking to learn.
+            if int(q["category"]) == 5 or not [e for e in q.get("evidence", []) if e in turns]:
+                continue
             _items, ranked = client.ranked(q["question"], k=K, preset="checkout")
             ids = [r["item_id"] for r in ranked]
             groups.append(
@@ -193,41 +196,69 @@ def collect(api_url: str, conv: Conversation, progress: Report) -> list[Group]:
                     evidence=[e for e in q["evidence"] if e in turns],
                 )
             )
-            step.advance()
-    return groups
+    return groups, packets
 
 
-def gather(data: Path, progress: Report) -> list[Group]:
-    """Every question with evidence of the LoCoMo file, as groups, through the pipeline."""
+def gather(data: Path, progress: Report) -> tuple[list[Group], list[Packet]]:
+    """Every question of the LoCoMo file through the pipeline: the groups of those with
+    evidence, and every question's packet."""
     samples = json.loads(data.read_text())
+    groups: list[Group] = []
+    packets: list[Packet] = []
     with throwaway_stack(progress) as (stack, settings):
         assert stack.info is not None
         keys = KeyStore(settings.resolved_keys_file())
         convs, total = _ingest(stack.info.kafka_bootstrap, keys, samples, False)
         _wait_fresh(settings, stack.info, total, stage(progress, "projecting", total))
-        return [g for conv in convs for g in collect(stack.info.api_url, conv, progress)]
+        for conv in convs:
+            got, seen = collect(stack.info.api_url, conv, progress)
+            groups += got
+            packets += seen
+    return groups, packets
+
+
+def _collected(
+    data: Path, progress: Report, groups_file: Path | None
+) -> tuple[list[Group], list[Packet]]:
+    """Read from ``groups_file`` (and its ``.packets`` sibling) when it exists; else collect,
+    and write them there when it is named."""
+    packets_file = groups_file.with_suffix(".packets.jsonl") if groups_file else None
+    if groups_file is not None and packets_file is not None and groups_file.is_file():
+        lines = groups_file.read_text().splitlines()
+        return [Group(**json.loads(line)) for line in lines], [
+            Packet(**json.loads(line)) for line in packets_file.read_text().splitlines()
+        ]
+    groups, packets = gather(data, progress)
+    if groups_file is not None and packets_file is not None:
+        groups_file.write_text("".join(json.dumps(asdict(g)) + "\n" for g in groups))
+        packets_file.write_text("".join(json.dumps(asdict(p)) + "\n" for p in packets))
+    return groups, packets
 
 
 def run_train(
-    data: Path, model: Path | None, progress: Report, groups_file: Path | None = None
+    data: Path,
+    model: Path | None,
+    progress: Report,
+    groups_file: Path | None = None,
+    judge_model: Path | None = None,
 ) -> dict[str, Any]:
     """Collect (or read ``groups_file`` when it exists; write it when it does not),
-    cross-validate by conversation, then (with ``model``) write the model trained on every
-    conversation."""
-    if groups_file is not None and groups_file.is_file():
-        groups = [Group(**json.loads(line)) for line in groups_file.read_text().splitlines()]
-    else:
-        groups = gather(data, progress)
-        if groups_file is not None:
-            groups_file.write_text("".join(json.dumps(asdict(g)) + "\n" for g in groups))
+    cross-validate both models by conversation, then write the ranker trained on every
+    conversation to ``model`` and the answerability model to ``judge_model`` (each when
+    named)."""
+    groups, packets = _collected(data, progress, groups_file)
     doc = cross_validate(groups) | {
         "features": list(FEATURES),
         "rounds": ROUNDS,
+        "answerability": judge.cross_validate(packets),
         "machine": {"cpus": os.cpu_count(), "date": datetime.now(UTC).date().isoformat()},
     }
     if model is not None:
         fit(groups).save_model(str(model))
         doc["model"] = str(model)
+    if judge_model is not None:
+        judge.fit(packets).save_model(str(judge_model))
+        doc["judge_model"] = str(judge_model)
     return doc
 
 

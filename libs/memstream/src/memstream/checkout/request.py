@@ -27,6 +27,7 @@ class CheckoutQuery:
     task_id: str | None = None  # the task it serves (for learning)
     config: RetrievalConfig | None = None  # None: the service's default
     fresh: bool = False  # a read after its own write: names resolve against memory now
+    explain: bool = False  # meta gets what the calibrated answerability read (its features)
 
 
 @dataclass(frozen=True)

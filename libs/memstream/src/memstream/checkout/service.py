@@ -30,6 +30,7 @@ from memstream.checkout.retrieve.config import CHECKOUT, PLAIN, RetrievalConfig
 from memstream.checkout.scoped import artifacts_in, records_in
 from memstream.checkout.search import Searcher, SearchHit, SearchRequest
 from memstream.checkout.synthesis import synthesize
+from memstream.checkout.synthesis.answerable import calibrated
 from memstream.checkout.timing import Laps, ms
 from memstream.embed.port import Embedder
 from memstream.embed.registry import get_embedder
@@ -139,7 +140,7 @@ class CheckoutService:
         artifacts = relevant_artifacts(pool.plan, found)
         pool.lanes_ms["artifacts"] = ms(step.elapsed())
         laps.lap("retrieve")
-        result = self._synthesize(q, pool)
+        result, judge = self._synthesize(q, config, pool)
         laps.lap("synthesize")
         packet = self._assemble(tenant, q, config, pool, result, artifacts)
         laps.lap("assemble")
@@ -151,6 +152,7 @@ class CheckoutService:
             "lanes_ms": pool.lanes_ms,
             "feedback": [asdict(a) for a in pool.learned.adjustments],
             **config.as_meta(),
+            **({"answerable": judge} if judge else {}),
         }
         packet = packet.model_copy(update={"meta": meta})
         self._record(q, packet, pool.plan, pool.info.name, laps.elapsed())
@@ -195,16 +197,30 @@ class CheckoutService:
         lanes_ms |= {k: v for k, v in step.ms.items() if k != "lanes"}
         return Pool(info, plan, found, learned, hits, embedder, lanes_ms, lexicon.entities)
 
-    def _synthesize(self, q: CheckoutQuery, pool: Pool) -> SynthesisResult:
-        """The answer, with a warning for each shown item that has a failure record."""
+    def _synthesize(
+        self, q: CheckoutQuery, config: RetrievalConfig, pool: Pool
+    ) -> tuple[SynthesisResult, dict[str, object]]:
+        """The answer, with a warning for each shown item that has a failure record; with the
+        ``calibrated`` lever, answerability from the learned probability, and what it read
+        (``meta.answerable``: the probability, threshold and model; with ``explain`` the
+        features)."""
         priors = pool.learned.priors
         outcomes = outcome_records(priors, pool.candidates)
-        result = synthesize(pool.plan, pool.candidates, outcomes=outcomes, names=pool.names)
+        result = synthesize(
+            pool.plan,
+            pool.candidates,
+            outcomes=outcomes,
+            names=pool.names,
+            vetoes=not config.calibrated,
+        )
+        judge: dict[str, object] = {}
+        if config.calibrated:
+            result, judge = calibrated(pool.plan, result, pool.candidates, q.explain)
         shown = [i for a in result.answer_candidates for i in a.support_ids]
         shown += [c.item_id for c in pool.candidates[: max(q.k, 20)]]
         if warnings := failure_warnings(priors, shown):
             result = result.model_copy(update={"warnings": [*result.warnings, *warnings]})
-        return result
+        return result, judge
 
     def _assemble(
         self,

@@ -27,6 +27,7 @@ class RetrievalConfig:
     text_rows: bool = False  # an evidence row for every relevant event's text
     expand: bool = False  # the keyword searches add the question's related words
     coverage: bool = False  # an aggregation question's top ordered session by session
+    calibrated: bool = False  # answerability and confidence from the learned probability
 
     def vote_depth(self, k: int) -> int | None:
         """How many of each lane's best items vote in the fusion (None: all)."""
@@ -55,8 +56,9 @@ PLAIN = RetrievalConfig()
 CHECKOUT = RetrievalConfig(rerank=True, top_votes=True)
 # Every lane, for a question whose answer is spread thin: slower, and on LoCoMo no better.
 WIDE = replace(CHECKOUT, time_lane=True, episode_lane=True, second_hop=True, expand=True)
-# The checkout preset with its hand-set rerank replaced by the learned ranker.
-LEARNED = replace(CHECKOUT, learned=True)
+# The checkout preset with what was learned from labelled questions instead of the hand-set
+# parts: the learned ranker for the rerank, the learned probability for the answerability rules.
+LEARNED = replace(CHECKOUT, learned=True, calibrated=True)
 PRESETS: dict[str, RetrievalConfig] = {
     "plain": PLAIN,
     "checkout": CHECKOUT,

@@ -127,16 +127,21 @@ def _index(value: str, known: tuple[str, ...]) -> float:
     return float(known.index(value)) if value in known else float(len(known))
 
 
+def plan_features(plan: SynthesisPlan) -> list[float]:
+    """What the plan recognised, as the last four :data:`FEATURES`: the operation, the answer
+    type, how many focus words and how many named entities."""
+    return [
+        _index(plan.operation, OPERATIONS),
+        _index(plan.answer_type, ANSWER_TYPES),
+        float(len(focus_of(plan).terms)),
+        float(len(plan.entity_keys())),
+    ]
+
+
 def feature_rows(plan: SynthesisPlan, head: list[Candidate]) -> list[list[float]]:
     """One row of :data:`FEATURES` per item of ``head`` (the fused top, best first)."""
     top = max((c.score for c in head), default=0.0) or 1.0
-    focus, named = len(focus_of(plan).terms), len(plan.entity_keys())
-    plan_part = [
-        _index(plan.operation, OPERATIONS),
-        _index(plan.answer_type, ANSWER_TYPES),
-        float(focus),
-        float(named),
-    ]
+    plan_part = plan_features(plan)
     rows = []
     for rank, (c, s) in enumerate(zip(head, signals(plan, head), strict=True)):
         lanes = [1.0 / (1 + c.lane_ranks[lane]) if lane in c.lane_ranks else 0.0 for lane in LANES]

@@ -430,23 +430,19 @@ def _window_only(
 def _outside_window(
     plan: SynthesisPlan,
     candidates: list[Candidate],
-    min_confidence: float,
-    stale_after_days: float,
+    limits: tuple[float, float],
     outcomes: Iterable[OutcomeRecord],
     names: Mapping[str, EntityView] | None,
+    vetoes: bool,
 ) -> SynthesisResult | None:
-    """The answer without the question's dates (``as_of`` still holds), to be checked: at
-    half confidence, ``refresh_recommended``, with a warning naming the period that held
-    nothing. None if even then nothing answers: the dated result stands."""
+    """The answer without the question's dates (``as_of`` still holds; ``limits``: the
+    minimum confidence and the staleness horizon), to be checked: at half confidence,
+    ``refresh_recommended``, with a warning naming the period that held nothing. None if even
+    then nothing answers: the dated result stands."""
     window = plan.time_window
     assert window is not None  # _window_only checked it
     wide = synthesize(
-        plan.model_copy(update={"time_window": None}),
-        candidates,
-        min_confidence,
-        stale_after_days,
-        outcomes,
-        names,
+        plan.model_copy(update={"time_window": None}), candidates, *limits, outcomes, names, vetoes
     )
     if wide.answerability not in ("answer_from_memory", "refresh_recommended"):
         return None
@@ -465,6 +461,14 @@ def _outside_window(
     )
 
 
+def _by_id(candidates: list[Candidate]) -> dict[str, Candidate]:
+    """Each candidate by its id, the first of any repeated id."""
+    by_id: dict[str, Candidate] = {}
+    for c in candidates:
+        by_id.setdefault(c.item_id, c)
+    return by_id
+
+
 def synthesize(
     plan: SynthesisPlan,
     candidates: list[Candidate],
@@ -472,21 +476,20 @@ def synthesize(
     stale_after_days: float = 365.0,
     outcomes: Iterable[OutcomeRecord] = (),
     names: Mapping[str, EntityView] | None = None,
+    vetoes: bool = True,
 ) -> SynthesisResult:
     """Compose an answer from the candidate pool, with support, exclusions and warnings.
-    ``names``: the tenant's entities by key (an answer naming an entity says its name).
+    ``names``: the tenant's entities by key (an answer naming an entity says its name);
+    ``vetoes`` False: a vetoed answer is kept (``ask_user``, its veto a warning) for
+    ``synthesis.answerable``, which reads the verdict as one signal among others.
 
     Steps: evidence rows → relevant rows → screening (as_of, window, confidence) → the plan's
-    operation, as ``outcomes`` (the candidates' task records) leave it → answerability (see
-    the module docstring).
-    """
+    operation, as ``outcomes`` (task records) leave it → answerability (module docstring)."""
     records = {r.item_id: r for r in outcomes}
     candidates = [c for c in candidates if plan.admits(c.type)]
     if not candidates:
         return _result("no_memory", [], [], [])
-    by_id: dict[str, Candidate] = {}
-    for c in candidates:
-        by_id.setdefault(c.item_id, c)
+    by_id = _by_id(candidates)
     rows = evidence_rows(plan, list(by_id.values()))
     earned = proven_ids(plan.operation, records)
     ranked, loose = _relevant(plan, rows, by_id, earned)
@@ -501,7 +504,7 @@ def synthesize(
     if not any(a.support_ids for a in answers):
         if _window_only(plan, relevant, kept, excluded) and (
             wide := _outside_window(
-                plan, candidates, min_confidence, stale_after_days, outcomes, names
+                plan, candidates, (min_confidence, stale_after_days), outcomes, names, vetoes
             )
         ):
             return wide
@@ -511,7 +514,8 @@ def synthesize(
     strength, weak = _support(plan, top, by_id, loose, earned)
     if (veto := _unfit(plan, top, by_id) or weak) is not None:
         warnings.append(veto)
-        return _result("ask_user", _abstain(plan, ctx), warnings, kept)
+        kept_answers = answers if not vetoes else _abstain(plan, ctx)
+        return _result("ask_user", kept_answers, warnings, kept, demoted)
     scale = 0.5 + 0.5 * strength
     answers = [a.model_copy(update={"confidence": round(a.confidence * scale, 3)}) for a in answers]
     top = min(answers, key=lambda a: order_key(a, demoted))
