@@ -10,7 +10,7 @@ from typing import Any
 
 import orjson
 from falkordb import FalkorDB
-from memstream.checkout.retrieve import Retriever
+from memstream.checkout.retrieve.lanes import Retriever
 from memstream.embed.registry import get_embedder
 from memstream.graph.falkor import FalkorGraphStore
 from memstream.ledger.sequencing import RawRecord, Sequenced, SequencerState, sequence

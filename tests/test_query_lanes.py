@@ -12,8 +12,7 @@ import pytest
 from lanedata import projected, sequenced
 from memstream.checkout.plan import plan_query
 from memstream.checkout.plan.entities import Lexicon
-from memstream.checkout.retrieve import Retriever
-from memstream.checkout.retrieve.lanes import MAX_OFFSETS, TIME_SEARCHES
+from memstream.checkout.retrieve.lanes import MAX_OFFSETS, TIME_SEARCHES, Retriever
 from memstream.checkout.retrieve.rerank import rerank
 from memstream.graph.port import GraphUnavailable
 from memstream.stack.servers import Server

@@ -13,7 +13,7 @@ import pytest
 from lanedata import chat_entries, filler, projected
 from memstream.checkout.plan import plan_query
 from memstream.checkout.plan.entities import Lexicon
-from memstream.checkout.retrieve import Retriever
+from memstream.checkout.retrieve.lanes import Retriever
 from memstream.latent.builder import LatentBuilder, latent_input
 from memstream.ledger.sequencing import RawRecord, Sequenced, SequencerState, sequence
 from memstream.projection.extract import extract, graph_batch

@@ -17,13 +17,66 @@ import httpx
 from memstream.checkout.retrieve.config import LEVERS
 
 
-class MemstreamHttpError(RuntimeError):
-    """A 4xx/5xx from the API; ``detail`` is the server's reason."""
+class MemstreamError(RuntimeError):
+    """The API could not be reached or refused the call; ``str()`` is one line naming what
+    failed and what to do."""
 
-    def __init__(self, status: int, detail: str) -> None:
-        super().__init__(f"HTTP {status}: {detail}")
+
+# What a caller can do about each refusal, after the server's own reason.
+_NEXT_STEP = {
+    400: "send a body that decodes as JSON",
+    401: "check the API key (MEMSTREAM_API_KEY or --key): missing, unknown or revoked",
+    403: "use a key with that permission and scope (memstream keys create)",
+    404: "check the id or path",
+    408: "send the request again",
+    413: "send less: split the batch or shorten the event",
+    422: "correct the field named",
+    429: "slow down: retry after the seconds the server gave",
+    503: "the stack is starting or a store is down: retry in a few seconds",
+}
+
+
+class MemstreamHttpError(MemstreamError):
+    """A 4xx/5xx from the API: ``status``, ``detail`` (the server's reason) and, in the
+    message, the call that failed and what to do."""
+
+    def __init__(self, status: int, detail: str, call: str = "") -> None:
+        step = _NEXT_STEP.get(status, "the API failed: see its log" if status >= 500 else "")
+        where = f"{call} " if call else ""
+        then = f" — {step}" if step else ""
+        super().__init__(f"{where}refused (HTTP {status}): {detail}{then}")
         self.status = status
         self.detail = detail
+
+
+class MemstreamUnreachableError(MemstreamError, ConnectionError):
+    """No answer from the API: nothing listens at the address, or it did not answer in time."""
+
+    def __init__(self, base_url: str, why: str) -> None:
+        super().__init__(
+            f"memstream API at {base_url} {why} — is the stack running (memstream up, "
+            "memstream status) and is this its address?"
+        )
+        self.base_url = base_url
+
+
+def _reason(resp: httpx.Response) -> str:
+    """The server's ``detail`` on one line (a validation refusal's fields joined)."""
+    try:
+        doc = resp.json()
+    except ValueError:
+        return " ".join(resp.text.split())[:300] or resp.reason_phrase
+    detail = doc.get("detail") if isinstance(doc, dict) else None
+    problems = doc.get("errors") if isinstance(doc, dict) else None
+    if isinstance(problems, list) and problems:
+        return "; ".join(
+            f"{p.get('field') or 'body'}: {p.get('message')}"
+            for p in problems
+            if isinstance(p, dict)
+        )
+    if isinstance(detail, list):  # FastAPI's own shape, where a route answers it
+        return "; ".join(str(d.get("msg", d)) if isinstance(d, dict) else str(d) for d in detail)
+    return " ".join(str(detail if detail is not None else doc).split())
 
 
 class StaleRead(UserWarning):
@@ -52,6 +105,10 @@ def _scope_params(scope: ScopeArg | None) -> list[tuple[str, str | int]]:
     return params
 
 
+def _first(exc: Exception) -> str:
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+
+
 def _warn_stale(doc: dict[str, Any]) -> None:
     for w in doc.get("warnings") or []:
         if isinstance(w, dict) and w.get("kind") == "stale":
@@ -69,13 +126,17 @@ class MemoryHttpClient:
         )
 
     def _call(self, method: str, path: str, **kw: Any) -> httpx.Response:
-        resp = self._http.request(method, path, **kw)
+        base = str(self._http.base_url).rstrip("/")
+        try:
+            resp = self._http.request(method, path, **kw)
+        except httpx.ConnectError as exc:
+            raise MemstreamUnreachableError(base, f"cannot be reached ({_first(exc)})") from exc
+        except httpx.TimeoutException as exc:
+            raise MemstreamUnreachableError(base, "did not answer in time") from exc
+        except httpx.TransportError as exc:
+            raise MemstreamUnreachableError(base, f"broke the connection ({_first(exc)})") from exc
         if resp.status_code >= 400:
-            try:
-                detail = str(resp.json().get("detail"))
-            except ValueError:
-                detail = resp.text
-            raise MemstreamHttpError(resp.status_code, detail)
+            raise MemstreamHttpError(resp.status_code, _reason(resp), f"{method} {path}")
         return resp
 
     def emit(self, events: list[dict[str, Any]]) -> list[str]:

@@ -13,9 +13,10 @@ import base64
 import logging
 import re
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from functools import partial
 from types import TracebackType
 from typing import Any
 
@@ -43,8 +44,15 @@ from memstream.wire import dotted, shorten
 
 COMPONENT = "sdk"
 DATA_KEYS_PER_CALL = 1000  # the API's bound per request
+PROGRESS_EVERY = 500  # events queued between two progress calls of emit_many
 DEFAULT_MAX_RECORD_BYTES: int = Settings.model_fields["max_record_bytes"].default
 log = logging.getLogger(__name__)
+
+
+def _kafka_reason(exc: KafkaException) -> str:
+    """A KafkaError's own words (its ``str()``), not its repr."""
+    first = exc.args[0] if exc.args else exc
+    return str(first.str() if hasattr(first, "str") else first)
 
 
 class MemstreamSdkError(RuntimeError):
@@ -219,7 +227,8 @@ class MemoryClient:
         except KafkaException as exc:
             raise BrokerUnavailableError(
                 f"Kafka broker at {self.bootstrap} is unreachable "
-                f"(no metadata within {timeout:g}s): {exc.args[0] if exc.args else exc}"
+                f"(no metadata within {timeout:g}s: {_kafka_reason(exc)}) — is the stack "
+                "running (memstream up, memstream status) and is this its bootstrap address?"
             ) from exc
         if check_topic and RAW not in md.topics:
             raise TopicMissingError(
@@ -264,12 +273,24 @@ class MemoryClient:
         """Queue a prebuilt envelope (or an ``EventIn`` or a dict to complete); its id."""
         return self._produce(self._complete(event, 0))
 
-    def emit_many(self, events: Iterable[Event | EventIn | Mapping[str, Any]]) -> list[str]:
+    def emit_many(
+        self,
+        events: Iterable[Event | EventIn | Mapping[str, Any]],
+        progress: Callable[[int], None] | None = None,
+    ) -> list[str]:
         """Validate every event first, then queue them all: a bad one anywhere refuses the
-        whole batch (:class:`EventRefusedError`, one line naming it and its field)."""
+        whole batch (:class:`EventRefusedError`, one line naming it and its field).
+        ``progress`` is told how many are queued, every ``PROGRESS_EVERY`` and at the end."""
         completed = [self._complete(e, i) for i, e in enumerate(events)]
         values = self._sealed(completed)
-        return [self._produce(e, v) for e, v in zip(completed, values, strict=True)]
+        ids = []
+        for e, v in zip(completed, values, strict=True):
+            ids.append(self._produce(e, v))
+            if progress is not None and len(ids) % PROGRESS_EVERY == 0:
+                progress(len(ids))
+        if progress is not None:
+            progress(len(ids))
+        return ids
 
     def _sealed(self, events: Sequence[Event]) -> list[bytes]:
         """The events as written, checked as the API's intake checks them
@@ -438,17 +459,26 @@ def emit_by_tenant(
     *,
     epoch: str = "",
     prover: Prover | None = None,
+    progress: Callable[[int], None] | None = None,
 ) -> int:
     """Emit envelopes of any tenants: one client per tenant (``keys``, ``epoch`` and
     ``prover`` as for :class:`MemoryClient`: the stack's tools prove as the stack), flushed
-    on close; returns how many were emitted (DeliveryError names any that were not)."""
+    on close; returns how many were emitted (DeliveryError names any that were not).
+    ``progress`` is told how many of all are queued so far."""
     by_tenant: dict[str, list[Event]] = {}
     for e in events:
         by_tenant.setdefault(e.tenant, []).append(e)
+    before = 0
     for tenant, batch in by_tenant.items():
+        told = None if progress is None else partial(_plus, before, progress)
         with MemoryClient(bootstrap, tenant, keys=keys, epoch=epoch, prover=prover) as client:
-            client.emit_many(batch)
-    return sum(len(b) for b in by_tenant.values())
+            client.emit_many(batch, told)
+        before += len(batch)
+    return before
+
+
+def _plus(before: int, progress: Callable[[int], None], done: int) -> None:
+    progress(before + done)
 
 
 def _only(values: list[str] | None) -> str | None:

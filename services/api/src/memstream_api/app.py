@@ -50,6 +50,7 @@ from memstream_api import (
     purge_routes,
     read_after,
     summarize_routes,
+    traces,
 )
 from memstream_api.broker import BrokerFollower
 from memstream_api.context import ApiContext, Serving, attach
@@ -215,11 +216,15 @@ def _guard(app: FastAPI, settings: Settings) -> None:
     ingest_limit = settings.api_max_ingest_body_bytes
     # Inside the body limit: a body too large is 413 whatever its type; one that is not JSON
     # is 415 before any of it is read.
-    app.add_middleware(JsonOnly, prefix="/v1/")
+    app.add_middleware(JsonOnly, prefix="/v1/", accepted={ingest.TRACES_PATH: traces.MEDIA_TYPES})
     app.add_middleware(
         BodyGuard,
         default=settings.api_max_body_bytes,
-        limits={ingest.PATH: ingest_limit, MCP_PATH: ingest_limit},
+        limits={
+            ingest.PATH: ingest_limit,
+            ingest.TRACES_PATH: ingest_limit,
+            MCP_PATH: ingest_limit,
+        },
         pace=Pace(
             stall_s=settings.api_body_timeout_s,
             deadline_s=settings.api_body_deadline_s,
@@ -239,7 +244,7 @@ def _routes(app: FastAPI) -> None:
     for router in (
         ingest.router, checkout_routes.router, feedback.router, invalidate_routes.router,
         latent_routes.router, explorer.router, summarize_routes.router, purge_routes.router,
-        producer_routes.router,
+        producer_routes.router, traces.router,
     ):  # fmt: skip
         app.include_router(router)
     app.add_exception_handler(GraphUnavailable, errors.store_down)

@@ -33,6 +33,7 @@ from memstream_api.writes import (
 
 COMPONENT = "api"
 PATH = "/v1/events"
+TRACES_PATH = "/v1/traces"
 
 router = APIRouter(tags=["ingest"])
 
@@ -60,9 +61,23 @@ REQUEST_BODY: dict[str, Any] = {
 }
 
 
+def take_slot(request: Request, tenant: str) -> JSONResponse | None:
+    """One of the tenant's ingest slots (given back by the caller), or the 429 when all
+    are open: a tenant's writes (events, traces) wait on each other, not on other tenants."""
+    slots: IngestSlots = context(request).ingest_slots
+    if slots.take(tenant):
+        return None
+    API_REFUSED.labels(COMPONENT, "tenant_ingest_open").inc()
+    detail = (
+        f"tenant {tenant} already has {slots.per_tenant} ingest requests open, the most "
+        f"allowed at once; retry after {RETRY_AFTER_S} s"
+    )
+    return JSONResponse({"detail": detail}, status_code=429, headers=retry_after())
+
+
 def count_too_large(path: str) -> None:
     """The body limit (``memstream_api.limits``) refused a request to ``path`` unread."""
-    if path == PATH:
+    if path in (PATH, TRACES_PATH):
         EVENTS_REJECTED.labels(component=COMPONENT, reason="too_large").inc()
 
 
@@ -103,20 +118,14 @@ async def post_events(request: Request, caller: Writer) -> Response | Accepted:
     acknowledged every event (acks=all).
     """
     tenant = caller.tenant
-    slots: IngestSlots = context(request).ingest_slots
-    if not slots.take(tenant):
-        API_REFUSED.labels(COMPONENT, "tenant_ingest_open").inc()
-        detail = (
-            f"tenant {tenant} already has {slots.per_tenant} ingest requests open, the most "
-            f"allowed at once; retry after {RETRY_AFTER_S} s"
-        )
-        return JSONResponse({"detail": detail}, status_code=429, headers=retry_after())
+    if (busy := take_slot(request, tenant)) is not None:
+        return busy
     try:
         # Within the route's limit: memstream_api.limits refused a larger body unread.
         body = await request.body()
         written = answer(await intake(request).accept(body, tenant, caller.scope))
     finally:
-        slots.give(tenant)
+        context(request).ingest_slots.give(tenant)
     if isinstance(written, Written):
         return Accepted(accepted=len(written.ids), ids=written.ids, position=written.position)
     return written

@@ -7,7 +7,8 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request
 from memstream.checkout.search import SearchRequest, SearchResult
 from memstream.projection.live import NoProjection
-from memstream.records.latent import ArtifactType, LatentArtifact
+from memstream.records.altitudes import ArtifactType
+from memstream.records.latent import LatentArtifact
 from pydantic import BaseModel
 from starlette.concurrency import run_in_threadpool
 

@@ -3,64 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
-from pathlib import Path
 from typing import Annotated
 
 import typer
-from memstream.client import MemoryHttpClient, MemstreamHttpError
-from memstream.keys import KeyStore
-from memstream.scope import parse_pairs
-from memstream.settings import Settings
-from pydantic import ValidationError
 
-from memstream_cli.common import DataDir, endpoints, fail, print_json, settings_for
-
-Tenant = Annotated[str, typer.Option("--tenant", help="whose memory")]
-ApiKey = Annotated[
-    str | None, typer.Option("--key", envvar="MEMSTREAM_API_KEY", help="API key of the tenant")
-]
-
-
-ScopeOption = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--scope",
-        help="read only user=U, agent=A or stream=S (repeatable; AND across fields, OR within one)",
-    ),
-]
-
-
-def scope_arg(pairs: list[str] | None) -> dict[str, list[str]] | None:
-    """``--scope`` pairs as the API's scope (exit 1 naming what is wrong)."""
-    if not pairs:
-        return None
-    try:
-        found = parse_pairs(pairs)
-    except (ValueError, ValidationError) as exc:
-        fail(str(exc).splitlines()[0])
-    return found.model_dump(exclude_none=True)
-
-
-def http_client(settings: Settings, tenant: str, key: str | None) -> MemoryHttpClient:
-    """The HTTP API as ``tenant``: with the key given, else an operator key for the tenant."""
-    ep = endpoints(settings)
-    if ep.api_url is None:
-        fail("no API endpoint known (start the stack or set MEMSTREAM_API_PORT)")
-    return MemoryHttpClient(ep.api_url, key or _operator_key(settings, tenant))
-
-
-def _operator_key(settings: Settings, tenant: str) -> str:
-    """An operator on the stack's machine gets a key per tenant, made once and kept 0600."""
-    path: Path = settings.data_dir / "cli-keys" / tenant
-    if path.exists():
-        return path.read_text().strip()
-    key = KeyStore(settings.resolved_keys_file()).create(tenant)
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        fh.write(key + "\n")
-    return key
+from memstream_cli.api import ApiKey, ScopeOption, Tenant, calling, scope_arg
+from memstream_cli.common import DataDir, fail, print_json
 
 
 def checkout(
@@ -90,21 +38,18 @@ def checkout(
     """One checkout packet for QUERY."""
     if format_ not in ("json", "markdown", "gathered"):
         fail("--format must be json, markdown or gathered")
-    with http_client(settings_for(data_dir), tenant, key) as client:
-        try:
-            packet = client.checkout(
-                query,
-                as_of=as_of,
-                max_tokens=max_tokens,
-                k=k,
-                stream=stream,
-                scope=scope_arg(scope),
-                purpose=purpose,
-                format=format_,  # type: ignore[arg-type]
-                after=after,
-            )
-        except MemstreamHttpError as exc:
-            fail(str(exc))
+    with calling(data_dir, tenant, key) as client:
+        packet = client.checkout(
+            query,
+            as_of=as_of,
+            max_tokens=max_tokens,
+            k=k,
+            stream=stream,
+            scope=scope_arg(scope),
+            purpose=purpose,
+            format=format_,  # type: ignore[arg-type]
+            after=after,
+        )
     if format_ == "json":
         print_json(packet)
     else:
@@ -118,9 +63,6 @@ def lineage(
     data_dir: DataDir = None,
 ) -> None:
     """Sources (one hop) and leaves (ledger events) of an item."""
-    with http_client(settings_for(data_dir), tenant, key) as client:
-        try:
-            doc = client.lineage(item_id)
-        except MemstreamHttpError as exc:
-            fail(str(exc))
+    with calling(data_dir, tenant, key) as client:
+        doc = client.lineage(item_id)
     print(json.dumps(doc, indent=2))

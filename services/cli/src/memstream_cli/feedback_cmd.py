@@ -5,10 +5,9 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from memstream.client import MemstreamHttpError
 
-from memstream_cli.checkout_cmd import ApiKey, Tenant, http_client
-from memstream_cli.common import DataDir, JsonFlag, fail, out, print_json, settings_for
+from memstream_cli.api import ApiKey, Tenant, calling
+from memstream_cli.common import DataDir, JsonFlag, out, print_json
 
 
 def feedback(
@@ -31,11 +30,8 @@ def feedback(
     """Tell memory that some memories helped (+) or misled (-); into the ledger. Every id
     must name an event or fact of the tenant: otherwise nothing is written and the unknown
     ids are listed (exit 1)."""
-    with http_client(settings_for(data_dir), tenant, key) as client:
-        try:
-            event_id = client.feedback(ids, signal, packet_id=packet, reason=reason, stream=stream)
-        except MemstreamHttpError as exc:
-            fail(str(exc))
+    with calling(data_dir, tenant, key) as client:
+        event_id = client.feedback(ids, signal, packet_id=packet, reason=reason, stream=stream)
     if json_out:
         print_json(
             {"id": event_id, "tenant": tenant, "target_ids": ids, "signal": signal,

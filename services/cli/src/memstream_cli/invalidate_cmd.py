@@ -7,10 +7,9 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 import typer
-from memstream.client import MemstreamHttpError
 
-from memstream_cli.checkout_cmd import ApiKey, Tenant, http_client
-from memstream_cli.common import DataDir, JsonFlag, fail, out, print_json, settings_for
+from memstream_cli.api import ApiKey, Tenant, calling
+from memstream_cli.common import DataDir, JsonFlag, fail, out, print_json
 
 invalidations_app = typer.Typer(
     help="Invalidations and the proposals of the retrospective pass.", no_args_is_help=True
@@ -32,11 +31,8 @@ def invalidate(
 ) -> None:
     """Say memories are wrong: facts get valid_to and the reason (never deleted), and
     checkout leaves them out."""
-    with http_client(settings_for(data_dir), tenant, key) as client:
-        try:
-            event_id = client.invalidate(ids, reason, after=after)
-        except MemstreamHttpError as exc:
-            fail(str(exc))
+    with calling(data_dir, tenant, key) as client:
+        event_id = client.invalidate(ids, reason, after=after)
     if json_out:
         print_json({"id": event_id, "tenant": tenant, "target_ids": ids, "reason": reason})
     else:
@@ -58,11 +54,8 @@ def list_(
     if status not in (None, "proposed", "accepted", "rejected"):
         fail(f"--status must be proposed, accepted or rejected, not {status!r}")
     wanted: Literal["proposed", "accepted", "rejected"] | None = status  # type: ignore[assignment]
-    with http_client(settings_for(data_dir), tenant, key) as client:
-        try:
-            found = client.invalidations(wanted, limit)
-        except MemstreamHttpError as exc:
-            fail(str(exc))
+    with calling(data_dir, tenant, key) as client:
+        found = client.invalidations(wanted, limit)
     if json_out:
         print_json(found)
         return
@@ -81,11 +74,8 @@ def _decide(
     data_dir: Path | None,
     json_out: bool,
 ) -> None:
-    with http_client(settings_for(data_dir), tenant, key) as client:
-        try:
-            event_id = client.decide(proposal, accept, reason=reason)
-        except MemstreamHttpError as exc:
-            fail(str(exc))
+    with calling(data_dir, tenant, key) as client:
+        event_id = client.decide(proposal, accept, reason=reason)
     verdict = "accepted" if accept else "rejected"
     if json_out:
         print_json({"id": event_id, "proposal_id": proposal, "status": verdict})

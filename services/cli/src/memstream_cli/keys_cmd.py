@@ -2,25 +2,31 @@
 
 from __future__ import annotations
 
-from typing import Annotated, cast
+from typing import TYPE_CHECKING, Annotated, cast
 
 import typer
-from memstream.keys import PERMISSIONS, KeyRecord, KeyStore, LastUsed, Permission
-from memstream.scope import parse_pairs
-from pydantic import ValidationError
 from rich.table import Table
 from rich.text import Text
 
 from memstream_cli.common import DataDir, JsonFlag, fail, out, print_json, settings_for
 
+if TYPE_CHECKING:
+    from memstream.keys import KeyRecord, KeyStore, Permission
+
+# The key store (and the models it reads) is imported when a keys command runs.
+
 keys_app = typer.Typer(help="API keys (stored hashed).", no_args_is_help=True)
 
 
 def _store(data_dir: DataDir) -> KeyStore:
+    from memstream.keys import KeyStore
+
     return KeyStore(settings_for(data_dir).resolved_keys_file())
 
 
 def _permissions(can: str | None) -> list[Permission] | None:
+    from memstream.keys import PERMISSIONS, Permission
+
     if can is None:
         return None
     asked = [p.strip() for p in can.split(",") if p.strip()]
@@ -32,6 +38,8 @@ def _permissions(can: str | None) -> list[Permission] | None:
 
 def shown(record: KeyRecord, last_used: str | None = None) -> dict[str, object]:
     """A key as ``keys list`` and ``keys create --json`` show it: never the secret."""
+    from memstream.keys import PERMISSIONS
+
     return {
         "id": record.key_id,
         "tenant": record.tenant,
@@ -60,6 +68,9 @@ def create(
     data_dir: DataDir = None,
 ) -> None:
     """Print a new API key bound to TENANT (shown once; only its hash is stored)."""
+    from memstream.scope import parse_pairs
+    from pydantic import ValidationError
+
     permissions = _permissions(can)
     try:
         limits = parse_pairs(scope or [])
@@ -80,6 +91,8 @@ def list_keys(
 ) -> None:
     """The tenant's keys: id, name, permissions, scope, created, last used, revoked; never
     a secret."""
+    from memstream.keys import PERMISSIONS, LastUsed
+
     store = _store(data_dir)
     used = LastUsed(store.path).read()
     if json_out:

@@ -5,13 +5,12 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import typer
-from memstream.client import MemstreamHttpError
-from memstream.records.latent import ALTITUDES, ARTIFACT_TYPES
+from memstream.records.altitudes import ALTITUDES, ARTIFACT_TYPES
 from rich import box
 from rich.table import Table
 
-from memstream_cli.checkout_cmd import ApiKey, ScopeOption, Tenant, http_client, scope_arg
-from memstream_cli.common import DataDir, JsonFlag, fail, out, print_json, settings_for
+from memstream_cli.api import ApiKey, ScopeOption, Tenant, calling, scope_arg
+from memstream_cli.common import DataDir, JsonFlag, fail, out, print_json
 
 latents_app = typer.Typer(
     help="Latent artifacts: derived, suggestive memory (episodes, preferences, ...).",
@@ -41,11 +40,8 @@ def search(
     """Search memory at one altitude; drill down from a hit with `memstream lineage`."""
     if altitude not in ALTITUDES:
         fail(f"--altitude must be one of {', '.join(ALTITUDES)}")
-    with http_client(settings_for(data_dir), tenant, key) as client:
-        try:
-            hits = client.search(query, altitude=altitude, k=k, as_of=as_of, scope=scope_arg(scope))
-        except MemstreamHttpError as exc:
-            fail(str(exc))
+    with calling(data_dir, tenant, key) as client:
+        hits = client.search(query, altitude=altitude, k=k, as_of=as_of, scope=scope_arg(scope))
     if json_out:
         print_json({"hits": hits})
         return
@@ -84,11 +80,8 @@ def list_(
     unknown = [t for t in type_ or [] if t not in ARTIFACT_TYPES]
     if unknown:
         fail(f"unknown --type {unknown[0]!r}; one of {', '.join(ARTIFACT_TYPES)}")
-    with http_client(settings_for(data_dir), tenant, key) as client:
-        try:
-            found = client.latents(type_, stream, include_stale, limit)
-        except MemstreamHttpError as exc:
-            fail(str(exc))
+    with calling(data_dir, tenant, key) as client:
+        found = client.latents(type_, stream, include_stale, limit)
     if json_out:
         print_json({"artifacts": found})
         return

@@ -5,9 +5,6 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from memstream.archive.verify import verify_archive
-from memstream.ledger.opening import reading_keys
-from memstream.ledger.stats import ledger_stats
 from rich.table import Table
 
 from memstream_cli.common import DataDir, JsonFlag, endpoints, fail, out, print_json, settings_for
@@ -18,6 +15,8 @@ ledger_app = typer.Typer(help="The authoritative ledger.", no_args_is_help=True)
 @ledger_app.command("stats")
 def stats(data_dir: DataDir = None, json_out: JsonFlag = False) -> None:
     """Events, streams and purged entries per tenant, and the DLQ size."""
+    from memstream.ledger.stats import ledger_stats
+
     doc = ledger_stats(endpoints(settings_for(data_dir)).kafka_bootstrap)
     if json_out:
         print_json(doc)
@@ -40,6 +39,9 @@ def verify(
     A purged entry passes when a purge tombstone covers it; without one it is broken. A
     sealed entry whose data key is gone counts as purged, and needs a tombstone too.
     """
+    from memstream.archive.verify import verify_archive
+    from memstream.ledger.opening import reading_keys
+
     settings = settings_for(data_dir)
     archive = settings.archive_dir
     if tenant is not None and not (archive / tenant).is_dir():

@@ -4,15 +4,14 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from memstream import logs
-from memstream.metrics import serve_metrics
-from memstream.settings import Settings
 
 from memstream_cli.common import DataDir, err, fail, settings_for
-from memstream_cli.stack.locate import NoStackError, locate
+
+if TYPE_CHECKING:
+    from memstream.settings import Settings
 
 COMPONENT = "mcp"
 
@@ -43,8 +42,10 @@ def mcp(
         )
     # The MCP server and its SDK are imported here (~1.2 s), not by every other command.
     import anyio
+    from memstream import logs
     from memstream.mcpserver.backend import MemoryBackend, http_backend
     from memstream.mcpserver.server import build_server
+    from memstream.metrics import serve_metrics
 
     settings = settings_for(data_dir)
     logs.configure(settings.log_level)  # on stderr; a library's request lines never written
@@ -69,6 +70,8 @@ def mcp(
 
 def _located_api(settings: Settings) -> str:
     from mcp.server.mcpserver.exceptions import ToolError
+
+    from memstream_cli.stack.locate import NoStackError, locate
 
     try:
         ep = locate(settings)

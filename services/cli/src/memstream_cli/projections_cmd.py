@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 import time
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from memstream.graph.factory import open_graph_store
-from memstream.projection.embedded import default_config
-from memstream.projection.status import caught_up, projection_status
-from memstream.projection.versions import FileProjectionRegistry, RegistryError, registry_path
-from memstream.settings import Settings
 from rich.table import Table
 
 from memstream_cli.common import DataDir, JsonFlag, endpoints, fail, out, print_json, settings_for
 from memstream_cli.progress import stages
+
+if TYPE_CHECKING:
+    from memstream.projection.versions import FileProjectionRegistry
+    from memstream.settings import Settings
 
 projections_app = typer.Typer(
     help="Projection versions built from the ledger.", no_args_is_help=True
@@ -28,6 +27,12 @@ def _stack_settings(data_dir: DataDir) -> tuple[Settings, str, list[str]]:
         settings = settings.model_copy(update={"falkordb_url": ep.stack.falkordb_url})
     metrics = list(ep.stack.metrics_endpoints) if ep.stack is not None else []
     return settings, ep.kafka_bootstrap, metrics
+
+
+def _registry(settings: Settings) -> FileProjectionRegistry:
+    from memstream.projection.versions import FileProjectionRegistry, registry_path
+
+    return FileProjectionRegistry(registry_path(settings.data_dir))
 
 
 def replay(
@@ -55,8 +60,11 @@ def replay(
     json_out: JsonFlag = False,
 ) -> None:
     """Build VERSION from the ledger beside the live one (its own groups, graph, collection)."""
+    from memstream.projection.embedded import default_config
+    from memstream.projection.versions import RegistryError
+
     settings, bootstrap, metrics = _stack_settings(data_dir)
-    registry = FileProjectionRegistry(registry_path(settings.data_dir))
+    registry = _registry(settings)
     try:
         config = default_config(
             embedder, feedback=feedback, keys="plain" if plain_keys else "context"
@@ -86,6 +94,8 @@ def replay(
 def _version_doc(
     settings: Settings, bootstrap: str, metrics: list[str], name: str
 ) -> dict[str, Any]:
+    from memstream.projection.status import projection_status
+
     status = projection_status(settings, bootstrap, metrics)
     return next(v for v in status["versions"] if v["name"] == name)
 
@@ -93,6 +103,8 @@ def _version_doc(
 def _follow(
     settings: Settings, bootstrap: str, metrics: list[str], name: str, timeout: float, quiet: bool
 ) -> dict[str, Any]:
+    from memstream.projection.status import caught_up
+
     deadline = time.monotonic() + timeout
     with stages(quiet, lines=False) as progress:
         graph = progress.stage(f"{name} graph")
@@ -117,6 +129,8 @@ def _follow(
 @projections_app.command("list")
 def list_(data_dir: DataDir = None, json_out: JsonFlag = False) -> None:
     """Versions, which one is live, their counts against the ledger, and lag."""
+    from memstream.projection.status import projection_status
+
     settings, bootstrap, metrics = _stack_settings(data_dir)
     doc = projection_status(settings, bootstrap, metrics)
     if json_out:
@@ -154,9 +168,10 @@ def list_(data_dir: DataDir = None, json_out: JsonFlag = False) -> None:
 @projections_app.command("promote")
 def promote(name: str, data_dir: DataDir = None, json_out: JsonFlag = False) -> None:
     """Switch reads to NAME (atomic)."""
-    settings = settings_for(data_dir)
+    from memstream.projection.versions import RegistryError
+
     try:
-        FileProjectionRegistry(registry_path(settings.data_dir)).promote(name)
+        _registry(settings_for(data_dir)).promote(name)
     except RegistryError as exc:
         fail(str(exc))
     if json_out:
@@ -168,9 +183,12 @@ def promote(name: str, data_dir: DataDir = None, json_out: JsonFlag = False) -> 
 @projections_app.command("drop")
 def drop(name: str, data_dir: DataDir = None) -> None:
     """Delete a version that is not live: its graph namespace and vector collection."""
+    from memstream.graph.factory import open_graph_store
+    from memstream.projection.versions import RegistryError
+
     settings, _bootstrap, _metrics = _stack_settings(data_dir)
     try:
-        info = FileProjectionRegistry(registry_path(settings.data_dir)).drop(name)
+        info = _registry(settings).drop(name)
     except RegistryError as exc:
         fail(str(exc))
     open_graph_store(settings, info.graph_namespace).drop()

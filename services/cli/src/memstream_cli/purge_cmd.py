@@ -3,19 +3,19 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from memstream.client import MemstreamHttpError
-from memstream.scope import parse_pairs
-from pydantic import ValidationError
 from rich import box
 from rich.table import Table
 from rich.text import Text
 
-from memstream_cli.checkout_cmd import ApiKey, Tenant, http_client
-from memstream_cli.common import DataDir, JsonFlag, fail, out, print_json, settings_for
+from memstream_cli.api import ApiKey, Tenant, calling
+from memstream_cli.common import DataDir, JsonFlag, fail, out, print_json
 from memstream_cli.progress import stages
+
+if TYPE_CHECKING:
+    from memstream.scope import Scope
 
 
 def purge(
@@ -45,23 +45,16 @@ def purge(
     exit 1 if a store had not finished when the wait ended."""
     if (subject is None) == (not scope):
         fail("give --subject S or --scope FIELD=VALUE (not both)")
-    try:
-        asked = parse_pairs(scope) if scope else None
-    except (ValueError, ValidationError) as exc:
-        fail(str(exc).splitlines()[0])
+    asked = _scope(scope) if scope else None
     what = subject if asked is None else asked.label()
     doing = f"dry run: {what}" if dry_run else f"purging {what} (stores get {wait_s:g} s)"
-    with http_client(settings_for(data_dir), tenant, key) as client:
-        try:
-            with stages(json_out, lines=False) as progress:
-                progress(doing)
-                if asked is None:
-                    report = client.purge(str(subject), dry_run=dry_run, wait_s=wait_s)
-                else:
-                    fields = asked.model_dump(exclude_none=True)
-                    report = client.purge_scope(fields, dry_run=dry_run, wait_s=wait_s)
-        except MemstreamHttpError as exc:
-            fail(str(exc))
+    with calling(data_dir, tenant, key) as client, stages(json_out, lines=False) as progress:
+        progress(doing)
+        if asked is None:
+            report = client.purge(str(subject), dry_run=dry_run, wait_s=wait_s)
+        else:
+            fields = asked.model_dump(exclude_none=True)
+            report = client.purge_scope(fields, dry_run=dry_run, wait_s=wait_s)
     if json_out:
         print_json(report)
     else:
@@ -102,3 +95,14 @@ def _show(report: dict[str, Any], dry_run: bool) -> None:
             f"[yellow]{r['topic']}: {r['count']} copies in the clear until {r['until']}"
             f"[/yellow] ({r['note']})"
         )
+
+
+def _scope(pairs: list[str]) -> Scope:
+    """``--scope`` pairs as a scope (exit 1 naming what is wrong)."""
+    from memstream.scope import parse_pairs
+    from pydantic import ValidationError
+
+    try:
+        return parse_pairs(pairs)
+    except (ValueError, ValidationError) as exc:
+        fail(str(exc).splitlines()[0])

@@ -5,15 +5,9 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import typer
-from memstream import logs
-from memstream.stack.binaries import MissingBinaryError
-from memstream.stack.servers import ServerStartError
 from rich.table import Table
 
 from memstream_cli.common import DataDir, JsonFlag, endpoints, fail, out, print_json, settings_for
-from memstream_cli.stack.sample import load_sample_data
-from memstream_cli.stack.status import collect_status
-from memstream_cli.stack.supervisor import EmbeddedStack, StackError, install_stop_signals
 
 
 def up(
@@ -33,6 +27,13 @@ def up(
     ] = None,
 ) -> None:
     """Run the embedded stack (broker, graph server, workers, API) until Ctrl-C."""
+    from memstream import logs
+    from memstream.stack.binaries import MissingBinaryError
+    from memstream.stack.servers import ServerStartError
+
+    from memstream_cli.stack.sample import load_sample_data
+    from memstream_cli.stack.supervisor import EmbeddedStack, StackError, install_stop_signals
+
     settings = settings_for(data_dir, **({} if replicas is None else {"replicas": replicas}))
     logs.configure(settings.log_level)
     stack = EmbeddedStack(settings, settings.data_dir, api_port or settings.api_port)
@@ -81,6 +82,8 @@ def groups_table(groups: dict[str, Any]) -> Table:
 
 def status(data_dir: DataDir = None, json_out: JsonFlag = False) -> None:
     """Health of each component and consumer lag per group."""
+    from memstream_cli.stack.status import collect_status
+
     settings = settings_for(data_dir)
     doc = collect_status(endpoints(settings), settings.outbox_max_age_s)
     if json_out:

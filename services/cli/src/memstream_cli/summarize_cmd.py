@@ -5,11 +5,10 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from memstream.client import MemstreamHttpError
 from rich.markup import escape
 
-from memstream_cli.checkout_cmd import ApiKey, Tenant, http_client
-from memstream_cli.common import DataDir, JsonFlag, fail, out, print_json, settings_for
+from memstream_cli.api import ApiKey, Tenant, calling
+from memstream_cli.common import DataDir, JsonFlag, out, print_json
 
 
 def summarize(
@@ -27,13 +26,10 @@ def summarize(
     json_out: JsonFlag = False,
 ) -> None:
     """Recall memories and synthesize one cited answer (needs ANTHROPIC_API_KEY on the API)."""
-    with http_client(settings_for(data_dir), tenant, key) as client:
-        try:
-            doc = client.summarize_recall(
-                query, k=k, max_tokens=max_tokens, force_refresh=force_refresh
-            )
-        except MemstreamHttpError as exc:
-            fail(str(exc))
+    with calling(data_dir, tenant, key) as client:
+        doc = client.summarize_recall(
+            query, k=k, max_tokens=max_tokens, force_refresh=force_refresh
+        )
     if json_out:
         print_json(doc)
         return

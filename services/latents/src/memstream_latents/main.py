@@ -76,7 +76,8 @@ from memstream.metrics import (
 from memstream.projection.latents import decode_artifacts
 from memstream.projection.purge import PURGE_TYPE
 from memstream.projection.versions import FileProjectionRegistry, registry_path
-from memstream.records.latent import ARTIFACT_TYPES, LatentArtifact, LatentDeletion
+from memstream.records.altitudes import ARTIFACT_TYPES
+from memstream.records.latent import LatentArtifact, LatentDeletion
 from memstream.settings import Settings
 from memstream.shred.sealer import ArtifactSealer
 from memstream.sinks import sink

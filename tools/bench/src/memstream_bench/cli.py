@@ -11,8 +11,6 @@ from memstream_cli.common import JsonFlag, err, fail, out, print_json
 from memstream_cli.progress import stages
 from rich.table import Table
 
-from memstream_bench.faults import FAULTS
-
 # The benches import the stack supervisor, the MCP server and more (~2 s): every other
 # `memstream` command starts without them. Each runner is imported when its bench runs.
 
@@ -73,6 +71,12 @@ def run_scale_bench(*args: Any, **kwargs: Any) -> dict[str, Any]:
 
 def run_read_after_bench(*args: Any, **kwargs: Any) -> dict[str, Any]:
     from memstream_bench.read_after import run_read_after_bench as run
+
+    return run(*args, **kwargs)
+
+
+def run_cli_bench(*args: Any, **kwargs: Any) -> dict[str, Any]:
+    from memstream_bench.startup import run_cli_bench as run
 
     return run(*args, **kwargs)
 
@@ -391,6 +395,29 @@ def read_after(
     )
 
 
+@bench_app.command("cli")
+def cli(
+    runs: Annotated[int, typer.Option("--runs", min=1, help="runs of each command")] = 5,
+    json_out: JsonFlag = False,
+) -> None:
+    """Seconds from exec to exit of each light command against a running stack, beside the
+    bare interpreter's start (the bar: under 1 s)."""
+    with stages(json_out) as progress:
+        doc = run_cli_bench(runs, progress)
+    if json_out:
+        print_json(doc)
+        return
+    table = Table("command", "median s", "max s", f"under {doc['bar_s']:g} s")
+    for r in doc["commands"]:
+        under = ("yes" if r["median_s"] < doc["bar_s"] else "NO") if r["light"] else "-"
+        table.add_row(r["command"], f"{r['median_s']:.3f}", f"{r['max_s']:.3f}", under)
+    out.print(table)
+    out.print(
+        f"{doc['runs']} runs each on {doc['cpus']} cores; slowest light command: "
+        f"{doc['slowest_light']}"
+    )
+
+
 @bench_app.command("report")
 def report(
     results: Annotated[Path, typer.Option("--results", help="folder of bench JSON files")],
@@ -424,15 +451,22 @@ def report(
 @bench_app.command("chaos")
 def chaos(
     faults: Annotated[
-        str, typer.Option("--faults", help=f"processes to kill, in order ({', '.join(FAULTS)})")
-    ] = ",".join(FAULTS),
+        str | None,
+        typer.Option(
+            "--faults",
+            help="processes to kill, in order, comma-separated (default: every one, in its "
+            "order: tansu, falkordb, then the stack's workers and the API)",
+        ),
+    ] = None,
     settle_seconds: Annotated[
         float, typer.Option("--settle-seconds", help="load after each recovery")
     ] = 5.0,
     json_out: JsonFlag = False,
 ) -> None:
     """Kill -9 each process of a loaded stack in turn: accepted, ledgered, lost, duplicated."""
-    chosen = tuple(f.strip() for f in faults.split(",") if f.strip())
+    from memstream_bench.faults import FAULTS
+
+    chosen = tuple(f.strip() for f in (faults or ",".join(FAULTS)).split(",") if f.strip())
     if not chosen or not set(chosen) <= set(FAULTS):
         raise typer.BadParameter(f"choose from {', '.join(FAULTS)}", param_hint="--faults")
     with stages(json_out) as progress:

@@ -23,7 +23,7 @@ from memstream.embed.port import Embedder
 from memstream.events.envelope import StreamName
 from memstream.graph.port import GraphReader
 from memstream.projection.latents import LATENT_KIND
-from memstream.records.latent import Altitude
+from memstream.records.altitudes import Altitude
 from memstream.records.packet import PacketWarning
 from memstream.records.projected import FactView, VectorHit
 from memstream.scope import SCOPE_DESCRIPTION, STREAM_SHORTHAND, WHOLE, Scope

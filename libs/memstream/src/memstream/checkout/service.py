@@ -25,8 +25,8 @@ from memstream.checkout.plan import plan_query
 from memstream.checkout.plan.entities import Lexicon
 from memstream.checkout.pool import mark_invalidated
 from memstream.checkout.request import CheckoutQuery, RecallQuery
-from memstream.checkout.retrieve import Retriever
 from memstream.checkout.retrieve.config import CHECKOUT, PLAIN, RetrievalConfig
+from memstream.checkout.retrieve.lanes import Retriever
 from memstream.checkout.scoped import artifacts_in, records_in
 from memstream.checkout.search import Searcher, SearchHit, SearchRequest
 from memstream.checkout.synthesis import synthesize

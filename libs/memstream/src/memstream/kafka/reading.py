@@ -137,9 +137,16 @@ def high_watermarks(bootstrap: str, topic: str, timeout: float = 10.0) -> dict[i
     return end_offsets(bootstrap, topic, timeout)
 
 
-def group_lag(bootstrap: str, group: str, topic: str, timeout: float = 10.0) -> dict[int, int]:
-    """Per-partition lag of a consumer group (end offset minus committed, or all if none)."""
-    ends = end_offsets(bootstrap, topic, timeout)
+def group_lag(
+    bootstrap: str,
+    group: str,
+    topic: str,
+    timeout: float = 10.0,
+    ends: dict[int, int] | None = None,
+) -> dict[int, int]:
+    """Per-partition lag of a consumer group (end offset minus committed, or all if none);
+    ``ends``: the topic's end offsets when the caller read them already (for many groups)."""
+    ends = end_offsets(bootstrap, topic, timeout) if ends is None else ends
     c = _reader(bootstrap, group)
     try:
         committed = c.committed([TopicPartition(topic, p) for p in ends], timeout=timeout)

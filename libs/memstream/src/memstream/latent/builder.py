@@ -38,8 +38,8 @@ from memstream.latent import groups as g
 from memstream.ledger.canonical import canonical_json
 from memstream.ledger.purge import is_purged
 from memstream.projection.extract import extract
+from memstream.records.altitudes import ArtifactType
 from memstream.records.latent import (
-    ArtifactType,
     Details,
     LatentArtifact,
     LatentDeletion,

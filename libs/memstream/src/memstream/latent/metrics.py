@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from prometheus_client import Counter, Gauge, Histogram
 
-from memstream.records.latent import ARTIFACT_TYPES
+from memstream.records.altitudes import ARTIFACT_TYPES
 
 BUILT = Counter(
     "memstream_latent_artifacts_built_total",

@@ -23,7 +23,8 @@ from memstream.events.payloads import Body, Reason
 from memstream.mcpserver.access import Permissions, listed_for
 from memstream.mcpserver.backend import MemoryBackend, drop_none
 from memstream.mcpserver.metrics import tool_metrics
-from memstream.records.latent import Altitude, Purpose
+from memstream.records.altitudes import Altitude
+from memstream.records.latent import Purpose
 from memstream.scope import Scope
 from memstream.wire import STORABLE, ItemId
 

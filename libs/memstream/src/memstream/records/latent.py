@@ -14,20 +14,9 @@ from typing import Annotated, Literal, get_args
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 from memstream.events.payloads import QuestionFamily
+from memstream.records.altitudes import ArtifactType
 from memstream.records.projected import JsonScalar, SourceRef
 
-ArtifactType = Literal[
-    "episode_latent",
-    "preference_latent",
-    "procedure_latent",
-    "failure_latent",
-    "retrieval_policy_latent",
-    "memory_weave",
-]
-ARTIFACT_TYPES: tuple[ArtifactType, ...] = get_args(ArtifactType)
-# Every searchable item has one: ledger events, extracted facts, episodes, other latents.
-Altitude = Literal["event", "fact", "episode", "latent"]
-ALTITUDES: tuple[Altitude, ...] = get_args(Altitude)
 Method = Literal["deterministic", "llm_assisted", "learned_scorer", "hybrid"]
 ReviewStatus = Literal["proposed", "accepted", "rejected", "deferred", "conflicted"]
 Purpose = Literal["planning", "execution", "review", "reflection", "synthesis", "general"]

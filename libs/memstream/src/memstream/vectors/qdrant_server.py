@@ -274,7 +274,9 @@ class QdrantVectorIndex(VectorIndex):
                 return []
             flt = models.Filter(must=[_match("tenant", tenant), _any(KEY_OF, ids)])
             hits: list[VectorHit] = []
-            offset: models.ExtendedPointId | None = None
+            # The scroll's next offset is typed wider than it takes (a gRPC PointId is never
+            # returned over REST); it is only handed back to the next scroll.
+            offset: Any = None
             while True:
                 records, offset = self.client.scroll(
                     self.collection, scroll_filter=flt, limit=256, offset=offset, with_payload=True
