@@ -38,10 +38,18 @@ MAX_EXAMPLES = 25
 # `negative_data_rejection`'s default list plus 413: a batch over `maxItems` is refused as
 # too large, which the document lists for POST /v1/events.
 REJECTIONS = ["400", "401", "403", "404", "405", "406", "409", "413", "415", "422", "428", "429"]
-READ_AFTER_ROUTES = r"^/v1/(checkout|recall|search|summarize_recall|invalidate)$"
+READ_AFTER_ROUTES = (
+    r"^/v1/(checkout|recall|search|summarize_recall|invalidate|streams/\{stream\}/events)$"
+)
 AFTER_ACCEPTANCE = ["2xx", "3xx", "401", "403", "404", "409", "422", "429", "5xx"]
 # A scope purge naming no field is refused (422): a schema cannot say "at least one of".
 SCOPE_PURGE = r"^/v1/scopes$"
+# Which bytes decode as a protobuf export no schema can say: schema-valid bytes may be
+# refused (400). tests/test_otlp_mapping.py and tests/test_e2e_otlp.py pin what is accepted.
+TRACES = r"^/v1/traces$"
+TRACES_ACCEPTANCE = [*AFTER_ACCEPTANCE, "400"]
+# A protobuf body is bytes, sent as they are.
+schemathesis.serializer.alias("application/x-protobuf", "application/octet-stream")
 # Operations with inputs; the two without (healthz, metrics) have a handful of cases.
 FUZZED = {
     "POST /v1/events",
@@ -59,6 +67,8 @@ FUZZED = {
     "POST /v1/invalidations/{proposal_id}/accept",
     "POST /v1/invalidations/{proposal_id}/reject",
     "POST /v1/data-keys",
+    "POST /v1/traces",
+    "GET /v1/streams/{stream}/events",
 }
 # Operations that write events: their 2xx answers name the ids that must reach the ledger.
 WRITES = {
@@ -165,6 +175,12 @@ def run_schemathesis(stack: RunningStack, extra: dict[str, Any]) -> Run:
                 {
                     "include-path-regex": SCOPE_PURGE,
                     "checks": {"positive_data_acceptance": {"expected-statuses": AFTER_ACCEPTANCE}},
+                },
+                {
+                    "include-path-regex": TRACES,
+                    "checks": {
+                        "positive_data_acceptance": {"expected-statuses": TRACES_ACCEPTANCE}
+                    },
                 },
             ],
             # A purge answers once every store obeyed it or its wait_s (up to 120 s) ran out.
@@ -291,6 +307,7 @@ def test_fuzz_with_a_key_finds_nothing_and_refusals_produce_nothing(
     assert run.events_accepted >= 5 and run.events_refused >= 50, run
     assert {202, 401, 403, 413, 422} <= run.statuses["POST /v1/events"], run.statuses
     assert {202, 401, 422} <= run.statuses["POST /v1/feedback"], run.statuses
+    assert {200, 400, 401} <= run.statuses["POST /v1/traces"], run.statuses
 
     # A 2xx means durable (spooled or acknowledged), not yet sequenced: wait for the ledger.
     wait_until(lambda: _ids(stack, LEDGER) >= run.accepted_ids, 120, "accepted events ledgered")

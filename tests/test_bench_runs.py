@@ -75,6 +75,16 @@ def tiny_locomo() -> list[dict[str, Any]]:
     ]  # fmt: skip
 
 
+def test_bench_cli_times_every_light_command_beside_the_interpreter(tmp_path: Path) -> None:
+    doc = bench(tmp_path, "cli", "--runs", "1")
+    rows = {r["command"]: r for r in doc["commands"]}
+    assert {"--help", "status", "checkout", "lineage", "emit"} <= set(rows)
+    assert not rows["python -c pass (baseline)"]["light"] and rows["--help"]["light"]
+    assert all(r["runs"] == 1 and r["median_s"] > 0 for r in rows.values())
+    assert doc["baseline_interpreter_s"] < rows["--help"]["median_s"]
+    assert doc["slowest_light"] in rows and isinstance(doc["light_all_under_bar"], bool)
+
+
 @pytest.mark.timeout(900)
 def test_bench_ingest_counts_every_event_into_the_ledger(tmp_path: Path) -> None:
     doc = bench(tmp_path, "ingest", "--events", "400", "--http-events", "200")

@@ -164,6 +164,11 @@ def _has(client: MemoryHttpClient, event_id: str) -> bool:
         ({"content-type": "application/x-protobuf"}, b"\xff\xff\xff not protobuf", 400),
         ({"content-type": "application/json"}, b'{"resourceSpans": 7}', 400),
         ({"content-type": "application/json"}, b'{"resourceSpans": [\x00', 400),
+        ({"content-type": "application/json"}, b'[{"resourceSpans": []}]', 400),
+        ({"content-type": "application/json"}, b"", 400),
+        ({"content-type": "application/json"}, b'{"resourceSpans": ' + b"[" * 3000, 400),
+        ({"content-type": "application/json"}, b"[" * 3000 + b"]" * 3000, 400),
+        ({}, b'{"resourceSpans": []}', 415),
     ],
 )
 def test_a_body_that_is_not_an_export_gets_a_4xx_with_its_reason(

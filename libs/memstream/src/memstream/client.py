@@ -396,6 +396,21 @@ class MemoryHttpClient:
         artifacts: list[dict[str, Any]] = doc["artifacts"]
         return artifacts
 
+    def stream_events(
+        self, stream: str, *, limit: int = 100, after: str | None = None
+    ) -> list[dict[str, Any]]:
+        """The newest ``limit`` events of ``stream`` (newest first, with their metadata);
+        ``after``: a write's position to wait for (a :class:`StaleRead` warning when the
+        wait ended first)."""
+        params: dict[str, str | int] = {"limit": limit}
+        if after is not None:
+            params["after"] = after
+        doc = self._call("GET", f"/v1/streams/{quote(stream, safe='')}/events", params=params)
+        body: dict[str, Any] = doc.json()
+        _warn_stale(body)
+        events: list[dict[str, Any]] = body["events"]
+        return events
+
     def lineage(self, item_id: str) -> dict[str, Any]:
         """Sources and leaves of an event, fact, artifact or packet id."""
         # quoted: a fact id's '#' would otherwise start a URL fragment and name its event

@@ -1,19 +1,20 @@
-"""``/v1/checkout``, ``/v1/recall`` and ``/v1/lineage/{id}``."""
+"""``/v1/checkout``, ``/v1/recall``, ``/v1/lineage/{id}`` and ``/v1/streams/{stream}/events``."""
 
 from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, HTTPException, Request, status
+from fastapi import APIRouter, HTTPException, Query, Request, status
 from fastapi import Path as PathParam
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from memstream.checkout.lineage import Lineage, UnknownItem
 from memstream.checkout.packet import render_gathered, render_json, render_markdown
 from memstream.checkout.retrieve.features import FEATURES
 from memstream.checkout.service import CheckoutService
+from memstream.events.envelope import StreamName
 from memstream.projection.live import NoProjection
 from memstream.records.packet import CheckoutPacket, PacketWarning
-from memstream.wire import ItemId
+from memstream.wire import ItemId, Position
 from starlette.concurrency import run_in_threadpool
 
 from memstream_api.auth import QueryScope, Reader, read_scope
@@ -184,3 +185,35 @@ async def lineage(
         )
     except NoProjection as exc:
         raise unavailable_error(exc) from exc
+
+
+MAX_STREAM_EVENTS = 1000
+
+
+@router.get(
+    "/v1/streams/{stream}/events",
+    summary="The newest events of one stream, with their metadata",
+    responses={**INVALID, **FOREIGN_POSITION, **READ_RESPONSES, **THROTTLED},
+)
+async def stream_events(
+    stream: Annotated[StreamName, PathParam(description="the stream (session, thread)")],
+    request: Request,
+    caller: Reader,
+    asked: QueryScope,
+    limit: Annotated[int, Query(ge=1, le=MAX_STREAM_EVENTS, description="how many")] = 100,
+    after: Annotated[Position | None, Query(description="a write's position: wait for it")] = None,
+) -> dict[str, Any]:
+    """The stream's newest ``limit`` events, newest first: id, type, agent, user, time,
+    text and metadata; inside the scope (the query's, within the key's) only."""
+    scope = read_scope(caller, stream, asked)
+    try:
+        waited = await wait_after(request, caller.tenant, after, "stream_events")
+        service = checkout_service(request)
+        found = await metered(request, service.stream_events, caller.tenant, stream, limit, scope)
+    except NoProjection as exc:
+        raise unavailable_error(exc) from exc
+    shown = {"event_id", "seq", "type", "agent", "user", "occurred_at", "text", "metadata"}
+    return {
+        "events": [e.model_dump(mode="json", include=shown) for e in found],
+        "warnings": [w.model_dump(mode="json") for w in stale(waited)],
+    }

@@ -8,16 +8,18 @@ operation, or refused) are counted in its ``partial_success`` with the reason.
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime
+from typing import Any
 
+import pydantic_core
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 from google.protobuf import json_format
 from google.protobuf.message import DecodeError
 from memstream.intake import Accepted as Written
-from memstream.intake.otlp import json_ids_as_proto, spans_of, translate
+from memstream.intake.otlp import json_ids_as_proto, misshapen, spans_of, translate
 from memstream.intake.parse import MAX_BATCH
+from memstream.wire import BODY_MAX_DEPTH, deepest, dotted, shorten, too_deep
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
@@ -32,10 +34,49 @@ from memstream_api.writes import answer, intake
 PROTOBUF = "application/x-protobuf"
 MEDIA_TYPES = (PROTOBUF, "application/json")  # what the 415 middleware lets through
 router = APIRouter(tags=["ingest"])
+# The body is read raw (either encoding), so the document states it here. Below the export's
+# first levels the shape is OTLP's own (opentelemetry-proto, its JSON encoding with hex ids).
+REQUEST_BODY: dict[str, Any] = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            PROTOBUF: {
+                "schema": {
+                    "type": "string",
+                    "format": "binary",
+                    "description": "an ExportTraceServiceRequest, protobuf-encoded",
+                }
+            },
+            "application/json": {
+                "schema": {
+                    "type": "object",
+                    "description": "an ExportTraceServiceRequest in OTLP/JSON",
+                    "properties": {
+                        # null stands for the empty list, as protobuf's JSON mapping reads it
+                        "resourceSpans": {
+                            "anyOf": [
+                                {
+                                    "type": "array",
+                                    "items": {
+                                        "type": "object",
+                                        "description": "resource, scopeSpans[].scope and "
+                                        "scopeSpans[].spans[], as OTLP/JSON writes them",
+                                    },
+                                },
+                                {"type": "null"},
+                            ]
+                        }
+                    },
+                }
+            },
+        },
+    }
+}
 
 
 @router.post(
     TRACES_PATH,
+    openapi_extra=REQUEST_BODY,
     summary="Ingest an OTLP/HTTP trace export (GenAI spans become events)",
     responses={
         200: {"description": "ExportTraceServiceResponse, in the request's encoding"},
@@ -78,11 +119,34 @@ def _decoded(body: bytes, kind: str) -> ExportTraceServiceRequest | str:
         if kind == PROTOBUF:
             export.ParseFromString(body)
         else:
-            doc = json_ids_as_proto(json.loads(body))
-            json_format.ParseDict(doc, export, ignore_unknown_fields=True)
+            doc = _json_object(body)
+            if isinstance(doc, str):
+                return doc
+            if (wrong := misshapen(doc, ExportTraceServiceRequest.DESCRIPTOR)) is not None:
+                return f"not an OTLP trace export: {wrong}"
+            json_format.ParseDict(json_ids_as_proto(doc), export, ignore_unknown_fields=True)
     except (DecodeError, json_format.ParseError, ValueError, TypeError) as exc:
-        return f"not an OTLP trace export ({kind}): {str(exc)[:200]}"
+        return f"not an OTLP trace export ({kind or 'no content-type'}): {str(exc)[:200]}"
     return export
+
+
+def _json_object(body: bytes) -> dict[str, Any] | str:
+    """The body's JSON object, or why it is none. Parsed as ``/v1/events`` parses: the
+    standard library's parser (and protobuf's, under it) recurse, and a RecursionError is
+    no answer, so nesting is bounded first, at the limit of every request body."""
+    try:
+        doc = pydantic_core.from_json(body)
+    except ValueError as exc:
+        doc, place = None, deepest(body, BODY_MAX_DEPTH)
+        if place is None:
+            return f"body is not valid JSON: {shorten(str(exc))}"
+    else:
+        place = too_deep(doc, BODY_MAX_DEPTH)
+    if place is not None:
+        return f"{dotted(place)}: a request body nests at most {BODY_MAX_DEPTH} levels"
+    if not isinstance(doc, dict):
+        return 'an OTLP/JSON export is one object: {"resourceSpans": [...]}'
+    return doc
 
 
 def _exported(kind: str, left_out: int, why: str) -> Response:

@@ -56,7 +56,7 @@ from memstream.records.packet import (
     SynthesisPlan,
     SynthesisResult,
 )
-from memstream.records.projected import EntityView, VectorHit
+from memstream.records.projected import EntityView, EventRecord, VectorHit
 from memstream.scope import WHOLE, Scope
 from memstream.times import as_utc, iso_utc
 
@@ -383,6 +383,14 @@ class CheckoutService:
     def lineage(self, tenant: str, item_id: str, scope: Scope = WHOLE) -> Lineage:
         """See :func:`memstream.checkout.lineage.lineage`."""
         return lineage(self.stores.graph(), self.packets, tenant, item_id, scope)
+
+    def stream_events(
+        self, tenant: str, stream: str, limit: int, scope: Scope = WHOLE
+    ) -> list[EventRecord]:
+        """The newest ``limit`` events of one stream in the live version, newest first; of
+        those, the ones inside ``scope``."""
+        found = self.stores.graph().recent(tenant, limit, stream)
+        return [e for e in found if scope.admits(user=e.user, agent=e.agent, stream=e.stream)]
 
     def search(self, tenant: str, req: SearchRequest, scope: Scope = WHOLE) -> list[SearchHit]:
         """The best ``req.k`` items at ``req.altitude`` in the live version, inside ``scope``

@@ -32,7 +32,7 @@ import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
@@ -40,9 +40,23 @@ from memstream.events import Event
 from memstream.events.envelope import fill_defaults
 from memstream.wire import shorten
 
+if TYPE_CHECKING:
+    from google.protobuf.descriptor import Descriptor
+
 CHAT_OPERATIONS = frozenset({"chat", "text_completion", "generate_content"})
 STATUS_ERROR = 2  # OTLP's Status.StatusCode STATUS_CODE_ERROR
 _UNSAFE = re.compile(r"[^A-Za-z0-9._:@-]+")
+_SAFE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$")
+
+
+def safe_name(value: object) -> str:
+    """``value`` as a stream or id: as it is where it is one already, else its safe
+    characters and a digest of the whole (two conversations never share a stream)."""
+    text = str(value)
+    if _SAFE.match(text):
+        return text
+    digest = hashlib.sha256(text.encode()).hexdigest()[:12]
+    return f"{_UNSAFE.sub('-', text).strip('-._:@')[:100]}-{digest}".lstrip("-")
 
 
 @dataclass(frozen=True)
@@ -124,7 +138,7 @@ def _base(span: Span, kind: str, suffix: str, at: datetime) -> dict[str, Any]:
     stream = a.get("gen_ai.conversation.id") or a.get("session.id") or f"trace-{span.trace_id}"
     return {
         "id": f"otel-{span.trace_id}-{span.span_id}-{suffix}",
-        "stream": _UNSAFE.sub("-", str(stream))[:128],
+        "stream": safe_name(stream),
         "type": kind,
         "agent": str(agent or "otel"),
         "user": str(user) if user else None,
@@ -180,8 +194,8 @@ def _tool(span: Span) -> list[dict[str, Any]]:
     call = _base(span, "tool.call", "call", span.start)
     arguments = _json_value(a.get("gen_ai.tool.call.arguments"))
     call["payload"] = {
-        "tool": _UNSAFE.sub("-", tool)[:128],
-        "call_id": _UNSAFE.sub("-", str(call_id))[:128] if call_id else None,
+        "tool": safe_name(tool),
+        "call_id": safe_name(call_id) if call_id else None,
         "arguments": arguments if isinstance(arguments, dict) else {"value": arguments},
     }
     result = _base(span, "tool.result", "result", span.end)
@@ -207,7 +221,7 @@ def _json_value(raw: Any) -> Any:
 def _outcome(span: Span) -> dict[str, Any]:
     event = _base(span, "task.outcome", "outcome", span.end)
     agent_call = span.attributes.get("gen_ai.agent.call.id")
-    task = _UNSAFE.sub("-", str(agent_call or f"{span.trace_id}-{span.span_id}"))[:128]
+    task = safe_name(agent_call or f"{span.trace_id}-{span.span_id}")
     event["payload"] = {"task_id": task, "status": "failure" if span.error else "success"}
     return event
 
@@ -266,6 +280,32 @@ def json_ids_as_proto(doc: Any) -> Any:
                         if isinstance(link, dict) and isinstance(link.get(key), str):
                             link[key] = base64.b64encode(bytes.fromhex(link[key])).decode()
     return doc
+
+
+def misshapen(doc: Any, message: Descriptor, place: str = "") -> str | None:
+    """Where the JSON ``doc`` is not shaped as ``message``: a message that is no object, a
+    repeated field that is no list. Protobuf's JSON parser reads a string where a message
+    belongs as an empty message (each character an unknown field, ignored), so without this
+    a malformed export would be taken as an empty one."""
+    if not isinstance(doc, dict):
+        return f"{place or 'the body'} must be an object"
+    for name, value in doc.items():
+        field = message.fields_by_camelcase_name.get(name) or message.fields_by_name.get(name)
+        if field is None or field.message_type is None or value is None:
+            continue  # unknown fields are ignored, scalars are the parser's to check
+        where = f"{place}.{name}" if place else name
+        if not field.is_repeated:
+            found = misshapen(value, field.message_type, where)
+        elif not isinstance(value, list):
+            found = f"{where} must be a list"
+        else:
+            shapes = (
+                misshapen(v, field.message_type, f"{where}[{i}]") for i, v in enumerate(value)
+            )
+            found = next((s for s in shapes if s is not None), None)
+        if found is not None:
+            return found
+    return None
 
 
 def _list(doc: Any, key: str) -> list[Any]:

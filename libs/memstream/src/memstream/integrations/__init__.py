@@ -1,0 +1,1 @@
+"""Memory for agent frameworks: adapters that let them keep memory in memstream."""

@@ -1,0 +1,148 @@
+"""memstream as a LangGraph store, against a running stack: put, get, search by meaning,
+delete and list namespaces, sync and async; and a compiled graph that remembers in one run
+and recalls, through a new store object, in the next."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from typing import Any, TypedDict
+
+import pytest
+from langgraph.graph import END, START, StateGraph
+from langgraph.store.base import BaseStore
+from memstream.client import MemstreamHttpError
+from memstream.integrations.langgraph import MemstreamStore, stream_of
+from stackproc import RunningStack, memstream, wait_until
+
+TENANT = "lg-atelier"
+PERSON = ("people", "Zofia Wróbel-Ngata")  # accented, several words
+
+
+@pytest.fixture(scope="module")
+def key(stack: RunningStack) -> str:
+    return memstream("keys", "create", "--tenant", TENANT, data_dir=stack.data_dir).stdout.strip()
+
+
+@pytest.fixture
+def store(stack: RunningStack, key: str) -> Iterator[MemstreamStore]:
+    s = MemstreamStore(stack.api_url, key, user_at=1)
+    yield s
+    s.close()
+
+
+def test_put_get_update_delete_read_their_own_writes(store: MemstreamStore) -> None:
+    ns = (*PERSON, "kiln")
+    store.put(ns, "favourite", {"glaze": "shino", "cone": 10})
+    got = store.get(ns, "favourite")
+    assert got is not None and got.value == {"glaze": "shino", "cone": 10}
+    store.put(ns, "favourite", {"glaze": "tenmoku", "cone": 9})
+    again = store.get(ns, "favourite")
+    assert again is not None and again.value["glaze"] == "tenmoku"
+    assert again.created_at <= again.updated_at and again.created_at == got.created_at
+    store.delete(ns, "favourite")
+    assert store.get(ns, "favourite") is None
+    assert store.get(ns, "never-written") is None
+    assert store.get(("people", "someone else", "kiln"), "favourite") is None
+
+
+def test_search_ranks_by_meaning_and_filters(store: MemstreamStore) -> None:
+    ns = (*PERSON, "notes")
+    store.put(ns, "n1", {"text": "fires the wood kiln only at dusk in autumn", "kind": "habit"})
+    store.put(
+        ns, "n2", {"text": "owes the clay supplier for two bags of porcelain", "kind": "debt"}
+    )
+    store.put(ns, "n3", {"text": "prefers raku firings with horsehair", "kind": "habit"})
+    found = store.search(PERSON, query="when does she fire the wood kiln?", limit=2)
+    assert found and found[0].key == "n1" and found[0].score is not None
+    habits = store.search(PERSON, filter={"kind": "habit"}, limit=10)
+    assert {i.key for i in habits} == {"n1", "n3"}
+    assert {i.key for i in store.search(("people",), filter={"kind": {"$ne": "habit"}})} >= {"n2"}
+    assert store.search(("nobody",)) == []
+
+
+def test_namespaces_list_by_prefix_suffix_and_depth(store: MemstreamStore) -> None:
+    store.put((*PERSON, "kiln"), "k", {"x": 1})
+    store.put(("studio", "Ostrowo", "kiln"), "k", {"x": 2})
+    listed = store.list_namespaces(prefix=("people",))
+    assert (*PERSON, "kiln") in listed and all(ns[0] == "people" for ns in listed)
+    assert ("studio", "Ostrowo", "kiln") in store.list_namespaces(suffix=("kiln",))
+    assert store.list_namespaces(prefix=("studio",), max_depth=2) == [("studio", "Ostrowo")]
+    assert stream_of((*PERSON, "kiln")) != stream_of(("people", "Zofia Wróbel Ngata", "kiln"))
+
+
+def test_the_async_api_does_the_same(store: MemstreamStore) -> None:
+    ns = (*PERSON, "async")
+
+    async def run() -> tuple[Any, Any, Any]:
+        await store.aput(ns, "a", {"text": "glazes in a cold studio"})
+        got = await store.aget(ns, "a")
+        found = await store.asearch(ns, query="cold studio glaze")
+        await store.adelete(ns, "a")
+        return got, found, await store.aget(ns, "a")
+
+    got, found, gone = asyncio.run(run())
+    assert got.value == {"text": "glazes in a cold studio"} and found[0].key == "a"
+    assert gone is None
+
+
+class State(TypedDict, total=False):
+    said: str
+    recalled: list[str]
+
+
+def remember(state: State, *, store: BaseStore) -> State:
+    store.put((*PERSON, "memories"), "m1", {"text": state["said"]})
+    return {}
+
+
+def recall(state: State, *, store: BaseStore) -> State:
+    hits = store.search((*PERSON, "memories"), query=state["said"], limit=3)
+    return {"recalled": [h.value["text"] for h in hits]}
+
+
+def graph(store: BaseStore) -> Any:
+    builder = StateGraph(State)
+    builder.add_node("remember", remember)
+    builder.add_node("recall", recall)
+    builder.add_conditional_edges(
+        START, lambda s: "remember" if s["said"].startswith("note:") else "recall"
+    )
+    builder.add_edge("remember", END)
+    builder.add_edge("recall", END)
+    return builder.compile(store=store)
+
+
+def test_a_compiled_graph_remembers_in_one_run_and_recalls_in_the_next(
+    stack: RunningStack, key: str
+) -> None:
+    first = MemstreamStore(stack.api_url, key, user_at=1)
+    graph(first).invoke({"said": "note: Zofia bisque-fires her bowls at 950 °C before glazing"})
+    first.close()
+    second = MemstreamStore(stack.api_url, key, user_at=1)  # a new run: nothing in common
+    asked: dict[str, Any] = {}
+
+    def recalled() -> bool:
+        asked.update(graph(second).invoke({"said": "what temperature does she bisque at?"}))
+        return any("950 °C" in r for r in asked.get("recalled", []))
+
+    wait_until(recalled, 90, "the second run recalling the first run's memory")
+    second.close()
+
+
+def test_a_key_scoped_to_one_user_keeps_to_that_users_namespaces(
+    stack: RunningStack, store: MemstreamStore
+) -> None:
+    store.put(("people", "Ilse Brandt", "kiln"), "k", {"text": "Ilse's own note"})
+    done = memstream("keys", "create", "--tenant", TENANT, "--scope", f"user={PERSON[1]}",
+                     data_dir=stack.data_dir)  # fmt: skip
+    scoped = MemstreamStore(stack.api_url, done.stdout.strip(), user_at=1)
+    scoped.put((*PERSON, "scoped"), "s", {"text": "written under her own key"})
+    assert scoped.get((*PERSON, "scoped"), "s") is not None
+    with pytest.raises(MemstreamHttpError) as refused:
+        scoped.put(("people", "Ilse Brandt", "kiln"), "k2", {"text": "not hers"})
+    assert refused.value.status == 403
+    assert scoped.get(("people", "Ilse Brandt", "kiln"), "k") is None
+    listed = scoped.list_namespaces(prefix=("people",))
+    assert listed and all(ns[1] == PERSON[1] for ns in listed)
+    scoped.close()
