@@ -5,14 +5,15 @@ and recalls, through a new store object, in the next."""
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Iterator
 from typing import Any, TypedDict
 
 import pytest
 from langgraph.graph import END, START, StateGraph
 from langgraph.store.base import BaseStore
-from memstream.client import MemstreamHttpError
-from memstream.integrations.langgraph import MemstreamStore, stream_of
+from memstream.client import MemoryHttpClient, MemstreamHttpError
+from memstream.integrations.langgraph import KEY, NAMESPACE, VALUE, MemstreamStore, stream_of
 from stackproc import RunningStack, memstream, wait_until
 
 TENANT = "lg-atelier"
@@ -146,3 +147,26 @@ def test_a_key_scoped_to_one_user_keeps_to_that_users_namespaces(
     listed = scoped.list_namespaces(prefix=("people",))
     assert listed and all(ns[1] == PERSON[1] for ns in listed)
     scoped.close()
+
+
+def test_a_key_written_before_a_thousand_other_writes_is_still_found(
+    stack: RunningStack, key: str, store: MemstreamStore
+) -> None:
+    ns = (*PERSON, "busy")
+    store.put(ns, "early", {"text": "the first firing log"})
+    other = {"type": "observation", "stream": stream_of(ns), "user": PERSON[1],
+             "metadata": {KEY: "", NAMESPACE: "[]"}}  # fmt: skip
+    filler = [{**other, "payload": {"text": f"someone else's write {i}"}} for i in range(1_200)]
+    filler[-1]["metadata"] = {KEY: "late", NAMESPACE: json.dumps(list(ns)), VALUE: '{"n": 1}'}
+    with MemoryHttpClient(stack.api_url, key) as client:
+        _ids, position = client.emit_written(filler)
+        newest = client.stream_events(stream_of(ns), limit=1000, after=position)
+        assert len(newest) == 1000 and newest[0]["metadata"][KEY] == "late"
+        assert "early" not in {e["metadata"].get(KEY) for e in newest}
+        history = list(client.stream_history(stream_of(ns), after=position, page=500))
+    assert len(history) == 1_201 and [e["seq"] for e in history] == sorted(
+        (e["seq"] for e in history), reverse=True
+    )
+    early = store.get(ns, "early")
+    assert early is not None and early.value == {"text": "the first firing log"}
+    assert [i.key for i in store.search(ns, limit=5)] == ["late", "early"]

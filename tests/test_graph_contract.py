@@ -890,6 +890,21 @@ def test_events_by_ids_and_recent_are_tenant_scoped(store: GraphStore) -> None:
     assert [e.event_id for e in store.recent(B)] == ["chat-4"]
 
 
+def test_a_streams_pages_follow_write_order_and_end(store: GraphStore) -> None:
+    # Written out of order, and one backdated: the page follows the ledger's seq.
+    late = ev(5).model_copy(update={"occurred_at": "2024-01-01T00:00:00Z"})
+    store.write(GraphBatch(events=[ev(3), late, ev(1), ev(2), ev(4), ev(9, stream="other")]))
+    store.write(GraphBatch(events=[ev(6, tenant=B)]))
+    first = store.stream_page(A, "chat", 2)
+    assert [e.event_id for e in first] == ["chat-5", "chat-4"]
+    assert [e.event_id for e in store.stream_page(A, "chat", 2, before=4)] == ["chat-3", "chat-2"]
+    assert [e.event_id for e in store.stream_page(A, "chat", 2, before=2)] == ["chat-1"]
+    assert store.stream_page(A, "chat", 5, before=1) == []
+    assert [e.event_id for e in store.stream_page(A, "other", 10)] == ["other-9"]
+    assert [e.event_id for e in store.stream_page(B, "chat", 10)] == ["chat-6"]
+    assert store.stream_page(A, "nobody's", 10) == []
+
+
 def test_fact_by_id_whatever_its_validity(store: GraphStore) -> None:
     store.write(world())
     history = store.facts(A, include_superseded=True)

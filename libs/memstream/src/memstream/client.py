@@ -7,7 +7,7 @@ Every read takes ``scope``: ``{"user": …, "agent": …, "stream": …}``, each
 from __future__ import annotations
 
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from datetime import datetime
 from typing import Any, Literal
 from urllib.parse import quote
@@ -397,19 +397,41 @@ class MemoryHttpClient:
         return artifacts
 
     def stream_events(
-        self, stream: str, *, limit: int = 100, after: str | None = None
+        self,
+        stream: str,
+        *,
+        limit: int = 100,
+        after: str | None = None,
+        before: int | None = None,
     ) -> list[dict[str, Any]]:
-        """The newest ``limit`` events of ``stream`` (newest first, with their metadata);
-        ``after``: a write's position to wait for (a :class:`StaleRead` warning when the
-        wait ended first)."""
+        """Up to ``limit`` of ``stream``'s events, newest written first, with their
+        metadata (below seq ``before``, if given); ``after``: a write's position to wait
+        for (a :class:`StaleRead` warning when the wait ended first)."""
+        return self._stream_page(stream, limit, after, before)[0]
+
+    def stream_history(
+        self, stream: str, *, after: str | None = None, page: int = 1000
+    ) -> Iterator[dict[str, Any]]:
+        """Every event of ``stream``, newest written first, read ``page`` at a time."""
+        before: int | None = None
+        while True:
+            events, before = self._stream_page(stream, page, after, before)
+            yield from events
+            if before is None:
+                return
+
+    def _stream_page(
+        self, stream: str, limit: int, after: str | None, before: int | None
+    ) -> tuple[list[dict[str, Any]], int | None]:
         params: dict[str, str | int] = {"limit": limit}
         if after is not None:
             params["after"] = after
+        if before is not None:
+            params["before"] = before
         doc = self._call("GET", f"/v1/streams/{quote(stream, safe='')}/events", params=params)
         body: dict[str, Any] = doc.json()
         _warn_stale(body)
-        events: list[dict[str, Any]] = body["events"]
-        return events
+        return body["events"], body.get("next_before")
 
     def lineage(self, item_id: str) -> dict[str, Any]:
         """Sources and leaves of an event, fact, artifact or packet id."""

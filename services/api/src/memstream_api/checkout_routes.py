@@ -188,11 +188,12 @@ async def lineage(
 
 
 MAX_STREAM_EVENTS = 1000
+MAX_SEQ = 2**62  # beyond any ledger position; the graph's integers are 64-bit
 
 
 @router.get(
     "/v1/streams/{stream}/events",
-    summary="The newest events of one stream, with their metadata",
+    summary="One stream's events, newest written first, a page at a time",
     responses={**INVALID, **FOREIGN_POSITION, **READ_RESPONSES, **THROTTLED},
 )
 async def stream_events(
@@ -201,19 +202,26 @@ async def stream_events(
     caller: Reader,
     asked: QueryScope,
     limit: Annotated[int, Query(ge=1, le=MAX_STREAM_EVENTS, description="how many")] = 100,
+    before: Annotated[
+        int | None, Query(ge=1, le=MAX_SEQ, description="the last page's next_before")
+    ] = None,
     after: Annotated[Position | None, Query(description="a write's position: wait for it")] = None,
 ) -> dict[str, Any]:
-    """The stream's newest ``limit`` events, newest first: id, type, agent, user, time,
-    text and metadata; inside the scope (the query's, within the key's) only."""
+    """Up to ``limit`` of the stream's events in write order, newest first: id, seq, type,
+    agent, user, time, text and metadata; inside the scope (the query's, within the key's)
+    only. ``next_before`` (null on the last page) asks for the page below."""
     scope = read_scope(caller, stream, asked)
     try:
         waited = await wait_after(request, caller.tenant, after, "stream_events")
         service = checkout_service(request)
-        found = await metered(request, service.stream_events, caller.tenant, stream, limit, scope)
+        page = await metered(
+            request, service.stream_events, caller.tenant, stream, limit, scope, before
+        )
     except NoProjection as exc:
         raise unavailable_error(exc) from exc
     shown = {"event_id", "seq", "type", "agent", "user", "occurred_at", "text", "metadata"}
     return {
-        "events": [e.model_dump(mode="json", include=shown) for e in found],
+        "events": [e.model_dump(mode="json", include=shown) for e in page.events],
+        "next_before": page.next_before,
         "warnings": [w.model_dump(mode="json") for w in stale(waited)],
     }

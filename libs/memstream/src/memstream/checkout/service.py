@@ -56,7 +56,7 @@ from memstream.records.packet import (
     SynthesisPlan,
     SynthesisResult,
 )
-from memstream.records.projected import EntityView, EventRecord, VectorHit
+from memstream.records.projected import EntityView, StreamPage, VectorHit
 from memstream.scope import WHOLE, Scope
 from memstream.times import as_utc, iso_utc
 
@@ -385,12 +385,15 @@ class CheckoutService:
         return lineage(self.stores.graph(), self.packets, tenant, item_id, scope)
 
     def stream_events(
-        self, tenant: str, stream: str, limit: int, scope: Scope = WHOLE
-    ) -> list[EventRecord]:
-        """The newest ``limit`` events of one stream in the live version, newest first; of
-        those, the ones inside ``scope``."""
-        found = self.stores.graph().recent(tenant, limit, stream)
-        return [e for e in found if scope.admits(user=e.user, agent=e.agent, stream=e.stream)]
+        self, tenant: str, stream: str, limit: int, scope: Scope = WHOLE, before: int | None = None
+    ) -> StreamPage:
+        """Up to ``limit`` of one stream's events in the live version, newest written first
+        (below seq ``before``, if given); of those, the ones inside ``scope``. The page
+        resumes below the last it read, whether or not the scope admitted it."""
+        found = self.stores.graph().stream_page(tenant, stream, limit, before)
+        inside = [e for e in found if scope.admits(user=e.user, agent=e.agent, stream=e.stream)]
+        more = len(found) == limit  # a full page: there may be older ones
+        return StreamPage(events=inside, next_before=found[-1].seq if more else None)
 
     def search(self, tenant: str, req: SearchRequest, scope: Scope = WHOLE) -> list[SearchHit]:
         """The best ``req.k`` items at ``req.altitude`` in the live version, inside ``scope``

@@ -350,6 +350,18 @@ RETURN"""
     + _EVENT_COLUMNS
 )
 
+# One stream's events in write order (ledger seq), newest first, below ``$before`` (null: from
+# the newest): a page of a stream's listing, resumed from the last page's smallest seq.
+STREAM_PAGE = (
+    """
+MATCH (n:Event)
+WHERE n.tenant = $tenant AND n.stream = $stream AND n.seq IS NOT NULL
+  AND ($before IS NULL OR n.seq < $before)
+WITH n ORDER BY n.seq DESC LIMIT $limit
+RETURN"""
+    + _EVENT_COLUMNS
+)
+
 # Walks NEXT (not a seq window) so a gap in the projection ends the chain honestly.
 # The chain around each of ``$event_ids``, by its position in the list (``at``) then seq: one
 # round trip for the several chains a checkout reads.

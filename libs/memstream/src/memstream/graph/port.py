@@ -198,6 +198,12 @@ class GraphReader(Protocol):
     ) -> list[EventRecord]:
         """The tenant's newest events (of one stream, if given; up to ``as_of``, if given)."""
 
+    def stream_page(
+        self, tenant: str, stream: str, limit: int, before: int | None = None
+    ) -> list[EventRecord]:
+        """Up to ``limit`` of one stream's events in write order, newest first, each with a
+        seq below ``before`` (if given)."""
+
     def feedback(
         self, tenant: str, target_ids: list[str], as_of: str | None = None
     ) -> list[FeedbackRecord]:

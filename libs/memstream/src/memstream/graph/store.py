@@ -69,6 +69,7 @@ from memstream.graph.cypher import (
     RECENT_FACTS_FOR_SUBJECT,
     RECORD_PROGRESS,
     SCOPE_EVENTS,
+    STREAM_PAGE,
     SUPERSEDE,
     VALUE_KEY_PREFIX,
     VALUE_KIND,
@@ -685,6 +686,13 @@ class CypherGraphStore(ABC):
         params = {"tenant": tenant, "stream": stream, "limit": limit, "as_of": _optional_z(as_of)}
         rows = self._read(RECENT, params)
         return [_event_record(r) for r in rows]
+
+    def stream_page(
+        self, tenant: str, stream: str, limit: int, before: int | None = None
+    ) -> list[EventRecord]:
+        """See :meth:`memstream.graph.port.GraphStore.stream_page`."""
+        params = {"tenant": tenant, "stream": stream, "limit": limit, "before": before}
+        return [_event_record(r) for r in self._read(STREAM_PAGE, params)]
 
     def feedback(
         self, tenant: str, target_ids: list[str], as_of: str | None = None

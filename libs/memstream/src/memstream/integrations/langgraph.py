@@ -15,8 +15,9 @@ What maps to what:
 
 The ledger keeps every version: a put or delete never erases the history (a purge does).
 A store reads its own writes at once (its reads wait for its last write's position); another
-process sees them once memory applied them. A namespace is read from its newest
-``MAX_STREAM_EVENTS`` writes. Time-to-live is not supported.
+process sees them once memory applied them. A read walks the namespace's writes, newest
+first, a thousand a request: its cost grows with the namespace's history. Time-to-live is not
+supported.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import hashlib
 import json
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -46,7 +47,6 @@ from langgraph.store.base import (
 from memstream.client import MemoryHttpClient
 
 REGISTER = "lg.namespaces"
-MAX_STREAM_EVENTS = 1000  # the API's bound on one stream's listing
 KEY, VALUE, NAMESPACE, DELETED = "store.key", "store.value", "store.namespace", "store.deleted"
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
 
@@ -134,20 +134,20 @@ class MemstreamStore(BaseStore):
     # reads
 
     def _versions(self, namespace: tuple[str, ...]) -> dict[str, _Version]:
-        """Every key's newest write in ``namespace``."""
-        events = self._client.stream_events(
-            stream_of(namespace), limit=MAX_STREAM_EVENTS, after=self._after
-        )
+        """Every key's newest write in ``namespace`` (and when it was first written)."""
+        exact = json.dumps(list(namespace))
         found: dict[str, _Version] = {}
-        for e in reversed(events):  # oldest first: the newest write of a key wins
+        for e in self._client.stream_history(stream_of(namespace), after=self._after):
             meta = e.get("metadata") or {}
             key = meta.get(KEY)
-            if not isinstance(key, str) or meta.get(NAMESPACE) != json.dumps(list(namespace)):
+            if not isinstance(key, str) or meta.get(NAMESPACE) != exact:
                 continue
             at = datetime.fromisoformat(str(e["occurred_at"]).replace("Z", "+00:00"))
+            if key in found:  # newest first: an older write only dates the key's first
+                found[key] = replace(found[key], created_at=at)
+                continue
             value = None if meta.get(DELETED) else json.loads(str(meta.get(VALUE)))
-            first = found[key].created_at if key in found else at
-            found[key] = _Version(str(e["event_id"]), value, first, at)
+            found[key] = _Version(str(e["event_id"]), value, at, at)
         return found
 
     def _item(self, namespace: tuple[str, ...], key: str) -> Item | None:
@@ -158,10 +158,9 @@ class MemstreamStore(BaseStore):
                     created_at=v.created_at, updated_at=v.updated_at)  # fmt: skip
 
     def _namespaces(self) -> list[tuple[str, ...]]:
-        events = self._client.stream_events(REGISTER, limit=MAX_STREAM_EVENTS, after=self._after)
         seen = {
             tuple(json.loads(str(e["metadata"][NAMESPACE])))
-            for e in events
+            for e in self._client.stream_history(REGISTER, after=self._after)
             if NAMESPACE in (e.get("metadata") or {})
         }
         return sorted(seen)

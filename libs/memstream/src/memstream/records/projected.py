@@ -58,6 +58,14 @@ class EventRecord(_Record):
 Side = Literal["user", "assistant"]
 
 
+class StreamPage(_Record):
+    """A page of one stream's events, newest first; ``next_before`` resumes below it (None:
+    the stream has no older events)."""
+
+    events: list[EventRecord]
+    next_before: int | None = None
+
+
 class EntityRecord(_Record):
     """An ``Entity`` node; ``key`` is the normalised name, unique per tenant.
 
