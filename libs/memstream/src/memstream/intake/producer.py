@@ -170,7 +170,16 @@ class BatchProducer:
 
     def _poll(self) -> None:
         while not self._stop.is_set():
-            self._producer.poll(0.1)
+            try:
+                self._producer.poll(0.1)
+            except KafkaException as exc:
+                if not _fatal(exc):
+                    raise
+                # An idempotent client the broker forgot (it restarted empty) fails for
+                # good, often before the broker watch sees the restart: a fresh client
+                # takes its place, or every later send would wait for reports nobody polls.
+                log.warning("Kafka producer failed for good (%s): a new one", exc.args[0])
+                self.reconnect()
             self._drain_retired()
 
     def reconnect(self) -> None:
@@ -189,8 +198,12 @@ class BatchProducer:
         with self._swap:
             retired = list(self._retired.items())
         for key, (old, since) in retired:
-            old.purge(in_queue=True, in_flight=True, blocking=False)
-            old.poll(0)
+            try:
+                old.purge(in_queue=True, in_flight=True, blocking=False)
+                old.poll(0)
+            except KafkaException as exc:
+                if not _fatal(exc):
+                    raise  # a report callback's own error: ours, not the broker's
             if len(old):
                 with self._swap:
                     self._retired[key] = (old, time.monotonic())
@@ -315,3 +328,9 @@ class BatchProducer:
         if remaining:
             log.warning("%d events still undelivered at shutdown", remaining)
         self._producer.close()
+
+
+def _fatal(exc: KafkaException) -> bool:
+    """Is ``exc`` the client's fatal error (the client is done; a new one may succeed)?"""
+    error = exc.args[0] if exc.args else None
+    return isinstance(error, KafkaError) and error.fatal()
