@@ -65,6 +65,12 @@ def test_a_recall_explains_the_fused_top_with_every_feature(
         assert list(r["features"]) == list(FEATURES)
         assert all(isinstance(v, float) for v in r["features"].values())
     assert [r["features"]["fused_rank"] for r in ranked] == [float(i) for i in range(len(ranked))]
+    # likeness read from the embedder's vectors through the stack (never the unknown -1)
+    sims = [r["features"]["similarity"] for r in ranked]
+    assert all(-1.0 <= s <= 1.0 for s in sims) and max(sims) > 0.0
+    assert min(r["features"]["similarity_gap"] for r in ranked) == 0.0
+    if len(ranked) > 1:
+        assert all(r["features"]["near_top"] > -1.0 for r in ranked)
 
 
 def test_an_explained_recall_stays_inside_the_callers_scope(

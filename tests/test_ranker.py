@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import random
 
+import numpy as np
 import pytest
 from memstream.checkout.plan import plan_query
-from memstream.checkout.retrieve.features import FEATURES, LANES, feature_rows
+from memstream.checkout.retrieve.features import FEATURES, LANES, Likeness, feature_rows
 from memstream.checkout.retrieve.lanes import LANE_WEIGHTS
 from memstream.checkout.retrieve.learned import (
     Ranker,
@@ -16,7 +17,7 @@ from memstream.checkout.retrieve.learned import (
     shipped,
 )
 from memstream.checkout.retrieve.rerank import rerank
-from memstream.records.packet import Candidate
+from memstream.records.packet import Candidate, SynthesisPlan
 from memstream.records.projected import SourceRef
 from memstream_bench.train import Group, fit, folds, hand_set, score
 
@@ -41,6 +42,11 @@ def cand(
     )  # fmt: skip
 
 
+def rows_of(plan: SynthesisPlan, head: list[Candidate]) -> list[list[float]]:
+    """Rows without vectors (the likeness features unknown)."""
+    return feature_rows(plan, head, Likeness.unknown(len(head)))
+
+
 def test_every_lane_of_the_pool_is_a_feature() -> None:
     assert set(LANES) == set(LANE_WEIGHTS)
 
@@ -52,7 +58,7 @@ def test_a_row_holds_what_the_lanes_and_the_plan_know() -> None:
         cand("ans", "I'm learning the cello, my first instrument", seq=40, score=0.02,
              lanes={"sparse": 0}, at="2030-05-01T10:00:00Z"),
     ]  # fmt: skip
-    rows = feature_rows(plan, head)
+    rows = rows_of(plan, head)
     assert [len(r) for r in rows] == [len(FEATURES)] * 2
     chat, ans = rows
     assert (chat[AT["fused_rank"]], ans[AT["fused_rank"]]) == (0.0, 1.0)
@@ -62,8 +68,44 @@ def test_a_row_holds_what_the_lanes_and_the_plan_know() -> None:
     assert ans[AT["coverage"]] > chat[AT["coverage"]] == 0.0
     assert chat[AT["in_window"]] == 1.0 and ans[AT["in_window"]] == 0.0  # February 2031
     assert ans[AT["tokens"]] == 7.0
-    no_period = feature_rows(plan_query("Which instrument is Zoë learning?", NOW), head)
+    no_period = rows_of(plan_query("Which instrument is Zoë learning?", NOW), head)
     assert no_period[0][AT["in_window"]] == -1.0
+
+
+def test_likeness_compares_each_item_with_the_question_and_the_first_others() -> None:
+    query = np.asarray([1.0, 0.0, 0.0], dtype=np.float32)
+    items = np.asarray(
+        [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.6, 0.8], [0.0, 0.0, 1.0], [0.6, 0.8, 0.0]],
+        dtype=np.float32,
+    )
+    like = Likeness.of(query, items)
+    assert like.to_query == pytest.approx([1.0, 0.0, 0.0, 0.0, 0.6])
+    # the best cosine with one of the first three items, never with itself
+    assert like.to_top == pytest.approx([0.0, 0.6, 0.6, 0.8, 0.8])
+    assert Likeness.of(query, np.zeros((0, 3), dtype=np.float32)) == Likeness([], [])
+    assert Likeness.of(query, items[:1]).to_top == [-1.0]  # no other item to be like
+
+
+def test_the_likeness_and_novelty_of_an_item_in_its_row() -> None:
+    plan = plan_query("Which sports and instruments does Zoë play?", NOW)
+    head = [
+        cand("a", "Zoë plays the cello and the piano", seq=1),
+        cand("b", "the cello again, the piano again", seq=30),
+        cand("c", "Zoë plays tennis on Sundays: sports matter", seq=60),
+    ]
+    rows = feature_rows(plan, head, Likeness([0.9, 0.5, 0.7], [0.2, 0.8, 0.4]))
+    assert [r[AT["similarity"]] for r in rows] == [0.9, 0.5, 0.7]
+    assert [r[AT["similarity_gap"]] for r in rows] == pytest.approx([0.0, 0.4, 0.2])
+    assert [r[AT["near_top"]] for r in rows] == [0.2, 0.8, 0.4]
+    first, again, sports = (r[AT["novel_coverage"]] for r in rows)
+    # the second says only what the first said; the third says a word nobody before said
+    assert first > 0 and again == 0.0 and sports > 0
+    unknown = rows_of(plan, head)
+    assert (
+        {r[AT["similarity"]] for r in unknown}
+        == {r[AT["similarity_gap"]] for r in unknown}
+        == {-1.0}
+    )
 
 
 def test_the_trainings_hand_set_order_is_the_reranks() -> None:
@@ -72,7 +114,7 @@ def test_the_trainings_hand_set_order_is_the_reranks() -> None:
              "instrument shop", "ok", "lessons", "I am learning"]  # fmt: skip
     head = [cand(f"i{n}", t, seq=n * 7, score=0.05 - n * 0.004) for n, t in enumerate(texts)]
     by_rerank = [c.item_id for c in rerank(plan, head)]
-    scores = hand_set(feature_rows(plan, head))
+    scores = hand_set(rows_of(plan, head))
     by_training = [head[i].item_id for i in sorted(range(len(head)), key=lambda i: -scores[i])]
     assert by_training == by_rerank
 
@@ -95,7 +137,7 @@ def _groups(n: int, seed: int = 3) -> list[Group]:
                 conversation=f"conv-{q % 4}",
                 category=1,
                 turns=[c.item_id for c in head],
-                rows=feature_rows(plan, head),
+                rows=rows_of(plan, head),
                 evidence=[head[answer].item_id],
             )
         )
@@ -109,7 +151,7 @@ def test_a_model_learns_what_tells_the_answer_and_orders_by_it() -> None:
     head = [cand(f"f{i}", f"filler {i}", seq=i * 9, score=0.05 - i * 0.003) for i in range(9)]
     head.append(cand("told", "learning the cello instrument", seq=90, score=0.01))
     tail = [cand("deep", "learning the cello instrument", seq=200, score=0.001)]
-    ordered = learned_order(plan, head + tail, ranker, top=10)
+    ordered = learned_order(head + tail, rows_of(plan, head), ranker)
     assert ordered[0].item_id == "told"
     assert ordered[-1].item_id == "deep"  # beyond the top: untouched
     # the fused scores are handed out again in the new order: the scale stays
@@ -130,7 +172,8 @@ def test_the_shipped_model_loads_and_reads_todays_features() -> None:
     assert len(ranker.model_id) == 12
     plan = plan_query("which instrument is the user learning", NOW)
     head = [cand(f"i{i}", f"turn {i}", seq=i, score=0.05 - i * 0.001) for i in range(30)]
-    assert sorted(c.item_id for c in learned_order(plan, head)) == sorted(c.item_id for c in head)
+    ordered = learned_order(head, rows_of(plan, head))
+    assert sorted(c.item_id for c in ordered) == sorted(c.item_id for c in head)
 
 
 def test_folds_never_share_a_conversation_and_cover_every_question() -> None:

@@ -16,6 +16,9 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import get_args
 
+import numpy as np
+import numpy.typing as npt
+
 from memstream.matching import focus_of
 from memstream.records.packet import AnswerType, Candidate, Operation, SynthesisPlan
 from memstream.text.names import entity_key
@@ -57,11 +60,46 @@ FEATURES: tuple[str, ...] = (
     "numbers",
     "dates",
     "relevance",
+    "similarity",
+    "similarity_gap",
+    "near_top",
+    "novel_coverage",
     "operation",
     "answer_type",
     "focus_terms",
     "named",
 )
+
+
+# The first items of the fused top each item is compared with in meaning (``near_top``): a
+# second piece of a multi-part answer resembles the first piece more than the question.
+TOP_LIKE = 3
+UNKNOWN = -1.0  # a feature nobody could compute (no vectors)
+
+
+@dataclass(frozen=True)
+class Likeness:
+    """How alike in meaning the items of a head are: each item's cosine with the question,
+    and its best cosine with one of the first :data:`TOP_LIKE` other items."""
+
+    to_query: list[float]
+    to_top: list[float]
+
+    @classmethod
+    def of(cls, query: npt.NDArray[np.float32], items: npt.NDArray[np.float32]) -> Likeness:
+        """From L2-normalised vectors: ``query`` (dim,) and ``items`` (n, dim), in head order."""
+        if len(items) == 0:
+            return cls([], [])
+        to_query = items @ query
+        pairs = items @ items[:TOP_LIKE].T
+        n = min(TOP_LIKE, len(items))
+        pairs[np.arange(n), np.arange(n)] = -1.0  # an item is not its own neighbour
+        return cls([float(x) for x in to_query], [float(x) for x in pairs.max(axis=1)])
+
+    @classmethod
+    def unknown(cls, n: int) -> Likeness:
+        """For a caller without vectors: every likeness feature :data:`UNKNOWN`."""
+        return cls([UNKNOWN] * n, [UNKNOWN] * n)
 
 
 @dataclass(frozen=True)
@@ -138,12 +176,30 @@ def plan_features(plan: SynthesisPlan) -> list[float]:
     ]
 
 
-def feature_rows(plan: SynthesisPlan, head: list[Candidate]) -> list[list[float]]:
+def _novel_coverage(plan: SynthesisPlan, head: list[Candidate]) -> list[float]:
+    """For each item, the share of the question's focus words it says that no item before it
+    says (the part of a many-part question only it answers)."""
+    focus = focus_of(plan).terms
+    seen: set[str] = set()
+    out = []
+    for c in head:
+        said = content_stems(c.text) & focus
+        out.append(len(said - seen) / len(focus) if focus else 0.0)
+        seen |= said
+    return out
+
+
+def feature_rows(
+    plan: SynthesisPlan, head: list[Candidate], likeness: Likeness
+) -> list[list[float]]:
     """One row of :data:`FEATURES` per item of ``head`` (the fused top, best first)."""
     top = max((c.score for c in head), default=0.0) or 1.0
     plan_part = plan_features(plan)
+    best_like = max(likeness.to_query, default=UNKNOWN)
+    novel = _novel_coverage(plan, head)
     rows = []
     for rank, (c, s) in enumerate(zip(head, signals(plan, head), strict=True)):
+        like = likeness.to_query[rank]
         lanes = [1.0 / (1 + c.lane_ranks[lane]) if lane in c.lane_ranks else 0.0 for lane in LANES]
         rows.append(
             [
@@ -161,6 +217,10 @@ def feature_rows(plan: SynthesisPlan, head: list[Candidate]) -> list[list[float]
                 float(len(c.quantities)),
                 float(len(c.dates)),
                 c.relevance if c.relevance is not None else -1.0,
+                like,
+                best_like - like if like != UNKNOWN else UNKNOWN,
+                likeness.to_top[rank],
+                novel[rank],
                 *plan_part,
             ]
         )

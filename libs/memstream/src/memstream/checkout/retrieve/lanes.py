@@ -22,6 +22,8 @@ from datetime import UTC, date, datetime, timedelta
 from datetime import time as dt_time
 from typing import Any
 
+import numpy as np
+
 from memstream.checkout.plan.anchored import (
     DayRange,
     Offset,
@@ -41,7 +43,7 @@ from memstream.checkout.retrieve.config import PLAIN, RetrievalConfig
 from memstream.checkout.retrieve.coverage import covered
 from memstream.checkout.retrieve.expand import related_terms
 from memstream.checkout.retrieve.facts import PredicateRanker
-from memstream.checkout.retrieve.features import feature_rows
+from memstream.checkout.retrieve.features import Likeness, feature_rows
 from memstream.checkout.retrieve.learned import LEARNED_TOP, learned_order
 from memstream.checkout.retrieve.reach import (
     CHAIN_FROM,
@@ -54,6 +56,7 @@ from memstream.checkout.retrieve.reach import (
 )
 from memstream.checkout.retrieve.rerank import rerank
 from memstream.checkout.scoped import admits, facts_in
+from memstream.embed.kept import KeptVectors
 from memstream.embed.port import Embedder, TermNeighbours
 from memstream.graph.port import GraphReader
 from memstream.graph.validity import known_at
@@ -113,6 +116,10 @@ _GRAPH_READS = ThreadPoolExecutor(max_workers=8, thread_name_prefix="checkout-gr
 EVENTS = ["event"]
 # Events about memory (feedback, invalidation, purge), not memories: never candidates.
 CONTROL_TYPES = frozenset({"memory.feedback", "memory.invalidate", "memory.purge"})
+
+
+# The head's texts come back checkout after checkout: their vectors are kept (``head_rows``).
+_TEXT_VECTORS = KeptVectors()
 
 
 @dataclass
@@ -250,11 +257,13 @@ class Retriever:
         if plan.operation == "latest_value" or scope.stream is not None:
             run.recent()
         fused = run.in_time(run.fused())
+        run.clock.lap("fuse")
+        # the ranker's rows, computed once for the explanation and the learned order
+        rows = run.head_rows(fused[:LEARNED_TOP]) if explain is not None or lever.learned else []
         if explain is not None:
-            head = fused[:LEARNED_TOP]
-            explain.extend(zip((c.item_id for c in head), feature_rows(plan, head), strict=True))
+            explain.extend(zip((c.item_id for c in fused), rows, strict=False))
         if lever.learned:
-            fused = learned_order(plan, fused)
+            fused = learned_order(fused, rows)
         elif lever.rerank:
             fused = rerank(plan, fused)
         if lever.coverage:
@@ -282,6 +291,15 @@ class _Run:
 
     def best(self) -> list[Candidate]:
         return self.lanes.best(self.r.config.vote_depth(self.r.k))
+
+    def head_rows(self, head: list[Candidate]) -> list[list[float]]:
+        """The ranker's :func:`features.feature_rows` of ``head``, its likeness read from the
+        embedder's vectors of the items (kept across checkouts) and of the question."""
+        items = _TEXT_VECTORS.vectors(self.r.embedder, [c.text for c in head])
+        likeness = Likeness.of(np.asarray(self.vector, dtype=np.float32), items)
+        rows = feature_rows(self.plan, head, likeness)
+        self.clock.lap("features")
+        return rows
 
     def embed(self) -> None:
         self.vector = self.r.embedder.embed([self.plan.query])[0].tolist()

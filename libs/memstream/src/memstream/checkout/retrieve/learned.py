@@ -1,7 +1,8 @@
 """The fused top ordered by a learned ranker (the ``learned`` lever; pure but for the model
 file, read once).
 
-The model is a LightGBM LambdaRank ensemble over :data:`features.FEATURES`, shipped beside
+The model is a LightGBM LambdaRank ensemble over :data:`features.FEATURES` (the rows
+``features.feature_rows`` gives), shipped beside
 this module as a text file (``ranker.txt``) and trained by ``memstream bench train`` (see
 docs/ranking.md); nothing is downloaded. A model whose feature names are not today's
 ``FEATURES`` is refused when it loads: a retrained feature set needs a retrained model.
@@ -19,8 +20,8 @@ from pathlib import Path
 import lightgbm
 import numpy as np
 
-from memstream.checkout.retrieve.features import FEATURES, feature_rows
-from memstream.records.packet import Candidate, SynthesisPlan
+from memstream.checkout.retrieve.features import FEATURES
+from memstream.records.packet import Candidate
 
 MODEL = Path(__file__).with_name("ranker.txt")
 # The fused items the ranker orders (the rest keep their place after them): deeper than the
@@ -63,15 +64,13 @@ def shipped() -> Ranker:
 
 
 def learned_order(
-    plan: SynthesisPlan,
-    fused: list[Candidate],
-    ranker: Ranker | None = None,
-    top: int = LEARNED_TOP,
+    fused: list[Candidate], rows: list[list[float]], ranker: Ranker | None = None
 ) -> list[Candidate]:
-    """``fused`` with its first ``top`` items in the ranker's order (ties keep the fused
-    order), each given the fused score of the place it takes; the rest follow unchanged."""
-    head, tail = fused[:top], fused[top:]
-    scores = (ranker or shipped()).scores(feature_rows(plan, head))
+    """``fused`` with its first ``len(rows)`` items (``rows``: their :func:`feature_rows`) in
+    the ranker's order (ties keep the fused order), each given the fused score of the place it
+    takes; the rest follow unchanged."""
+    head, tail = fused[: len(rows)], fused[len(rows) :]
+    scores = (ranker or shipped()).scores(rows)
     order = sorted(range(len(head)), key=lambda i: (-scores[i], i))
     places = sorted((c.score for c in head), reverse=True)
     return [

@@ -32,7 +32,13 @@ from typing import get_args
 import lightgbm
 import numpy as np
 
-from memstream.checkout.retrieve.features import FEATURES, feature_rows, plan_features, signals
+from memstream.checkout.retrieve.features import (
+    FEATURES,
+    Likeness,
+    feature_rows,
+    plan_features,
+    signals,
+)
 from memstream.checkout.synthesis.selection import coverage
 from memstream.records.packet import (
     Answerability,
@@ -126,7 +132,8 @@ def answer_features(
     terms, entities = coverage(plan, top.support_ids, by_id) if top else (0.0, 0.0)
     kinds = {w.kind for w in result.warnings}
     head = list(pool[:HEAD])
-    rows = feature_rows(plan, head)
+    # the judge reads no likeness feature (``_OVER_HEAD``): the packet carries no vectors
+    rows = feature_rows(plan, head, Likeness.unknown(len(head)))
     support = [by_id[i] for i in (top.support_ids if top else []) if i in by_id]
     return [
         float(VERDICTS.index(result.answerability)),
