@@ -180,6 +180,20 @@ def test_a_body_that_is_not_an_export_gets_a_4xx_with_its_reason(
     assert answer.json()["detail"]
 
 
+def test_a_refused_json_export_names_the_place(stack: RunningStack, key: str) -> None:
+    auth = {"Authorization": f"Bearer {key}", "content-type": "application/json"}
+    span = b'{"traceId": "00", "spanId": "00", "name": "chat \\udc00 model"}'
+    lone = b'{"resourceSpans": [{"scopeSpans": [{"spans": [' + span + b"]}]}]}"
+    deep = b'{"resourceSpans": [{"resource": ' + b"[" * 60 + b"]" * 60 + b"}]}"
+    for body, said in (
+        (lone, "resourceSpans[0].scopeSpans[0].spans[0].name: holds a lone surrogate"),
+        (deep, "resourceSpans[0].resource"),
+    ):
+        answer = httpx.post(f"{stack.api_url}/v1/traces", content=body, headers=auth, timeout=30)
+        assert answer.status_code == 400, answer.text
+        assert answer.json()["detail"].startswith(said), answer.text
+
+
 def test_a_key_scoped_to_another_agent_is_refused_whole(stack: RunningStack) -> None:
     scoped = key_for(stack, TENANT, "--scope", "agent=someone-else")
     exporter = InMemorySpanExporter()

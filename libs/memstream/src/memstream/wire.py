@@ -16,6 +16,7 @@ from datetime import datetime
 from functools import cache
 from typing import TYPE_CHECKING, Annotated, Any
 
+import pydantic_core
 from pydantic import (
     AwareDatetime,
     BeforeValidator,
@@ -393,6 +394,46 @@ def too_deep(value: Any, limit: int) -> Loc | None:
             pairs = item.items() if isinstance(item, dict) else enumerate(item)
             pending += [((*loc, k), v) for k, v in pairs if isinstance(v, dict | list | tuple)]
     return None
+
+
+class BodyFault(ValueError):
+    """Why a request body holds no JSON document a route reads: what (``problem``), its kind
+    (``json_invalid``, ``json_too_deep``, ``string_unicode``), where from the body's root
+    (``loc``; None: the body as a whole) and what of it could be read (``doc``; None when
+    nothing could)."""
+
+    def __init__(self, problem: str, kind: str, loc: Loc | None = None, doc: Any = None) -> None:
+        super().__init__(problem)
+        self.problem, self.kind, self.loc, self.doc = problem, kind, loc, doc
+
+
+def json_body(body: bytes, limit: int = BODY_MAX_DEPTH) -> Any:
+    """The JSON document of a request body, nested at most ``limit`` levels, else a
+    :class:`BodyFault` naming the place: past the limit (found in the raw bytes when the
+    parser gave up first), or a string holding a lone surrogate (``"\\ud800"`` is valid JSON
+    but no valid Unicode, so no store can hold it)."""
+    try:
+        doc = pydantic_core.from_json(body)
+    except ValueError as exc:
+        raise _unreadable(body, exc, limit) from exc
+    deep = too_deep(doc, limit)
+    if deep is not None:
+        raise BodyFault(f"nests deeper than {limit} levels", "json_too_deep", deep, doc)
+    return doc
+
+
+def _unreadable(body: bytes, exc: ValueError, limit: int) -> BodyFault:
+    deep = deepest(body, limit)
+    if deep is not None:
+        return BodyFault(f"nests deeper than {limit} levels", "json_too_deep", deep)
+    try:
+        doc = json.loads(body)  # the standard library reads lone surrogates
+    except (ValueError, RecursionError):
+        doc = None
+    for loc, text, _is_key in strings(doc):
+        if (problem := lone_surrogate(text)) is not None:
+            return BodyFault(problem, "string_unicode", loc, doc)
+    return BodyFault(f"body is not valid JSON: {shorten(str(exc))}", "json_invalid")
 
 
 def deepest(body: bytes, limit: int) -> Loc | None:

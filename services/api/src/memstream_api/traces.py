@@ -11,7 +11,6 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-import pydantic_core
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 from google.protobuf import json_format
@@ -19,7 +18,7 @@ from google.protobuf.message import DecodeError
 from memstream.intake import Accepted as Written
 from memstream.intake.otlp import json_ids_as_proto, misshapen, spans_of, translate
 from memstream.intake.parse import MAX_BATCH
-from memstream.wire import BODY_MAX_DEPTH, deepest, dotted, shorten, too_deep
+from memstream.wire import BODY_MAX_DEPTH, BodyFault, dotted, json_body
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
@@ -131,19 +130,17 @@ def _decoded(body: bytes, kind: str) -> ExportTraceServiceRequest | str:
 
 
 def _json_object(body: bytes) -> dict[str, Any] | str:
-    """The body's JSON object, or why it is none. Parsed as ``/v1/events`` parses: the
-    standard library's parser (and protobuf's, under it) recurse, and a RecursionError is
-    no answer, so nesting is bounded first, at the limit of every request body."""
+    """The body's JSON object, or why it is none (read as every JSON body is:
+    ``wire.json_body``, which names a place past the nesting limit or a string no store can
+    hold)."""
     try:
-        doc = pydantic_core.from_json(body)
-    except ValueError as exc:
-        doc, place = None, deepest(body, BODY_MAX_DEPTH)
-        if place is None:
-            return f"body is not valid JSON: {shorten(str(exc))}"
-    else:
-        place = too_deep(doc, BODY_MAX_DEPTH)
-    if place is not None:
-        return f"{dotted(place)}: a request body nests at most {BODY_MAX_DEPTH} levels"
+        doc = json_body(body)
+    except BodyFault as fault:
+        if fault.loc is None:
+            return fault.problem
+        if fault.kind == "json_too_deep":
+            return f"{dotted(fault.loc)}: a request body nests at most {BODY_MAX_DEPTH} levels"
+        return f"{dotted(fault.loc)}: {fault.problem}"
     if not isinstance(doc, dict):
         return 'an OTLP/JSON export is one object: {"resourceSpans": [...]}'
     return doc

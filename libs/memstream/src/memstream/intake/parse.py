@@ -8,20 +8,17 @@ whole for one bad event, naming every fault by event index and field.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-import pydantic_core
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from memstream.events import EVENT_TYPES, Event, InboundEvent, parse_inbound
 from memstream.intake.outcomes import FieldError, Forbidden, Invalid, Malformed, TooMany
 from memstream.scope import FIELDS, WHOLE, Scope
-from memstream.wire import BODY_MAX_DEPTH, deepest, dotted, lone_surrogate, shorten, strings
-from memstream.wire import too_deep as nests_too_deep
+from memstream.wire import BODY_MAX_DEPTH, BodyFault, dotted, json_body, shorten
 
 MAX_BATCH = 10_000
 # Enough to fix a batch in one round trip without echoing 10k copies of one mistake.
@@ -104,12 +101,9 @@ def where(index: int, batch: bool) -> str:
 def _items(body: bytes, max_batch: int) -> tuple[list[Any], bool]:
     """The raw event objects and whether the body was a batch."""
     try:
-        doc = pydantic_core.from_json(body)
-    except ValueError as exc:
-        raise _Refused(_undecodable(body, exc)) from exc
-    deep = nests_too_deep(doc, BODY_MAX_DEPTH)
-    if deep is not None:
-        raise _Refused(_too_deep(deep, isinstance(doc, dict) and "events" in doc))
+        doc = json_body(body)
+    except BodyFault as fault:
+        raise _Refused(_malformed(fault)) from fault
     if not (isinstance(doc, dict) and "events" in doc):
         if isinstance(doc, dict):
             return [doc], False
@@ -129,32 +123,20 @@ def _items(body: bytes, max_batch: int) -> tuple[list[Any], bool]:
     return items, True
 
 
-def _too_deep(loc: tuple[int | str, ...], batch: bool) -> Malformed:
-    error = _located(loc, f"nests deeper than {BODY_MAX_DEPTH} levels", "json_too_deep", batch)
+def _malformed(fault: BodyFault) -> Malformed:
+    """The refusal of a body that holds no JSON document (``wire.json_body``): a place past
+    the nesting limit or a string no store can hold is named as the event's field."""
+    if fault.loc is None:
+        return Malformed(fault.problem)
+    doc = fault.doc
+    batch = "events" in doc if isinstance(doc, dict) else fault.loc[:1] == ("events",)
+    error = _located(fault.loc, fault.problem, fault.kind, batch)
     place = where(error.index, batch) + (f".{error.field}" * bool(error.field))
-    reason = f"{place}: a request body nests at most {BODY_MAX_DEPTH} levels; nothing was accepted"
-    return Malformed(reason, [error])
-
-
-def _undecodable(body: bytes, exc: ValueError) -> Malformed:
-    """The refusal of a body pydantic cannot parse. Nesting past its limit is named by its
-    place; a lone surrogate (``"\\ud800"``) is valid JSON but not valid Unicode, so no store
-    can hold it: the answer names the field that holds one."""
-    deep = deepest(body, BODY_MAX_DEPTH)
-    if deep is not None:
-        return _too_deep(deep, deep[:1] == ("events",))
-    try:
-        doc = json.loads(body)  # the standard library reads lone surrogates
-    except (ValueError, RecursionError):
-        doc = None
-    for loc, text, _is_key in strings(doc):
-        problem = lone_surrogate(text)
-        if problem is not None:
-            batch = isinstance(doc, dict) and "events" in doc
-            error = _located(loc, problem, "string_unicode", batch)
-            reason = f"{where(error.index, batch)}.{error.field}: {problem}; nothing was accepted"
-            return Malformed(reason, [error])
-    return Malformed(f"body is not valid JSON: {shorten(str(exc))}")
+    if fault.kind == "json_too_deep":
+        why = f"a request body nests at most {BODY_MAX_DEPTH} levels"
+    else:
+        why = fault.problem
+    return Malformed(f"{place}: {why}; nothing was accepted", [error])
 
 
 def _complete(
