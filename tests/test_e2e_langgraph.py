@@ -11,7 +11,7 @@ from typing import Any, TypedDict
 
 import pytest
 from langgraph.graph import END, START, StateGraph
-from langgraph.store.base import BaseStore
+from langgraph.store.base import BaseStore, InvalidNamespaceError
 from memstream.client import MemoryHttpClient, MemstreamHttpError
 from memstream.integrations.langgraph import KEY, NAMESPACE, VALUE, MemstreamStore, stream_of
 from stackproc import RunningStack, memstream, wait_until
@@ -170,3 +170,62 @@ def test_a_key_written_before_a_thousand_other_writes_is_still_found(
     early = store.get(ns, "early")
     assert early is not None and early.value == {"text": "the first firing log"}
     assert [i.key for i in store.search(ns, limit=5)] == ["late", "early"]
+
+
+def test_a_namespace_is_registered_once_per_store(
+    store: MemstreamStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sent: list[list[dict[str, Any]]] = []
+    client = store._client
+    real = client.emit_written
+
+    def counted(events: list[dict[str, Any]]) -> tuple[list[str], str]:
+        sent.append(events)
+        return real(events)
+
+    monkeypatch.setattr(client, "emit_written", counted)
+    ns = (*PERSON, "glazes")
+    for glaze in ("celadon", "ash", "celadon"):
+        store.put(ns, glaze, {"text": f"{glaze} glaze on stoneware"})
+    assert [len(batch) for batch in sent] == [2, 1, 1]  # the register with the first write only
+    assert ns in store.list_namespaces(prefix=PERSON)
+
+
+def test_only_the_first_page_of_a_history_waits_for_the_position(
+    stack: RunningStack, key: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    asked: list[str | None] = []
+    with MemoryHttpClient(stack.api_url, key) as client:
+        events = [{"type": "observation", "stream": "lg-pages", "payload": {"text": f"n {i}"}}
+                  for i in range(5)]  # fmt: skip
+        _ids, position = client.emit_written(events)
+        real = client._stream_page
+
+        def paged(stream: str, limit: int, after: str | None, before: int | None) -> Any:
+            asked.append(after)
+            return real(stream, limit, after, before)
+
+        monkeypatch.setattr(client, "_stream_page", paged)
+        got = list(client.stream_history("lg-pages", after=position, page=2))
+    assert [e["text"] for e in got] == [f"n {i}" for i in reversed(range(5))]
+    assert asked == [position, None, None]
+
+
+def test_a_nul_in_a_key_is_refused_with_its_reason_and_the_store_goes_on(
+    store: MemstreamStore,
+) -> None:
+    ns = (*PERSON, "hostile")
+    with pytest.raises(MemstreamHttpError) as refused:
+        store.put(ns, "nul\x00key", {"text": "a"})
+    assert refused.value.status == 422 and "U+0000" in str(refused.value)
+    assert store.get(ns, "nul\x00key") is None
+    # a value is a JSON document: its NUL and control characters are kept as it holds them
+    odd = {"text": "a NUL \x00, a bell \x07 and a tab\t", "nested": ["\x1b[0m"]}
+    store.put(ns, "after", odd)
+    got = store.get(ns, "after")
+    assert got is not None and got.value == odd
+
+
+def test_a_nul_in_a_namespace_is_refused_before_anything_is_sent(store: MemstreamStore) -> None:
+    with pytest.raises(InvalidNamespaceError):
+        store.put(("people", "nul\x00part"), "k", {"text": "a"})

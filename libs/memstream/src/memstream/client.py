@@ -412,13 +412,13 @@ class MemoryHttpClient:
     def stream_history(
         self, stream: str, *, after: str | None = None, page: int = 1000
     ) -> Iterator[dict[str, Any]]:
-        """Every event of ``stream``, newest written first, read ``page`` at a time."""
-        before: int | None = None
-        while True:
-            events, before = self._stream_page(stream, page, after, before)
+        """Every event of ``stream``, newest written first, read ``page`` at a time. Only the
+        first page waits for ``after``: the pages after it hold older events."""
+        events, before = self._stream_page(stream, page, after, None)
+        yield from events
+        while before is not None:
+            events, before = self._stream_page(stream, page, None, before)
             yield from events
-            if before is None:
-                return
 
     def _stream_page(
         self, stream: str, limit: int, after: str | None, before: int | None

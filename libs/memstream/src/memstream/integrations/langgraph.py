@@ -84,6 +84,9 @@ class MemstreamStore(BaseStore):
         self._agent = agent
         self._user_at = user_at
         self._after: str | None = None  # the position of this store's last write
+        # namespaces this store registered (the ledger drops a repeat by its id; this store
+        # does not send it again)
+        self._registered: set[str] = set()
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         """Run ``ops`` in order: writes first reach memory, then the reads see them."""
@@ -129,7 +132,9 @@ class MemstreamStore(BaseStore):
             "metadata": {NAMESPACE: json.dumps(list(ns)), "store.stream": stream},
         }
         item = {**common, "stream": stream, "payload": {"text": text}, "metadata": metadata}
-        _ids, self._after = self._client.emit_written([register, item])
+        events = [item] if stream in self._registered else [register, item]
+        _ids, self._after = self._client.emit_written(events)
+        self._registered.add(stream)
 
     # reads
 
