@@ -41,3 +41,10 @@ def test_anything_else_is_invalid_json_for_the_whole_body(body: bytes) -> None:
     fault = _fault(body)
     assert (fault.kind, fault.loc, fault.doc) == ("json_invalid", None, None)
     assert fault.problem.startswith("body is not valid JSON: ")
+
+
+def test_a_fault_states_the_rule_after_its_place() -> None:
+    assert _fault(b'{"x": [[1]]}', limit=2).rule == "a request body nests at most 2 levels"
+    assert _fault(b"[" * 5000).rule == f"a request body nests at most {BODY_MAX_DEPTH} levels"
+    lone = _fault(b'{"a": "\\udfff"}')
+    assert lone.rule == lone.problem and lone.rule.startswith("holds a lone surrogate")

@@ -402,9 +402,25 @@ class BodyFault(ValueError):
     (``loc``; None: the body as a whole) and what of it could be read (``doc``; None when
     nothing could)."""
 
-    def __init__(self, problem: str, kind: str, loc: Loc | None = None, doc: Any = None) -> None:
+    def __init__(
+        self,
+        problem: str,
+        kind: str,
+        loc: Loc | None = None,
+        doc: Any = None,
+        limit: int = BODY_MAX_DEPTH,
+    ) -> None:
         super().__init__(problem)
         self.problem, self.kind, self.loc, self.doc = problem, kind, loc, doc
+        self.limit = limit  # the nesting limit the body was read under
+
+    @property
+    def rule(self) -> str:
+        """The refusal's reason as an answer states it after the place: the limit a body
+        broke, else the problem itself."""
+        if self.kind == "json_too_deep":
+            return f"a request body nests at most {self.limit} levels"
+        return self.problem
 
 
 def json_body(body: bytes, limit: int = BODY_MAX_DEPTH) -> Any:
@@ -418,14 +434,14 @@ def json_body(body: bytes, limit: int = BODY_MAX_DEPTH) -> Any:
         raise _unreadable(body, exc, limit) from exc
     deep = too_deep(doc, limit)
     if deep is not None:
-        raise BodyFault(f"nests deeper than {limit} levels", "json_too_deep", deep, doc)
+        raise BodyFault(f"nests deeper than {limit} levels", "json_too_deep", deep, doc, limit)
     return doc
 
 
 def _unreadable(body: bytes, exc: ValueError, limit: int) -> BodyFault:
     deep = deepest(body, limit)
     if deep is not None:
-        return BodyFault(f"nests deeper than {limit} levels", "json_too_deep", deep)
+        return BodyFault(f"nests deeper than {limit} levels", "json_too_deep", deep, None, limit)
     try:
         doc = json.loads(body)  # the standard library reads lone surrogates
     except (ValueError, RecursionError):

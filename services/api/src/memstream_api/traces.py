@@ -18,7 +18,7 @@ from google.protobuf.message import DecodeError
 from memstream.intake import Accepted as Written
 from memstream.intake.otlp import json_ids_as_proto, misshapen, spans_of, translate
 from memstream.intake.parse import MAX_BATCH
-from memstream.wire import BODY_MAX_DEPTH, BodyFault, dotted, json_body
+from memstream.wire import BodyFault, dotted, json_body
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
@@ -136,11 +136,7 @@ def _json_object(body: bytes) -> dict[str, Any] | str:
     try:
         doc = json_body(body)
     except BodyFault as fault:
-        if fault.loc is None:
-            return fault.problem
-        if fault.kind == "json_too_deep":
-            return f"{dotted(fault.loc)}: a request body nests at most {BODY_MAX_DEPTH} levels"
-        return f"{dotted(fault.loc)}: {fault.problem}"
+        return fault.problem if fault.loc is None else f"{dotted(fault.loc)}: {fault.rule}"
     if not isinstance(doc, dict):
         return 'an OTLP/JSON export is one object: {"resourceSpans": [...]}'
     return doc

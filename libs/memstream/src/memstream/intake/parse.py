@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from memstream.events import EVENT_TYPES, Event, InboundEvent, parse_inbound
 from memstream.intake.outcomes import FieldError, Forbidden, Invalid, Malformed, TooMany
 from memstream.scope import FIELDS, WHOLE, Scope
-from memstream.wire import BODY_MAX_DEPTH, BodyFault, dotted, json_body, shorten
+from memstream.wire import BodyFault, dotted, json_body, shorten
 
 MAX_BATCH = 10_000
 # Enough to fix a batch in one round trip without echoing 10k copies of one mistake.
@@ -132,11 +132,7 @@ def _malformed(fault: BodyFault) -> Malformed:
     batch = "events" in doc if isinstance(doc, dict) else fault.loc[:1] == ("events",)
     error = _located(fault.loc, fault.problem, fault.kind, batch)
     place = where(error.index, batch) + (f".{error.field}" * bool(error.field))
-    if fault.kind == "json_too_deep":
-        why = f"a request body nests at most {BODY_MAX_DEPTH} levels"
-    else:
-        why = fault.problem
-    return Malformed(f"{place}: {why}; nothing was accepted", [error])
+    return Malformed(f"{place}: {fault.rule}; nothing was accepted", [error])
 
 
 def _complete(
