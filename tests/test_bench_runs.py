@@ -106,6 +106,34 @@ def test_bench_embed_times_the_embedder_and_scores_a_locomo_file(tmp_path: Path)
     assert doc["locomo_keys"]
 
 
+@pytest.mark.timeout(900)
+def test_bench_train_measures_the_data_and_trains_on_the_labelled_conversations_too(
+    tmp_path: Path,
+) -> None:
+    from memstream.checkout.retrieve.learned import Ranker
+    from memstream.checkout.synthesis.answerable import Judge
+
+    data, groups = tmp_path / "tiny.json", tmp_path / "groups.jsonl"
+    data.write_text(json.dumps(tiny_locomo()))
+    labelled = ROOT / "bench" / "labelled" / "scenarios.json"
+    extra = [s["sample_id"] for s in json.loads(labelled.read_text())]
+    model, judge = tmp_path / "ranker.txt", tmp_path / "answerable.txt"
+    doc = bench(
+        tmp_path, "train", "--data", str(data), "--train-only", str(labelled),
+        "--groups", str(groups), "--model", str(model), "--judge", str(judge),
+    )  # fmt: skip
+    assert set(doc["folds"]) == {"tiny-1", "tiny-2"} and doc["trained_only"] == sorted(extra)
+    # the tiny conversations' five questions with evidence are the only ones measured
+    assert all(doc["pooled"][m]["questions"] == 5 for m in ("fused", "rerank", "learned"))
+    # tiny's six questions, category 5 included: the answerability learns from them alone
+    assert doc["answerability"]["packets"] == 6
+    Ranker.from_text(model.read_text())  # refused if it reads other features than today's
+    Judge.from_text(judge.read_text())
+    # the labelled conversations were collected: in the groups file, beside tiny's
+    kept = {json.loads(line)["conversation"] for line in groups.read_text().splitlines()}
+    assert kept == {"tiny-1", "tiny-2", *extra}
+
+
 ABSTAINING = ("ask_user", "no_memory")
 
 

@@ -3,7 +3,9 @@ gives them, the shipped model, and the training's folds (by conversation)."""
 
 from __future__ import annotations
 
+import json
 import random
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,7 +21,16 @@ from memstream.checkout.retrieve.learned import (
 from memstream.checkout.retrieve.rerank import rerank
 from memstream.records.packet import Candidate, SynthesisPlan
 from memstream.records.projected import SourceRef
-from memstream_bench.train import Group, fit, folds, hand_set, score
+from memstream_bench.train import (
+    DuplicateConversationError,
+    Group,
+    cross_validate,
+    fit,
+    folds,
+    hand_set,
+    samples_of,
+    score,
+)
 
 NOW = "2031-03-10T00:00:00Z"
 AT = {name: i for i, name in enumerate(FEATURES)}
@@ -184,6 +195,40 @@ def test_folds_never_share_a_conversation_and_cover_every_question() -> None:
         assert held_out not in {g.conversation for g in train}
         seen += test
     assert sorted(id(g) for g in seen) == sorted(id(g) for g in groups)
+
+
+def test_a_train_only_conversation_trains_every_fold_and_is_never_measured() -> None:
+    groups = _groups(30)  # conversations conv-0 .. conv-3
+    got = folds(groups, train_only={"conv-2"})
+    assert [held_out for held_out, _, _ in got] == ["conv-0", "conv-1", "conv-3"]
+    for held_out, train, test in got:
+        assert {g.conversation for g in test} == {held_out}
+        assert {g.conversation for g in train} == {"conv-0", "conv-1", "conv-2", "conv-3"} - {
+            held_out
+        }
+    doc = cross_validate(groups, train_only={"conv-2"})
+    assert set(doc["folds"]) == {"conv-0", "conv-1", "conv-3"}
+    measured = sum(1 for g in groups if g.conversation != "conv-2")
+    assert all(doc["pooled"][m]["questions"] == measured for m in ("fused", "rerank", "learned"))
+
+
+def test_training_files_are_read_together_and_a_conversation_named_twice_is_refused(
+    tmp_path: Path,
+) -> None:
+    def sample(sample_id: str) -> dict[str, object]:
+        return {"sample_id": sample_id, "conversation": {}, "qa": []}
+
+    measured, extra = tmp_path / "measured.json", tmp_path / "extra.json"
+    measured.write_text(json.dumps([sample("a 1"), sample("b")]))
+    extra.write_text(json.dumps([sample("Zoë's")]))
+    samples, only = samples_of([measured], [extra])
+    assert [s["sample_id"] for s in samples] == ["a 1", "b", "Zoë's"]
+    assert only == {"Zo--s"}  # the tenant each is written to
+    extra.write_text(json.dumps([sample("a-1")]))  # spelt as the same tenant as "a 1"
+    with pytest.raises(DuplicateConversationError, match="a-1"):
+        samples_of([measured], [extra])
+    with pytest.raises(DuplicateConversationError, match="b"):
+        samples_of([measured, measured], [])
 
 
 def test_recall_and_hit_of_an_order() -> None:

@@ -206,10 +206,22 @@ def locomo(
 
 @bench_app.command("train")
 def train(
-    data: Annotated[Path, typer.Option("--data", help="LoCoMo JSON (e.g. locomo-dev.json)")],
+    data: Annotated[
+        list[Path],
+        typer.Option(
+            "--data", help="LoCoMo JSON (e.g. locomo-dev.json), trained on and measured by folds"
+        ),
+    ],
     model: Annotated[
         Path | None,
         typer.Option("--model", help="write the model trained on every conversation here"),
+    ] = None,
+    train_only: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--train-only",
+            help="LoCoMo-shaped JSON the ranker also trains on (every fold), never measured",
+        ),
     ] = None,
     groups: Annotated[
         Path | None,
@@ -228,10 +240,17 @@ def train(
     """The learned ranker cross-validated by conversation beside the fused and hand-set
     orders (Recall@10 / Hit@10 of the fused top 60), and the calibrated answerability beside
     the rules (calibration error, abstention rates); --model and --judge write the models."""
-    if not data.is_file():
-        raise typer.BadParameter(f"no such file: {data}", param_hint="--data")
+    for hint, paths in (("--data", data), ("--train-only", train_only or [])):
+        for path in paths:
+            if not path.is_file():
+                raise typer.BadParameter(f"no such file: {path}", param_hint=hint)
+    from memstream_bench.train import DuplicateConversationError
+
     with stages(json_out) as progress:
-        doc = run_train(data, model, progress, groups, judge)
+        try:
+            doc = run_train(data, model, progress, groups, judge, train_only or [])
+        except DuplicateConversationError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--data") from exc
     if json_out:
         print_json(doc)
         return
@@ -241,6 +260,8 @@ def train(
     for row in table_rows(doc):
         table.add_row(*row)
     out.print(table)
+    if doc["trained_only"]:
+        out.print(f"trained on, never measured: {', '.join(doc['trained_only'])}")
     vs = doc["learned_vs_rerank_recall"]
     out.print(f"learned - rerank Recall@10 {vs['gain']:+.4f}, 95% interval {vs['interval95']}")
     if doc["answerability"] is not None:

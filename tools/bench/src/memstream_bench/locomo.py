@@ -57,12 +57,17 @@ def session_time(text: str) -> datetime:
     return datetime.strptime(text.strip(), "%I:%M %p on %d %B, %Y").replace(tzinfo=UTC)
 
 
+def tenant_of(sample: dict[str, Any]) -> str:
+    """The tenant a conversation is written to: its ``sample_id``, spelt as a tenant id."""
+    return re.sub(r"[^A-Za-z0-9._-]", "-", sample["sample_id"])
+
+
 def conversation_events(
     sample: dict[str, Any], user: bool = False
 ) -> tuple[str, list[Any], set[str]]:
     """The tenant, its turn events (with ``user``: each naming the conversation as its user),
     and the set of turn ids."""
-    tenant = re.sub(r"[^A-Za-z0-9._-]", "-", sample["sample_id"])
+    tenant = tenant_of(sample)
     conv = sample["conversation"]
     events: list[Any] = []
     turns: set[str] = set()

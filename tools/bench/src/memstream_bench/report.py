@@ -302,6 +302,8 @@ def train_table(doc: Doc) -> str:
         f"95% interval [{low:+.4f}, {high:+.4f}]. Features: {len(doc['features'])}; "
         f"{doc['rounds']} boosting rounds.",
     ]
+    if only := doc.get("trained_only"):
+        rows += ["", f"The ranker also trained on (never measured): {', '.join(only)}."]
     if (judged := doc.get("answerability")) is not None:
         rows += ["", *calibration_lines(judged)]
     return "\n".join([*rows, "", _machine(doc)])

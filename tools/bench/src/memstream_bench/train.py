@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import os
 import statistics
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -36,7 +36,14 @@ from memstream_cli.progress import Report, stage
 
 from memstream_bench import judge
 from memstream_bench.judge import Packet
-from memstream_bench.locomo import Conversation, _ingest, _turns, _wait_fresh, judged_packet
+from memstream_bench.locomo import (
+    Conversation,
+    _ingest,
+    _turns,
+    _wait_fresh,
+    judged_packet,
+    tenant_of,
+)
 from memstream_bench.stack import throwaway_stack
 from memstream_bench.stats import paired_interval
 
@@ -118,9 +125,12 @@ def fit(groups: Sequence[Group]) -> lightgbm.Booster:
     return lightgbm.train(PARAMS, data, num_boost_round=ROUNDS)
 
 
-def folds(groups: Sequence[Group]) -> list[tuple[str, list[Group], list[Group]]]:
-    """One fold per conversation: (held-out conversation, train groups, test groups)."""
-    names = sorted({g.conversation for g in groups})
+def folds(
+    groups: Sequence[Group], train_only: Collection[str] = ()
+) -> list[tuple[str, list[Group], list[Group]]]:
+    """One fold per conversation not in ``train_only``: (held-out conversation, train groups,
+    test groups); a ``train_only`` conversation is on the training side of every fold."""
+    names = sorted({g.conversation for g in groups} - set(train_only))
     return [
         (n, [g for g in groups if g.conversation != n], [g for g in groups if g.conversation == n])
         for n in names
@@ -149,11 +159,12 @@ def _summary(scored: list[tuple[int, float, float]]) -> dict[str, Any]:
     }
 
 
-def cross_validate(groups: Sequence[Group]) -> dict[str, Any]:
-    """Each fold's figures and all folds pooled, per method (see the module)."""
+def cross_validate(groups: Sequence[Group], train_only: Collection[str] = ()) -> dict[str, Any]:
+    """Each fold's figures and all folds pooled, per method (see the module); the
+    ``train_only`` conversations train every fold and are never measured."""
     pooled: dict[str, list[tuple[int, float, float]]] = {m: [] for m in METHODS}
     per_fold: dict[str, dict[str, Any]] = {}
-    for held_out, train, test in folds(groups):
+    for held_out, train, test in folds(groups, train_only):
         scored = _scored(test, fit(train))
         per_fold[held_out] = {m: _summary(s) for m, s in scored.items()}
         for m, s in scored.items():
@@ -199,10 +210,29 @@ def collect(api_url: str, conv: Conversation, progress: Report) -> tuple[list[Gr
     return groups, packets
 
 
-def gather(data: Path, progress: Report) -> tuple[list[Group], list[Packet]]:
-    """Every question of the LoCoMo file through the pipeline: the groups of those with
+class DuplicateConversationError(ValueError):
+    """One conversation in two places: it could end up on both sides of a fold."""
+
+
+def samples_of(data: Sequence[Path], train_only: Sequence[Path]) -> tuple[list[Any], set[str]]:
+    """Every conversation of the files, and the tenants of those that only train; a
+    conversation named twice (in one file or two) is refused."""
+    samples: list[Any] = []
+    only: set[str] = set()
+    for path in [*data, *train_only]:
+        got = json.loads(path.read_text())
+        samples += got
+        if path in train_only:
+            only |= {tenant_of(s) for s in got}
+    names = [tenant_of(s) for s in samples]
+    if twice := sorted({n for n in names if names.count(n) > 1}):
+        raise DuplicateConversationError(f"conversations named more than once: {', '.join(twice)}")
+    return samples, only
+
+
+def gather(samples: list[Any], progress: Report) -> tuple[list[Group], list[Packet]]:
+    """Every question of the conversations through the pipeline: the groups of those with
     evidence, and every question's packet."""
-    samples = json.loads(data.read_text())
     groups: list[Group] = []
     packets: list[Packet] = []
     with throwaway_stack(progress) as (stack, settings):
@@ -218,7 +248,7 @@ def gather(data: Path, progress: Report) -> tuple[list[Group], list[Packet]]:
 
 
 def _collected(
-    data: Path, progress: Report, groups_file: Path | None
+    samples: list[Any], progress: Report, groups_file: Path | None
 ) -> tuple[list[Group], list[Packet]]:
     """Read from ``groups_file`` (and its ``.packets`` sibling) when it exists; else collect,
     and write them there when it is named."""
@@ -228,7 +258,7 @@ def _collected(
         return [Group(**json.loads(line)) for line in lines], [
             Packet(**json.loads(line)) for line in packets_file.read_text().splitlines()
         ]
-    groups, packets = gather(data, progress)
+    groups, packets = gather(samples, progress)
     if groups_file is not None and packets_file is not None:
         groups_file.write_text("".join(json.dumps(asdict(g)) + "\n" for g in groups))
         packets_file.write_text("".join(json.dumps(asdict(p)) + "\n" for p in packets))
@@ -236,18 +266,26 @@ def _collected(
 
 
 def run_train(
-    data: Path,
+    data: Sequence[Path],
     model: Path | None,
     progress: Report,
     groups_file: Path | None = None,
     judge_model: Path | None = None,
+    train_only: Sequence[Path] = (),
 ) -> dict[str, Any]:
     """Collect (or read ``groups_file`` when it exists; write it when it does not),
-    cross-validate both models by conversation, then write the ranker trained on every
-    conversation to ``model`` and the answerability model to ``judge_model`` (each when
-    named)."""
-    groups, packets = _collected(data, progress, groups_file)
-    doc = cross_validate(groups) | {
+    cross-validate both models by conversation (the ranker with the ``train_only`` files'
+    conversations on the training side of every fold, never measured; the answerability on
+    the ``data`` ones alone), then write the ranker trained on every conversation to
+    ``model`` and the answerability model to ``judge_model`` (each when named)."""
+    samples, only = samples_of(data, train_only)
+    groups, every_packet = _collected(samples, progress, groups_file)
+    # A probability is calibrated to the population it learnt from: conversations of another
+    # share of answerable questions would skew it, so the answerability learns from the
+    # measured conversations only (the order is learnt per question: no share to skew).
+    packets = [p for p in every_packet if p.conversation not in only]
+    doc = cross_validate(groups, only) | {
+        "trained_only": sorted(only),
         "features": list(FEATURES),
         "rounds": ROUNDS,
         "answerability": judge.cross_validate(packets),
