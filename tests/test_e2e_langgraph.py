@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from collections.abc import Iterator
 from typing import Any, TypedDict
 
 import pytest
 from langgraph.graph import END, START, StateGraph
 from langgraph.store.base import BaseStore, InvalidNamespaceError
+from leakscan import files_holding, no_file_holds, topics_holding
 from memstream.client import MemoryHttpClient, MemstreamHttpError
 from memstream.integrations.langgraph import KEY, NAMESPACE, VALUE, MemstreamStore, stream_of
 from stackproc import RunningStack, memstream, wait_until
@@ -154,16 +156,16 @@ def test_a_key_written_before_a_thousand_other_writes_is_still_found(
 ) -> None:
     ns = (*PERSON, "busy")
     store.put(ns, "early", {"text": "the first firing log"})
-    other = {"type": "observation", "stream": stream_of(ns), "user": PERSON[1],
+    other = {"type": "observation", "stream": stream_of(ns, user_at=1), "user": PERSON[1],
              "metadata": {KEY: "", NAMESPACE: "[]"}}  # fmt: skip
     filler = [{**other, "payload": {"text": f"someone else's write {i}"}} for i in range(1_200)]
     filler[-1]["metadata"] = {KEY: "late", NAMESPACE: json.dumps(list(ns)), VALUE: '{"n": 1}'}
     with MemoryHttpClient(stack.api_url, key) as client:
         _ids, position = client.emit_written(filler)
-        newest = client.stream_events(stream_of(ns), limit=1000, after=position)
+        newest = client.stream_events(stream_of(ns, user_at=1), limit=1000, after=position)
         assert len(newest) == 1000 and newest[0]["metadata"][KEY] == "late"
         assert "early" not in {e["metadata"].get(KEY) for e in newest}
-        history = list(client.stream_history(stream_of(ns), after=position, page=500))
+        history = list(client.stream_history(stream_of(ns, user_at=1), after=position, page=500))
     assert len(history) == 1_201 and [e["seq"] for e in history] == sorted(
         (e["seq"] for e in history), reverse=True
     )
@@ -229,3 +231,65 @@ def test_a_nul_in_a_key_is_refused_with_its_reason_and_the_store_goes_on(
 def test_a_nul_in_a_namespace_is_refused_before_anything_is_sent(store: MemstreamStore) -> None:
     with pytest.raises(InvalidNamespaceError):
         store.put(("people", "nul\x00part"), "k", {"text": "a"})
+
+
+def test_a_purge_during_reads_fails_no_read_and_leaves_nothing_of_the_user(
+    stack: RunningStack, key: str
+) -> None:
+    """A user's namespaces purged (``DELETE /v1/scopes``) while another store object reads
+    them and a neighbour's: every read answers throughout, the neighbour's items never
+    waver, and afterwards no read, record or file holds the user's values or name."""
+    gone_user, kept_user = "Ørjan Vikstrøm-Lau", "Beatriz Quintela"
+    gone_ns, kept_ns = ("potters", gone_user, "glazes"), ("potters", kept_user, "glazes")
+    writer = MemstreamStore(stack.api_url, key, user_at=1)
+    for i in range(5):
+        writer.put(gone_ns, f"g{i}", {"text": f"celadon glaze qvx{i}rk fired at cone six"})
+        writer.put(kept_ns, f"k{i}", {"text": f"tenmoku glaze {i} fired at cone ten"})
+    writer.close()
+    reader = MemstreamStore(stack.api_url, key, user_at=1)
+    wait_until(lambda: reader.get(gone_ns, "g4") is not None, 60, "the writes applied")
+    failures: list[str] = []
+    reads = 0
+    stop = threading.Event()
+
+    def read_on() -> None:
+        nonlocal reads
+        while not stop.is_set():
+            try:
+                reader.get(gone_ns, "g0")
+                reader.search(("potters",), query="glaze fired at cone", limit=20)
+                reader.list_namespaces(prefix=("potters",))
+                if reader.get(kept_ns, "k3") is None:
+                    failures.append("the neighbour's item went missing")
+            except Exception as exc:  # every kind counts: the reads must all answer
+                failures.append(repr(exc))
+            reads += 1
+
+    thread = threading.Thread(target=read_on, daemon=True)
+    thread.start()
+    with MemoryHttpClient(stack.api_url, key, timeout=180) as admin:
+        report = admin.purge_scope({"user": gone_user}, wait_s=90)
+    done_at = reads
+    wait_until(lambda: reads >= done_at + 3, 60, "reads after the purge")
+    stop.set()
+    thread.join(timeout=60)
+    assert report["complete"] is True and report["removed"]["events"] >= 5, report
+    assert failures == [] and done_at > 0, failures[:5]
+    assert reader.get(gone_ns, "g0") is None
+    found = reader.search(("potters",), query="celadon glaze fired at cone six", limit=50)
+    assert {i.namespace for i in found} == {kept_ns}
+    assert gone_ns not in reader.list_namespaces(prefix=("potters",))
+    assert reader.get(kept_ns, "k3") is not None
+    reader.close()
+    markers = (*(f"qvx{i}rk" for i in range(5)), "Vikstr")
+    assert topics_holding(stack.bootstrap, markers) == {}
+    no_file_holds(stack.data_dir, markers, timeout=120)
+    assert files_holding(stack.data_dir.parent / f"{stack.data_dir.name}-up.log", markers) == {}
+
+
+def test_the_users_part_of_a_namespace_stays_out_of_its_streams_name() -> None:
+    ns = ("memories", "Ørjan Vikstrøm-Lau", "kiln")
+    assert "Vikstr" in stream_of(ns) and "Vikstr" not in stream_of(ns, user_at=1)
+    assert stream_of(ns, user_at=1).startswith("lg.memories.kiln.")
+    # the digest still tells one user's namespace from another's
+    assert stream_of(ns, user_at=1) != stream_of(("memories", "Beatriz", "kiln"), user_at=1)

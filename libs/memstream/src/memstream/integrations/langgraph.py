@@ -5,7 +5,8 @@ What maps to what:
 
 - a namespace is a stream of its own (``lg.<readable parts>.<digest>``, the digest of the
   exact namespace; ``user_at=i`` also makes its i-th part the events' ``user``, so a key
-  scoped to that user reads and writes only that user's namespaces);
+  scoped to that user reads and writes only that user's namespaces and a purge of that user
+  takes them all, and leaves that part out of the stream's name);
 - ``put`` is an ``observation`` in that stream: its text is what search reads (the
   ``index`` fields' values, else the whole value as JSON), its metadata the key and the value;
   ``delete`` is an observation that says the key is gone;
@@ -51,10 +52,13 @@ KEY, VALUE, NAMESPACE, DELETED = "store.key", "store.value", "store.namespace", 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
 
 
-def stream_of(namespace: tuple[str, ...]) -> str:
-    """The stream a namespace's items live in: readable, and exact by its digest."""
+def stream_of(namespace: tuple[str, ...], user_at: int | None = None) -> str:
+    """The stream a namespace's items live in: readable, and exact by its digest. The user's
+    part (``user_at``) is left out of the readable parts: a stream's name stays in records a
+    purge cannot rewrite (the broker's log keeps each record's key), the user's events do not."""
     digest = hashlib.sha256(json.dumps(list(namespace)).encode()).hexdigest()[:16]
-    readable = ".".join(_UNSAFE.sub("-", part)[:24] for part in namespace)[:90]
+    shown = [part for i, part in enumerate(namespace) if i != user_at]
+    readable = ".".join(_UNSAFE.sub("-", part)[:24] for part in shown)[:90]
     return f"lg.{readable}.{digest}" if readable else f"lg.{digest}"
 
 
@@ -114,7 +118,7 @@ class MemstreamStore(BaseStore):
     # writes
 
     def _put(self, op: PutOp) -> None:
-        ns, stream = op.namespace, stream_of(op.namespace)
+        ns, stream = op.namespace, stream_of(op.namespace, self._user_at)
         user = ns[self._user_at] if self._user_at is not None and len(ns) > self._user_at else None
         metadata: dict[str, Any] = {KEY: op.key, NAMESPACE: json.dumps(list(ns))}
         if op.value is None:
@@ -142,7 +146,9 @@ class MemstreamStore(BaseStore):
         """Every key's newest write in ``namespace`` (and when it was first written)."""
         exact = json.dumps(list(namespace))
         found: dict[str, _Version] = {}
-        for e in self._client.stream_history(stream_of(namespace), after=self._after):
+        for e in self._client.stream_history(
+            stream_of(namespace, self._user_at), after=self._after
+        ):
             meta = e.get("metadata") or {}
             key = meta.get(KEY)
             if not isinstance(key, str) or meta.get(NAMESPACE) != exact:
@@ -179,7 +185,8 @@ class MemstreamStore(BaseStore):
             for key, v in self._versions(ns).items()
             if v.value is not None and _matches(v.value, op.filter)
         ]
-        scores = self._scores(op.query, [stream_of(ns) for ns in spaces], op.limit + op.offset)
+        streams = [stream_of(ns, self._user_at) for ns in spaces]
+        scores = self._scores(op.query, streams, op.limit + op.offset)
         if op.query:
             current = [c for c in current if c[2].event_id in scores]
             current.sort(key=lambda c: -scores[c[2].event_id])
