@@ -3,8 +3,9 @@
 The OpenAPI document must tell the truth (statuses, media types, headers, bodies, and request
 schemas exactly as strict as the validation), no request may get a 5xx, every refusal carries
 a JSON ``detail``, and a refused ``POST /v1/events`` or ``POST /v1/feedback`` produces
-nothing: the fuzz tenant's raw events and ledger hold exactly the ids of the 2xx answers (and
-what the retrospective pass derived from accepted outcomes).
+nothing: the fuzz tenant's raw events and ledger hold exactly the ids of the 2xx answers, the
+events of the trace exports accepted (read from their bodies: OTLP's answer lists none) and
+what the retrospective pass derived from accepted outcomes.
 
 Runs schemathesis' own engine (what ``st run`` runs: examples, coverage and fuzzing phases);
 its pytest plugin does not run on this pytest.
@@ -13,18 +14,24 @@ its pytest plugin does not run on this pytest.
 from __future__ import annotations
 
 import base64
+import copy
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import httpx
 import orjson
 import pytest
 import schemathesis
+from google.protobuf import json_format
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from memstream.client import MemoryHttpClient, MemstreamHttpError
+from memstream.intake.otlp import json_ids_as_proto, spans_of, translate
 from memstream.kafka.topics import DLQ, LEDGER, RAW
 from memstream_api.feedback import EXAMPLE_TARGET
+from memstream_api.traces import PROTOBUF
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from schemathesis import BaseSchema, Case, CheckContext, Response
 from schemathesis.config import SchemathesisConfig
 from schemathesis.engine import Status, events
@@ -119,6 +126,8 @@ class Run:
         label = case.operation.label
         if response.status_code >= 500:
             self.server_errors.append(f"{label} {response.status_code}: {response.text[:300]}")
+        if label == "POST /v1/traces" and 200 <= response.status_code < 300:
+            self.accepted_ids.update(trace_event_ids(case.media_type, case.body))
         if label not in WRITES:
             return
         if 200 <= response.status_code < 300:
@@ -254,6 +263,39 @@ def _dead_letters_of(stack: RunningStack, tenant: str) -> list[dict[str, Any]]:
         if isinstance(record, dict) and record.get("tenant") == tenant:
             found.append(letter)
     return found
+
+
+def trace_event_ids(media_type: str | None, body: Any) -> set[str]:
+    """The ids of the events an accepted trace export wrote (its answer, OTLP's own
+    ``partialSuccess``, lists none): the same translation the route makes, on the body sent.
+    Deterministic: an event's id comes from its span or its message, never the clock."""
+    export = ExportTraceServiceRequest()
+    if media_type == PROTOBUF:
+        export.ParseFromString(body)
+    else:
+        # a copy: the ids are rewritten in place, and the case keeps its body
+        doc = json_ids_as_proto(copy.deepcopy(body))
+        json_format.ParseDict(doc, export, ignore_unknown_fields=True)
+    return {e.id for e in translate(spans_of(export), FUZZ_TENANT, datetime.now(UTC)).events}
+
+
+def test_the_ids_an_accepted_trace_export_wrote_are_read_from_its_body() -> None:
+    trace, span_id = "5b8efff798038103d269b633813fc60c", "eee19b7ec3c1b174"
+    span = {
+        "traceId": trace, "spanId": span_id, "name": "execute_tool kiln_log",
+        "startTimeUnixNano": "1764000000000000000", "endTimeUnixNano": "1764000001000000000",
+        "attributes": [
+            {"key": "gen_ai.operation.name", "value": {"stringValue": "execute_tool"}},
+            {"key": "gen_ai.tool.name", "value": {"stringValue": "kiln_log"}},
+        ],
+    }  # fmt: skip
+    plain = {**span, "spanId": "aaa19b7ec3c1b174", "attributes": []}
+    body = {"resourceSpans": [{"scopeSpans": [{"spans": [span, plain]}]}]}
+    ids = trace_event_ids("application/json", body)
+    assert f"otel-{trace}-{span_id}-result" in ids and not any("aaa19b" in i for i in ids)
+    encoded = ExportTraceServiceRequest()
+    json_format.ParseDict(json_ids_as_proto(copy.deepcopy(body)), encoded)
+    assert trace_event_ids(PROTOBUF, encoded.SerializeToString()) == ids
 
 
 def _ids(stack: RunningStack, topic: str) -> set[str]:
