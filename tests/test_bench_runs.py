@@ -247,6 +247,7 @@ def test_bench_scale_runs_two_replicas_and_loses_nothing(tmp_path: Path) -> None
     ((row,),) = [doc["rows"]]
     assert row["replicas"] == 2
     assert row["events_lost"] == 0 and row["events_applied_twice"] == 0, row
+    assert row["events_lost_at"] == [] and row["events_applied_twice_at"] == [], row
     assert row["ingest_events_per_s"] > 0
     assert row["join_pause_s"] > 0 and row["kill_pause_s"] > 0, row
     by_worker = row["cpu_s_per_1000_events_by_worker"]

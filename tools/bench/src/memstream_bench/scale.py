@@ -16,7 +16,6 @@ import signal
 import sys
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -24,10 +23,11 @@ from typing import Any
 
 import orjson
 import psutil
-from memstream.kafka.reading import end_offsets, read_to_end
-from memstream.kafka.topics import LEDGER
+from memstream.kafka.reading import end_offsets, headers_of, read_to_end
+from memstream.kafka.topics import LEDGER, RAW
 from memstream.keys import KeyStore
 from memstream.ledger.opening import data_keys
+from memstream.position import RAW_HEADER
 from memstream.proof import Prover, producer_secret
 from memstream.sdk import emit_by_tenant
 from memstream.settings import Settings
@@ -113,7 +113,7 @@ def _row(
     run.sent += [e.id for e in events]
     join = _pause(run, rate, progress, f"{replicas} replica(s): a sequencer joins", _join)
     kill = _pause(run, rate, progress, f"{replicas} replica(s): a sequencer killed", _kill)
-    lost, twice = _damage(run)
+    damage = _damage(run)
     return {
         "replicas": replicas,
         "ingest_events_per_s": round(n / ingest_s),
@@ -125,8 +125,11 @@ def _row(
         "cpu_s_per_1000_events_by_worker": _by_worker(stack, per_process),
         "join_pause_s": join,
         "kill_pause_s": kill,
-        "events_lost": lost,
-        "events_applied_twice": twice,
+        "events_lost": damage.lost,
+        "events_applied_twice": damage.twice,
+        # empty when both are 0; else where the first ones lie, to tell which hand-over
+        "events_lost_at": damage.lost_at,
+        "events_applied_twice_at": damage.twice_at,
     }
 
 
@@ -231,19 +234,56 @@ def _kill(run: _Run) -> Callable[[], None]:
     return lambda: None
 
 
-def _damage(run: _Run) -> tuple[int, int]:
-    """Sent events missing from the ledger and ledgered more than once, once it has them."""
+SHOWN = 10  # damaged events named per kind in a row (the counts are whole)
+
+
+@dataclass(frozen=True)
+class _Damage:
+    """Sent events missing from the ledger and ledgered more than once, with where each
+    lies: a lost event's raw record(s), a doubled event's ledger entries (so a row that is
+    not 0 / 0 says which hand-over wrote what)."""
+
+    lost: int
+    twice: int
+    lost_at: list[str]
+    twice_at: list[str]
+
+
+def _damage(run: _Run, patience_s: float = 600.0) -> _Damage:
+    """The damage, once the ledger holds every sent event (or ``patience_s`` passed)."""
     info = run.stack.info
     assert info is not None
     wanted = set(run.sent)
-    deadline = time.monotonic() + 600
+    deadline = time.monotonic() + patience_s
     while True:
-        counts = Counter(
-            i
-            for m in read_to_end(info.kafka_bootstrap, LEDGER)
-            if (i := orjson.loads(m.value() or b"{}").get("id")) in wanted
-        )
-        if len(counts) == len(wanted) or time.monotonic() > deadline:
+        where: dict[str, list[str]] = {}
+        for m in read_to_end(info.kafka_bootstrap, LEDGER):
+            if (i := orjson.loads(m.value() or b"{}").get("id")) in wanted:
+                h = headers_of(m)
+                where.setdefault(i, []).append(
+                    f"ledger[{m.partition()}]@{m.offset()} seq {h.get('seq', b'?').decode()}"
+                    f" raw {h.get(RAW_HEADER, b'?').decode()}"
+                )
+        if len(where) == len(wanted) or time.monotonic() > deadline:
             break
         time.sleep(2)
-    return len(wanted - set(counts)), sum(c - 1 for c in counts.values() if c > 1)
+    lost = wanted - where.keys()
+    twice = {i: at for i, at in where.items() if len(at) > 1}
+    return _Damage(
+        len(lost),
+        sum(len(at) - 1 for at in twice.values()),
+        _raw_places(info.kafka_bootstrap, lost),
+        [f"{i}: {', '.join(at)}" for i, at in sorted(twice.items())[:SHOWN]],
+    )
+
+
+def _raw_places(bootstrap: str, lost: set[str]) -> list[str]:
+    """Where the first lost events lie in the raw topic."""
+    if not lost:
+        return []
+    places = [
+        f"{i}: raw[{m.partition()}]@{m.offset()}"
+        for m in read_to_end(bootstrap, RAW)
+        if (i := orjson.loads(m.value() or b"{}").get("id")) in lost
+    ]
+    return sorted(places)[:SHOWN]
