@@ -130,8 +130,18 @@ def test_bench_train_measures_the_data_and_trains_on_the_labelled_conversations_
     Ranker.from_text(model.read_text())  # refused if it reads other features than today's
     Judge.from_text(judge.read_text())
     # the labelled conversations were collected: in the groups file, beside tiny's
-    kept = {json.loads(line)["conversation"] for line in groups.read_text().splitlines()}
-    assert kept == {"tiny-1", "tiny-2", *extra}
+    stamp, *rows = groups.read_text().splitlines()
+    assert {json.loads(line)["conversation"] for line in rows} == {"tiny-1", "tiny-2", *extra}
+    # read again for the same conversations (no stack); refused for others
+    again = bench(tmp_path, "train", "--data", str(data), "--train-only", str(labelled),
+                  "--groups", str(groups))  # fmt: skip
+    assert again["pooled"] == doc["pooled"]
+    res = subprocess.run(
+        [str(BIN / "memstream"), "bench", "train", "--data", str(data), "--groups", str(groups)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert res.returncode != 0 and "--groups" in res.stderr and "collected from other" in res.stderr
+    assert groups.read_text().splitlines()[0] == stamp  # the refused run left it as it was
 
 
 ABSTAINING = ("ask_user", "no_memory")

@@ -24,6 +24,9 @@ from memstream.records.projected import SourceRef
 from memstream_bench.train import (
     DuplicateConversationError,
     Group,
+    StaleCollectionError,
+    _collected,
+    _stamp,
     cross_validate,
     fit,
     folds,
@@ -236,3 +239,26 @@ def test_recall_and_hit_of_an_order() -> None:
     assert score(turns, [4, 3, 2, 1], ["a", "d"], k=2) == (0.5, 1.0)
     assert score(turns, [1, 2, 3, 4], ["a", "b"], k=2) == (0.0, 0.0)
     assert score(turns, [1, 1, 1, 1], ["b"], k=2) == (1.0, 1.0)  # ties keep the fused order
+
+
+def test_a_collection_is_read_again_only_for_the_conversations_and_features_it_came_from(
+    tmp_path: Path,
+) -> None:
+    samples = [{"sample_id": "a-1", "conversation": {"speaker_a": "Zoë"}, "qa": []}]
+    group = Group("a-1", 1, ["t1", "t2"], [[0.0] * len(FEATURES)] * 2, ["t2"])
+    path = tmp_path / "groups.jsonl"
+    path.write_text(json.dumps(_stamp(samples)) + "\n" + json.dumps(group.__dict__) + "\n")
+    path.with_suffix(".packets.jsonl").write_text("")
+    assert _collected(samples, print, path) == ([group], [])
+    other = [{**samples[0], "qa": [{"question": "which city?", "category": 1}]}]
+    with pytest.raises(StaleCollectionError, match="other conversations or with other features"):
+        _collected(other, print, path)
+    # a file collected before the stamp existed, or with other features, is refused too
+    path.write_text(json.dumps(group.__dict__) + "\n")
+    with pytest.raises(StaleCollectionError):
+        _collected(samples, print, path)
+    stamp = _stamp(samples)
+    stamp["collection"]["features"] = stamp["collection"]["features"][:-1]
+    path.write_text(json.dumps(stamp) + "\n")
+    with pytest.raises(StaleCollectionError):
+        _collected(samples, print, path)

@@ -244,13 +244,15 @@ def train(
         for path in paths:
             if not path.is_file():
                 raise typer.BadParameter(f"no such file: {path}", param_hint=hint)
-    from memstream_bench.train import DuplicateConversationError
+    from memstream_bench.train import DuplicateConversationError, StaleCollectionError
 
     with stages(json_out) as progress:
         try:
             doc = run_train(data, model, progress, groups, judge, train_only or [])
         except DuplicateConversationError as exc:
             raise typer.BadParameter(str(exc), param_hint="--data") from exc
+        except StaleCollectionError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--groups") from exc
     if json_out:
         print_json(doc)
         return

@@ -17,6 +17,7 @@ conversation is written where ``--model`` says (the shipped one lives beside
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import statistics
@@ -247,20 +248,40 @@ def gather(samples: list[Any], progress: Report) -> tuple[list[Group], list[Pack
     return groups, packets
 
 
+class StaleCollectionError(ValueError):
+    """A ``--groups`` file collected from other conversations or with other features."""
+
+
+def _stamp(samples: list[Any]) -> dict[str, Any]:
+    """What a collection was made from: the conversations' content and the features (a file
+    collected from other data, or before a feature changed, would train on the wrong rows)."""
+    body = json.dumps(samples, sort_keys=True, ensure_ascii=False).encode()
+    return {"collection": {"data_sha256": hashlib.sha256(body).hexdigest(),
+                           "features": list(FEATURES)}}  # fmt: skip
+
+
 def _collected(
     samples: list[Any], progress: Report, groups_file: Path | None
 ) -> tuple[list[Group], list[Packet]]:
-    """Read from ``groups_file`` (and its ``.packets`` sibling) when it exists; else collect,
-    and write them there when it is named."""
+    """Read from ``groups_file`` (and its ``.packets`` sibling) when it exists and was
+    collected from these conversations with these features (else refused: it is not reused
+    for other data); else collect, and write them there when it is named."""
     packets_file = groups_file.with_suffix(".packets.jsonl") if groups_file else None
+    stamp = _stamp(samples)
     if groups_file is not None and packets_file is not None and groups_file.is_file():
-        lines = groups_file.read_text().splitlines()
+        head, *lines = groups_file.read_text().splitlines() or [""]
+        if not head.startswith("{") or json.loads(head) != stamp:
+            raise StaleCollectionError(
+                f"{groups_file} was collected from other conversations or with other features "
+                "than these: name a new file (or delete it) to collect again"
+            )
         return [Group(**json.loads(line)) for line in lines], [
             Packet(**json.loads(line)) for line in packets_file.read_text().splitlines()
         ]
     groups, packets = gather(samples, progress)
     if groups_file is not None and packets_file is not None:
-        groups_file.write_text("".join(json.dumps(asdict(g)) + "\n" for g in groups))
+        rows = [stamp, *(asdict(g) for g in groups)]
+        groups_file.write_text("".join(json.dumps(r) + "\n" for r in rows))
         packets_file.write_text("".join(json.dumps(asdict(p)) + "\n" for p in packets))
     return groups, packets
 
@@ -273,7 +294,8 @@ def run_train(
     judge_model: Path | None = None,
     train_only: Sequence[Path] = (),
 ) -> dict[str, Any]:
-    """Collect (or read ``groups_file`` when it exists; write it when it does not),
+    """Collect (or read ``groups_file`` when it exists and was collected from the same
+    conversations with the same features; write it when it does not exist),
     cross-validate both models by conversation (the ranker with the ``train_only`` files'
     conversations on the training side of every fold, never measured; the answerability on
     the ``data`` ones alone), then write the ranker trained on every conversation to
