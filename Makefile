@@ -24,10 +24,11 @@ run: install
 
 ## system-deps: Debian's Prometheus (promtool and the server), Chromium (explorer tests),
 ## PostgreSQL (the data-key store's second adapter; the tests start their own server) and
-## libgomp1 (OpenMP, which the learned ranker's LightGBM wheel links against)
+## libgomp1 (OpenMP, which the learned ranker's LightGBM wheel links against). Two checkouts
+## installing at once take turns (flock) instead of failing on apt's lock.
 system-deps:
 	@{ command -v promtool && command -v prometheus && test -x /usr/bin/chromium && ls /usr/lib/postgresql/*/bin/postgres && $(PY) -c "import ctypes; ctypes.CDLL('libgomp.so.1')"; } >/dev/null 2>&1 || { \
-	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus chromium postgresql libgomp1 >/dev/null; \
+	  if [ "$$(id -u)" = 0 ]; then flock /tmp/memstream-system-deps.lock sh -c 'apt-get -o DPkg::Lock::Timeout=600 update -qq && DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq prometheus chromium postgresql libgomp1 >/dev/null'; \
 	  else echo "prometheus, promtool, chromium, postgresql or libgomp1 missing: run 'sudo apt-get install prometheus chromium postgresql libgomp1'" >&2; exit 1; fi; }
 
 ## test: lint, type-check and the whole suite against real servers (three workers: the tests
