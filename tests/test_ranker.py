@@ -250,6 +250,10 @@ def test_a_collection_is_read_again_only_for_the_conversations_and_features_it_c
     path.write_text(json.dumps(_stamp(samples)) + "\n" + json.dumps(group.__dict__) + "\n")
     path.with_suffix(".packets.jsonl").write_text("")
     assert _collected(samples, print, path) == ([group], [])
+    path.with_suffix(".packets.jsonl").unlink()
+    with pytest.raises(StaleCollectionError, match="packets"):
+        _collected(samples, print, path)
+    path.with_suffix(".packets.jsonl").write_text("")
     other = [{**samples[0], "qa": [{"question": "which city?", "category": 1}]}]
     with pytest.raises(StaleCollectionError, match="other conversations or with other features"):
         _collected(other, print, path)
@@ -257,6 +261,10 @@ def test_a_collection_is_read_again_only_for_the_conversations_and_features_it_c
     path.write_text(json.dumps(group.__dict__) + "\n")
     with pytest.raises(StaleCollectionError):
         _collected(samples, print, path)
+    for garbage in ("{not json", "\x00\x01", ""):
+        path.write_text(garbage)
+        with pytest.raises(StaleCollectionError):
+            _collected(samples, print, path)
     stamp = _stamp(samples)
     stamp["collection"]["features"] = stamp["collection"]["features"][:-1]
     path.write_text(json.dumps(stamp) + "\n")

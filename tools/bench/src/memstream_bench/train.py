@@ -260,6 +260,15 @@ def _stamp(samples: list[Any]) -> dict[str, Any]:
                            "features": list(FEATURES)}}  # fmt: skip
 
 
+def _stamp_of(line: str) -> Any:
+    """The stamp a collection's first line holds (None when it holds none: an old file, or
+    not a collection at all)."""
+    try:
+        return json.loads(line)
+    except ValueError:
+        return None
+
+
 def _collected(
     samples: list[Any], progress: Report, groups_file: Path | None
 ) -> tuple[list[Group], list[Packet]]:
@@ -270,11 +279,13 @@ def _collected(
     stamp = _stamp(samples)
     if groups_file is not None and packets_file is not None and groups_file.is_file():
         head, *lines = groups_file.read_text().splitlines() or [""]
-        if not head.startswith("{") or json.loads(head) != stamp:
+        if _stamp_of(head) != stamp:
             raise StaleCollectionError(
                 f"{groups_file} was collected from other conversations or with other features "
                 "than these: name a new file (or delete it) to collect again"
             )
+        if not packets_file.is_file():
+            raise StaleCollectionError(f"{groups_file} has no {packets_file.name} beside it")
         return [Group(**json.loads(line)) for line in lines], [
             Packet(**json.loads(line)) for line in packets_file.read_text().splitlines()
         ]
